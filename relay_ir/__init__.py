@@ -1,0 +1,58 @@
+# ruff: noqa: F401, I001  (re-exports in owner-marked sections, kept in section order)
+"""relay_ir: Tessel's functional IR with gradual shape types.
+
+    >>> import relay_ir
+    >>> x = relay_ir.Var("x", relay_ir.TensorType((1, "?"), "float32"))
+    >>> x.type_annotation.shape
+    (1, ?)
+"""
+
+# --- R1 exports (core & syntax) ---
+from relay_ir.span import Span
+from relay_ir.ty import (
+    ANY,
+    AnyDim,
+    Dim,
+    FuncType,
+    GlobalTypeVar,
+    IncompleteType,
+    RefType,
+    ShapeVar,
+    TensorType,
+    TupleType,
+    Type,
+    TypeCall,
+    TypeData,
+    TypeVar,
+    is_dynamic,
+    scalar_type,
+)
+from relay_ir.expr import (
+    Call,
+    Clause,
+    Constant,
+    Constructor,
+    Expr,
+    Function,
+    GlobalVar,
+    If,
+    Let,
+    Match,
+    Pattern,
+    PatternConstructor,
+    PatternTuple,
+    PatternVar,
+    PatternWildcard,
+    RefCreate,
+    RefRead,
+    RefWrite,
+    Tuple,
+    TupleGetItem,
+    Var,
+    pattern_vars,
+)
+from relay_ir.module import IRModule
+
+# --- R2 exports ---
+
+# --- R3 exports ---

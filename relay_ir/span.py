@@ -1,0 +1,40 @@
+"""Source spans: where in the text a node came from, kept so errors can point at it.
+
+    >>> Span("model.rly", 3, 5, 3, 9)
+    Span(file='model.rly', line=3, col=5, end_line=3, end_col=9)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A region of source text; lines and columns count from 1."""
+
+    file: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+def render_caret(source: str, line: int, col: int, width: int = 1) -> str:
+    """The source line `line` with a caret under column `col` (both from 1).
+
+    >>> print(render_caret("let %x = 1;\\nfoo bar", 2, 5, 3))
+        2 | foo bar
+          |     ^^^
+    """
+    lines = source.splitlines() or [""]
+    if line < 1 or line > len(lines):
+        return ""
+    text = lines[line - 1].expandtabs(1)
+    prefix = f"{line:5d} | "
+    pad = " " * (len(prefix) - 2) + "| "
+    width = max(1, min(width, max(1, len(text) - col + 1)))
+    return f"{prefix}{text}\n{pad}{' ' * (col - 1)}{'^' * width}"
