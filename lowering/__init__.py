@@ -1,0 +1,1 @@
+"""lowering: schedules to loop IR, loop passes, the loop-IR interpreter and the backends."""

@@ -1,0 +1,1 @@
+"""relay_ir.frontend."""
