@@ -1,1 +1,39 @@
-"""lowering: schedules to loop IR, loop passes, the loop-IR interpreter and the backends."""
+"""lowering: schedules to loop IR, loop passes, the loop-IR interpreter and the backends.
+
+    >>> import tensor_expr as te, lowering
+    >>> from schedule import create_schedule
+    >>> A = te.placeholder((64,), name="A")
+    >>> B = te.compute((64,), lambda i: A[i] * 2.0, name="B")
+    >>> s = create_schedule(B)
+    >>> print(lowering.lower(s, [A, B]))  # doctest: +SKIP
+    >>> f = lowering.build(s, [A, B], target="llvm")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def lower(sch: Any, args: Any, name: str = "main", **options: Any) -> Any:
+    """Lower a schedule into a loop-IR PrimFunc: `print(lowering.lower(s, [A, B, C]))`."""
+    from lowering.schedule_ops import lower as _lower
+
+    return _lower(sch, args, name=name, **options)
+
+
+def build(sch: Any, args: Any = None, target: Any = "llvm", name: str = "main",
+          **options: Any) -> Any:
+    """Compile a schedule (or a PrimFunc) into a kernel callable on numpy arrays.
+
+    `f = lowering.build(s, [A, B, C], target="llvm"); f(a, b, c)`
+    """
+    from lowering.build_module import build as _build
+
+    return _build(sch, args, target=target, name=name, **options)
+
+
+def interpret(func: Any, *arrays: Any) -> None:
+    """Run a loop-IR PrimFunc with the numpy reference interpreter, writing outputs in place."""
+    from lowering.interpreter import run
+
+    run(func, *arrays)
