@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from tensor_expr.dtype import check_dtype
 from tensor_expr.expr import PrimExpr, Var, as_expr

@@ -21,11 +21,12 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
-from tessel_errors import ScheduleError
 from tensor_expr.expr import IntImm, IterVar
+from tessel_errors import ScheduleError
 
 # ---------------------------------------------------------------------------------------
 # Values of one knob

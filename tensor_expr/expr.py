@@ -17,8 +17,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Union
 
-from tessel_errors import TensorExprError
 from tensor_expr.dtype import check_dtype, is_float, is_integral, promote
+from tessel_errors import TensorExprError
 
 
 class ExprOp:

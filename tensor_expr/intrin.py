@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tessel_errors import TensorExprError
 from tensor_expr.dtype import is_float
 from tensor_expr.expr import Call, PrimExpr, _coerce_pair, as_expr, cast, const
+from tessel_errors import TensorExprError
 
 
 def _float_unary(name: str, x: Any) -> PrimExpr:

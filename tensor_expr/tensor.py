@@ -11,10 +11,10 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from tessel_errors import TensorExprError
 from tensor_expr.dtype import check_dtype, is_integral
 from tensor_expr.expr import (
     CommReducer,
@@ -33,6 +33,7 @@ from tensor_expr.expr import (
 )
 from tensor_expr.expr import max as emax
 from tensor_expr.expr import min as emin
+from tessel_errors import TensorExprError
 
 _node = dataclass(frozen=True, slots=True, eq=False)
 

@@ -13,7 +13,8 @@ itself when no child changed and memoises by identity, since expressions are DAG
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from tensor_expr.expr import IterVar, PrimExpr, ProducerLoad, Range, Reduce, Var
 
