@@ -1,0 +1,99 @@
+"""Run-time checks of gradual shapes: `runtime.check_shape`.
+
+Type inference inserts `runtime.check_shape(x, shape=(-1, 3), message=...)` where the static
+type of x had a `?` that the program later relied on being a number (see
+relay_ir/typing/checks.py). The check passes the value through unchanged when its shape
+fits (-1 marks a free dim) and raises RelayRuntimeError with the message otherwise, so a
+program fails with an explanation instead of computing garbage.
+
+    >>> import numpy as np
+    >>> from relay_ir.op.registry import REFERENCES, get_op
+    >>> op = get_op("runtime.check_shape")
+    >>> REFERENCES[op](np.zeros((4, 3)), attrs=op.make_attrs({"shape": (-1, 3)})).shape
+    (4, 3)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from relay_ir.expr import Call, Expr
+from relay_ir.op._common import (
+    ARG_NAMES,
+    RelationError,
+    dim_str,
+    freeze_fields,
+    make_call,
+    merge_dim,
+    tensor_arg,
+)
+from relay_ir.op.registry import PATTERNS, REFERENCES, TYPE_RELATIONS, OpPattern, register_op
+from relay_ir.ty import ANY, TensorType, Type
+from tessel_errors import RelayRuntimeError
+
+
+@dataclass(frozen=True, slots=True)
+class CheckShapeAttrs:
+    """Attributes of runtime.check_shape: the expected shape (-1: any) and the message."""
+
+    shape: tuple[int, ...]
+    message: str = ""
+
+    def __post_init__(self) -> None:
+        freeze_fields(self, "shape")
+
+
+def _check_shape_rel(types: list[Type], attrs: CheckShapeAttrs) -> Type:
+    t = tensor_arg(types, 0)
+    if len(attrs.shape) != t.ndim:
+        raise RelationError(f"check_shape expects rank {len(attrs.shape)}, got rank {t.ndim}",
+                            arg=0, got=t)
+    shape = []
+    for i, (have, want) in enumerate(zip(t.shape, attrs.shape)):
+        merged = merge_dim(have, ANY if want == -1 else want)
+        if merged is None:
+            raise RelationError(f"dim {i} is statically {dim_str(have)}, the check wants "
+                                f"{want}", arg=0, got=t)
+        shape.append(merged)
+    return TensorType(tuple(shape), t.dtype)
+
+
+def shape_fits(shape: Sequence[int], expected: Sequence[int]) -> bool:
+    """Whether a concrete shape matches an expected one (-1 matches any extent).
+
+    >>> shape_fits((4, 3), (-1, 3)), shape_fits((4, 2), (-1, 3))
+    (True, False)
+    """
+    return len(shape) == len(expected) and all(
+        w == -1 or int(h) == w for h, w in zip(shape, expected)
+    )
+
+
+def _check_shape_ref(x: Any, attrs: CheckShapeAttrs) -> np.ndarray:
+    x = np.asarray(x)
+    if not shape_fits(x.shape, attrs.shape):
+        want = "(" + ", ".join("?" if w == -1 else str(w) for w in attrs.shape) + ")"
+        got = "(" + ", ".join(str(d) for d in x.shape) + ")"
+        raise RelayRuntimeError(
+            f"{attrs.message or 'run-time shape check failed'}: expected shape {want}, "
+            f"got a value of shape {got}"
+        )
+    return x
+
+
+check_shape_op = register_op("runtime.check_shape", CheckShapeAttrs, 1,
+                             "fail at run time unless the shape fits")
+ARG_NAMES[check_shape_op] = ("data",)
+TYPE_RELATIONS[check_shape_op] = _check_shape_rel
+REFERENCES[check_shape_op] = _check_shape_ref
+PATTERNS[check_shape_op] = OpPattern.OPAQUE  # a check must run as written: never fused away
+
+
+def check_shape(data: Expr, shape: Sequence[int], message: str = "") -> Call:
+    """A run-time shape check that returns data: check_shape(x, (-1, 3), "dense: ...")."""
+    return make_call(check_shape_op, [data], shape=tuple(int(s) for s in shape),
+                     message=message)
