@@ -1,0 +1,224 @@
+"""The SQLite schema of a tuning database and the checks that guard opening one.
+
+A tuning database is an ordinary SQLite file in WAL mode (so that a tuning run can write while
+another process reads or writes), marked twice as ours: by SQLite's `application_id` header
+field and by a `meta` table holding a magic string and the schema version. Before anything
+writes to a file, `inspect_file` looks at it through a read-only connection (or not at all,
+when its first bytes are not SQLite's), so a corrupt or foreign file is refused untouched.
+
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "t.db"
+    >>> inspect_file(path)
+    'new'
+    >>> db = connect(path); initialise(db); inspect_file(path)
+    'ours'
+    >>> db.close()
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Literal
+
+import sqlite_utils
+
+from tessel_errors import TuningLogError
+
+from .record import ERROR_KINDS
+
+SCHEMA_VERSION = 1
+MAGIC = "tessel-tuning-db"
+APPLICATION_ID = 0x5453454C  # "TSEL" in the SQLite header: `file(1)`-style recognition
+SQLITE_HEADER = b"SQLite format 3\x00"
+BUSY_TIMEOUT_S = 60.0
+
+_ERROR_CHECK = ", ".join(f"'{k}'" for k in ERROR_KINDS)
+
+# Columns in the order records are written; `digest` (sha256 of the record's JSON line) makes
+# an exact duplicate a no-op, which is how import and merge skip what is already there.
+MEASUREMENT_COLUMNS: tuple[str, ...] = (
+    "workload_key", "template", "target", "device_key", "config", "costs", "mean",
+    "error_kind", "error_msg", "timestamp", "tuner", "tessel_version", "flops", "attrs",
+    "digest",
+)
+
+_DDL = f"""
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS measurements (
+    id INTEGER PRIMARY KEY,
+    workload_key TEXT NOT NULL,
+    template TEXT NOT NULL,
+    target TEXT NOT NULL,
+    device_key TEXT NOT NULL,
+    config TEXT NOT NULL,
+    costs TEXT NOT NULL,
+    mean REAL,
+    error_kind TEXT NOT NULL CHECK (error_kind IN ({_ERROR_CHECK})),
+    error_msg TEXT NOT NULL DEFAULT '',
+    timestamp REAL NOT NULL,
+    tuner TEXT NOT NULL DEFAULT '',
+    tessel_version TEXT NOT NULL DEFAULT '',
+    flops REAL,
+    attrs TEXT NOT NULL DEFAULT '{{}}',
+    digest TEXT NOT NULL UNIQUE,
+    CHECK (error_kind != 'none' OR mean IS NOT NULL)
+);
+CREATE INDEX IF NOT EXISTS measurements_task
+    ON measurements (workload_key, target, device_key, config);
+CREATE INDEX IF NOT EXISTS measurements_best
+    ON measurements (workload_key, target, device_key, error_kind, mean);
+CREATE INDEX IF NOT EXISTS measurements_template
+    ON measurements (template, target);
+CREATE VIEW IF NOT EXISTS tasks AS
+    SELECT workload_key, target, device_key,
+           MAX(template) AS template,
+           COUNT(*) AS trials,
+           SUM(error_kind = 'none') AS ok_trials,
+           MIN(CASE WHEN error_kind = 'none' THEN mean END) AS best_mean,
+           MAX(flops) AS flops,
+           MAX(timestamp) AS last_update
+    FROM measurements
+    GROUP BY workload_key, target, device_key;
+"""
+
+FileState = Literal["new", "empty", "ours"]
+
+
+def _readonly_connection(path: Path) -> sqlite3.Connection:
+    # mode=ro: SQLite itself then refuses to write to the file, whatever we ask of it.
+    uri = Path(os.path.abspath(path)).as_uri() + "?mode=ro"
+    return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
+
+
+def inspect_file(path: Path) -> FileState:
+    """Say what is at `path` without changing it: 'new', 'empty' (a blank SQLite file), 'ours'.
+
+    Anything else (not SQLite, corrupt, another program's database, a newer schema) raises
+    TuningLogError naming the file and what to do.
+
+        >>> inspect_file(Path("/nonexistent/dir/t.db"))
+        'new'
+    """
+    path = Path(path)
+    if not path.exists():
+        return "new"
+    if path.is_dir():
+        raise TuningLogError(f"tuning database path {str(path)!r} is a directory; "
+                             f"give a file path such as {str(path / 'tuning.db')!r}")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as e:
+        raise TuningLogError(f"cannot read tuning database {str(path)!r}: {e}") from None
+    if not head:
+        return "empty"  # SQLite treats a zero-byte file as an empty database
+    if head != SQLITE_HEADER:
+        raise TuningLogError(f"{str(path)!r} is not a tuning database: it is not a SQLite "
+                             f"file (it starts with {head[:8]!r}); the file was left "
+                             f"untouched; pass another --db path")
+    try:
+        conn = _readonly_connection(path)
+        try:
+            return _inspect_sqlite(conn, path)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as e:
+        raise TuningLogError(f"{str(path)!r} is not a readable tuning database ({e}); it may be "
+                             f"corrupt; the file was left untouched") from None
+
+
+def _inspect_sqlite(conn: sqlite3.Connection, path: Path) -> FileState:
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    names = [r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+        "AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+    if app_id != APPLICATION_ID:
+        if app_id == 0 and not names:
+            return "empty"
+        listed = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+        raise TuningLogError(f"{str(path)!r} is a SQLite database of another program "
+                             f"(application id {app_id:#x}, tables: {listed or 'none'}), not a "
+                             f"Tessel tuning database; the file was left untouched; pass "
+                             f"another --db path")
+    if "meta" not in names:
+        raise TuningLogError(f"{str(path)!r} carries Tessel's application id but has no meta "
+                             f"table: it is damaged; restore it or start a new database")
+    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    if meta.get("magic") != MAGIC:
+        raise TuningLogError(f"{str(path)!r} has a meta table without Tessel's magic "
+                             f"(found {meta.get('magic')!r}); it is not a tuning database")
+    try:
+        version = int(meta.get("schema_version", ""))
+    except ValueError:
+        raise TuningLogError(f"{str(path)!r} has a bad schema version "
+                             f"{meta.get('schema_version')!r} in its meta table") from None
+    if version > SCHEMA_VERSION:
+        raise TuningLogError(f"{str(path)!r} was written by a newer Tessel (schema version "
+                             f"{version}; this Tessel reads up to version {SCHEMA_VERSION}); "
+                             f"upgrade Tessel to use it, or export it there as JSON lines")
+    if version < 1:
+        raise TuningLogError(f"{str(path)!r} has schema version {version}, which no Tessel "
+                             f"wrote; it is damaged")
+    missing = {"measurements", "tasks"} - set(names)
+    if missing:
+        raise TuningLogError(f"{str(path)!r} lacks {', '.join(sorted(missing))}: the tuning "
+                             f"database is damaged; restore it or start a new database")
+    return "ours"
+
+
+def connect(path: Path, readonly: bool = False) -> sqlite_utils.Database:
+    """Open a sqlite-utils Database on `path` with a busy timeout (and WAL when writable).
+
+    Call `inspect_file` first: this function trusts the file.
+
+        >>> import tempfile
+        >>> db = connect(Path(tempfile.mkdtemp()) / "t.db"); db.journal_mode
+        'wal'
+        >>> db.close()
+    """
+    path = Path(path)
+    if readonly:
+        conn = _readonly_connection(path)
+    else:
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S)
+    db = sqlite_utils.Database(conn, execute_plugins=False)
+    db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    if not readonly:
+        db.enable_wal()
+        # NORMAL is safe in WAL mode against process crashes, which is what tuning risks.
+        db.execute("PRAGMA synchronous = NORMAL")
+    return db
+
+
+def initialise(db: sqlite_utils.Database) -> None:
+    """Create the schema if missing and stamp the file as a Tessel tuning database.
+
+    Safe when several processes open a new database at once: everything is IF NOT EXISTS
+    and happens in one immediate (write-locked) transaction.
+
+        >>> db = sqlite_utils.Database(memory=True); initialise(db)
+        >>> db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+        '1'
+    """
+    db.execute("BEGIN IMMEDIATE")  # statement by statement: executescript() would COMMIT
+    try:
+        for statement in _DDL.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('magic', ?)", [MAGIC])
+        db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                   [str(SCHEMA_VERSION)])
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+
+
+__all__ = ["APPLICATION_ID", "MAGIC", "MEASUREMENT_COLUMNS", "SCHEMA_VERSION", "connect",
+           "initialise", "inspect_file"]
