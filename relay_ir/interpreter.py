@@ -77,7 +77,7 @@ class Closure:
     name: str = ""  # the global's name, for messages
 
     def __call__(self, *args: Any) -> Any:
-        return _run_in_big_stack(lambda: Interpreter(self.mod).apply(self, list(args)))
+        return run_with_big_stack(lambda: Interpreter(self.mod).apply(self, list(args)))
 
     def __repr__(self) -> str:
         what = f"@{self.name}" if self.name else "fn"
@@ -474,8 +474,12 @@ _limit_lock = threading.Lock()
 _active = [0, 0]  # [number of running deep evaluations, the recursion limit before them]
 
 
-def _run_in_big_stack(work: Any) -> Any:
-    """Run `work()` in a worker thread with a big stack and a raised recursion limit."""
+def run_with_big_stack(work: Any) -> Any:
+    """Run `work()` in a worker thread with a big stack and a raised recursion limit.
+
+    >>> run_with_big_stack(lambda: 1 + 1)
+    2
+    """
     result: list[Any] = []
     error: list[BaseException] = []
 
@@ -534,7 +538,7 @@ def interpret(mod_or_expr: IRModule | Expr, *args: Any, **kwargs: Any) -> Any:
                 "interpret got arguments but the expression is not a function"
             )
         interp = Interpreter(None)
-        return _run_in_big_stack(lambda: interp.eval_expr(mod_or_expr))
+        return run_with_big_stack(lambda: interp.eval_expr(mod_or_expr))
     else:
         raise RelayRuntimeError(
             f"interpret expects an IRModule or an Expr, got {type(mod_or_expr).__name__}"
@@ -542,7 +546,7 @@ def interpret(mod_or_expr: IRModule | Expr, *args: Any, **kwargs: Any) -> Any:
     values = _bind_args(fn, args, kwargs, where)
     interp = Interpreter(mod)
     clo = Closure(fn, {}, mod, "main" if where == "@main" else "")
-    return _run_in_big_stack(lambda: interp.apply(clo, values))
+    return run_with_big_stack(lambda: interp.apply(clo, values))
 
 
 def _bind_args(fn: Function, args: tuple, kwargs: dict[str, Any], where: str) -> list[Any]:
@@ -569,4 +573,23 @@ def _bind_args(fn: Function, args: tuple, kwargs: dict[str, Any], where: str) ->
     return [_convert_arg(v, p, where) for v, p in zip(values, params)]
 
 
-__all__ = ["Closure", "ConstructorValue", "Interpreter", "RefValue", "interpret"]
+def evaluate_op(call: Call, args: list[Any]) -> Any:
+    """Evaluate one op call on argument values through its reference (for FoldConstant).
+
+    >>> from relay_ir.op.registry import get_op
+    >>> c = Call(get_op("add"), (Constant(np.float32(1)), Constant(np.float32(2))))
+    >>> evaluate_op(c, [np.float32(1), np.float32(2)])
+    array(3., dtype=float32)
+    """
+    return Interpreter(None)._call_op(call, args)
+
+
+__all__ = [
+    "Closure",
+    "ConstructorValue",
+    "Interpreter",
+    "RefValue",
+    "evaluate_op",
+    "interpret",
+    "run_with_big_stack",
+]

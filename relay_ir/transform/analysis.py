@@ -66,8 +66,9 @@ def children(expr: Expr) -> list[Expr]:
     return []  # Var, GlobalVar, Constant, Constructor
 
 
-def post_order(expr: Expr) -> list[Expr]:
-    """Every distinct node under `expr`, children before parents (identity dedup).
+def post_order(expr: Expr, skip: Callable[[Expr], bool] | None = None) -> list[Expr]:
+    """Every distinct node under `expr`, children before parents (identity dedup);
+    the children of a node for which `skip(node)` holds are not walked.
 
     >>> from relay_ir.expr import Var, Tuple
     >>> a = Var("a"); t = Tuple((a, a)); post_order(t) == [a, t]
@@ -85,6 +86,8 @@ def post_order(expr: Expr) -> list[Expr]:
             continue
         seen.add(id(node))
         stack.append((node, True))
+        if skip is not None and skip(node):
+            continue
         for child in reversed(children(node)):
             if id(child) not in seen:
                 stack.append((child, False))

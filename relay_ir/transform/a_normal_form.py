@@ -1,0 +1,149 @@
+"""ToANormalForm: bind every intermediate value to a `let`, in evaluation order.
+
+After the pass every argument of a call, field of a tuple, condition of an `if` and so
+on is atomic (a variable, global, constant or constructor), and each compound value is
+bound exactly once. A node shared in the input DAG is bound once in the innermost scope
+that holds all its uses seen so far: scopes are function bodies, if branches and match
+arms; a node first met inside a branch is bound there (and again, if it is also needed
+later outside the branch: correct because such nodes are effect-free dataflow).
+
+The conversion recurses over nested expressions, so it runs in a big-stack worker
+thread; let chains are walked iteratively.
+
+    >>> from relay_ir.expr import Var, Tuple, Let
+    >>> x = Var("x")
+    >>> isinstance(to_a_normal_form(Tuple((Tuple((x,)),))), Let)
+    True
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from relay_ir.expr import (
+    Constant,
+    Constructor,
+    Expr,
+    Function,
+    GlobalVar,
+    If,
+    Let,
+    Match,
+    Var,
+)
+from relay_ir.interpreter import run_with_big_stack
+from relay_ir.module import IRModule
+from relay_ir.transform.analysis import children
+from relay_ir.transform.pass_manager import FunctionPass, PassContext
+from relay_ir.transform.rewrite import let_chain, rebuild
+
+
+class _Scope:
+    __slots__ = ("bindings", "memo", "parent")
+
+    def __init__(self, parent: _Scope | None) -> None:
+        self.parent = parent
+        self.bindings: list[tuple[Var, Expr]] = []
+        self.memo: dict[int, Expr] = {}
+
+    def lookup(self, expr: Expr) -> Expr | None:
+        scope: _Scope | None = self
+        while scope is not None:
+            hit = scope.memo.get(id(expr))
+            if hit is not None:
+                return hit
+            scope = scope.parent
+        return None
+
+
+def _atomic(expr: Expr) -> bool:
+    return isinstance(expr, (Var, GlobalVar, Constant, Constructor))
+
+
+class _ANF:
+    def __init__(self) -> None:
+        self.counter = 0
+
+    def fresh(self, expr: Expr) -> Var:
+        self.counter += 1
+        return Var(f"x{self.counter}", expr.checked_type)
+
+    def block(self, expr: Expr, parent: _Scope | None) -> Expr:
+        """Convert `expr` in a new scope and wrap the scope's bindings around it."""
+        scope = _Scope(parent)
+        result = self.atom(expr, scope)
+        return let_chain(scope.bindings, result)
+
+    def atom(self, expr: Expr, scope: _Scope) -> Expr:
+        """An atomic expression holding the value of `expr` (binding it if needed)."""
+        if _atomic(expr):
+            return expr
+        hit = scope.lookup(expr)
+        if hit is not None:
+            return hit
+        while isinstance(expr, Let):  # walk let chains without recursion
+            value = self.compound(expr.value, scope)
+            scope.bindings.append((expr.var, value))
+            scope.memo[id(expr.value)] = expr.var
+            expr = expr.body
+            if _atomic(expr):
+                return expr
+        hit = scope.lookup(expr)
+        if hit is not None:
+            return hit
+        value = self.compound(expr, scope)
+        var = self.fresh(expr)
+        scope.bindings.append((var, value))
+        scope.memo[id(expr)] = var
+        return var
+
+    def compound(self, expr: Expr, scope: _Scope) -> Expr:
+        """`expr` rebuilt with atomic children (not itself bound)."""
+        if _atomic(expr):
+            return expr
+        if isinstance(expr, Let):
+            return self.atom(expr, scope)
+        if isinstance(expr, Function):
+            return replace(expr, body=self.block(expr.body, scope),
+                           checked_type=expr.checked_type)
+        if isinstance(expr, If):
+            cond = self.atom(expr.cond, scope)
+            return replace(expr, cond=cond, true_branch=self.block(expr.true_branch, scope),
+                           false_branch=self.block(expr.false_branch, scope))
+        if isinstance(expr, Match):
+            data = self.atom(expr.data, scope)
+            rhs = [self.block(c.rhs, scope) for c in expr.clauses]
+            return rebuild(expr, [data, *rhs])
+        kids = [self.atom(k, scope) for k in children(expr)]
+        out = rebuild(expr, kids)
+        if out is not expr:
+            out = replace(out, checked_type=expr.checked_type)
+        return out
+
+
+def to_a_normal_form(expr: Expr) -> Expr:
+    """`expr` in A-normal form (a Function keeps its params; its body is converted)."""
+    conv = _ANF()
+
+    def work() -> Expr:
+        if isinstance(expr, Function):
+            return replace(expr, body=conv.block(expr.body, None))
+        return conv.block(expr, None)
+
+    return run_with_big_stack(work)
+
+
+class ToANormalForm(FunctionPass):
+    """Let-bind every intermediate value of every function."""
+
+    name = "ToANormalForm"
+    opt_level = 1
+
+    def transform_function(self, fn: Function, mod: IRModule, ctx: PassContext) -> Function:
+        """Convert one function."""
+        out = to_a_normal_form(fn)
+        assert isinstance(out, Function)
+        return out
+
+
+__all__ = ["ToANormalForm", "to_a_normal_form"]

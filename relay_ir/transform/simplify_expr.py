@@ -1,0 +1,162 @@
+"""SimplifyExpr: algebraic and shape simplifications that need no evaluation.
+
+Rules (each checked against the types, so a rewrite never changes a result's shape or
+dtype):
+- `x * 1`, `1 * x`, `x + 0`, `0 + x`, `x - 0`, `x / 1` -> `x` (the constant all ones /
+  zeros, and the result of the same type as `x`);
+- chains of reshape / squeeze / expand_dims (they keep the row-major element order):
+  collapsed into one `reshape` to the final static shape, or into `x` when that shape is
+  x's own;
+- `transpose(transpose(x, p), q)` -> one transpose with the composed permutation, and
+  an identity transpose -> `x`;
+- `cast(x, t)` where x already has dtype t -> `x`.
+
+The pass runs type inference first when types are missing.
+
+    >>> SimplifyExpr().name
+    'SimplifyExpr'
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from relay_ir.expr import Call, Constant, Expr, Function
+from relay_ir.module import IRModule
+from relay_ir.op.registry import Op
+from relay_ir.transform.infer_type import ensure_typed
+from relay_ir.transform.pass_manager import FunctionPass, PassContext
+from relay_ir.transform.rewrite import op_call, rewrite
+from relay_ir.ty import TensorType
+
+_SHAPE_ONLY = {"reshape", "squeeze", "expand_dims"}
+
+
+def _op_name(e: Expr) -> str | None:
+    if isinstance(e, Call) and isinstance(e.op, Op):
+        return e.op.name
+    return None
+
+
+def _all(e: Expr, value: float) -> bool:
+    return isinstance(e, Constant) and e.data.size > 0 and bool(np.all(e.data == value))
+
+
+def _static(t: object) -> TensorType | None:
+    if isinstance(t, TensorType) and all(isinstance(d, int) for d in t.shape):
+        return t
+    return None
+
+
+def _identity_arith(old: Call, new: Call) -> Expr | None:
+    """`x op c` -> x when c is the op's identity element and types agree."""
+    name = old.op.name
+    if len(new.args) != 2:
+        return None
+    candidates: list[tuple[int, float]] = []  # (index of x, identity the other must be)
+    if name == "multiply":
+        candidates = [(0, 1.0), (1, 1.0)]
+    elif name == "add":
+        candidates = [(0, 0.0), (1, 0.0)]
+    elif name == "subtract":
+        candidates = [(0, 0.0)]
+    elif name == "divide":
+        candidates = [(0, 1.0)]
+    for xi, identity in candidates:
+        other = new.args[1 - xi]
+        if _all(other, identity) and old.args[xi].checked_type == old.checked_type and (
+            old.checked_type is not None
+        ):
+            return new.args[xi]
+    return None
+
+
+def _perm(attrs: object, ndim: int) -> list[int]:
+    axes = getattr(attrs, "axes", None)
+    if axes is None:
+        return list(reversed(range(ndim)))
+    return [a % ndim for a in axes]
+
+
+def simplify_expr(expr: Expr) -> Expr:
+    """`expr` with the rules above applied bottom-up; needs checked types."""
+
+    def visit(old: Expr, new: Expr) -> Expr:
+        name = _op_name(new)
+        if name is None:
+            return new
+        assert isinstance(old, Call) and isinstance(new, Call)
+        if name in ("multiply", "add", "subtract", "divide"):
+            return _identity_arith(old, new) or new
+        if name == "cast":
+            src = old.args[0].checked_type
+            if isinstance(src, TensorType) and src == old.checked_type:
+                return new.args[0]
+            return new
+        if name in _SHAPE_ONLY:
+            return _simplify_shape(old, new)
+        if name == "transpose":
+            return _simplify_transpose(old, new)
+        return new
+
+    return rewrite(expr, visit)
+
+
+def _simplify_shape(old: Call, new: Call) -> Expr:
+    out_t = _static(old.checked_type)
+    if out_t is None:
+        return new
+    inner = new.args[0]
+    inner_t = _static(old.args[0].checked_type)
+    # Look through a chain of shape-only ops to its source (in the rewritten graph).
+    source, source_t = inner, inner_t
+    while _op_name(source) in _SHAPE_ONLY:
+        arg = source.args[0]  # type: ignore[attr-defined]
+        arg_t = _static(arg.checked_type)
+        if arg_t is None:
+            break
+        source, source_t = arg, arg_t
+    if source_t is not None and source_t.shape == out_t.shape:
+        return source
+    if source is not inner:
+        return op_call("reshape", [source], newshape=tuple(out_t.shape))
+    return new
+
+
+def _simplify_transpose(old: Call, new: Call) -> Expr:
+    t = old.args[0].checked_type
+    if not isinstance(t, TensorType):
+        return new
+    ndim = t.ndim
+    outer = _perm(new.attrs, ndim)
+    x = new.args[0]
+    if _op_name(x) == "transpose" and isinstance(x.args[0].checked_type, TensorType):  # type: ignore[attr-defined]
+        inner = _perm(x.attrs, ndim)  # type: ignore[attr-defined]
+        composed = [inner[i] for i in outer]
+        x = x.args[0]  # type: ignore[attr-defined]
+        if composed == list(range(ndim)):
+            return x
+        return op_call("transpose", [x], axes=tuple(composed))
+    if outer == list(range(ndim)):
+        return x
+    return new
+
+
+class SimplifyExpr(FunctionPass):
+    """Apply the algebraic and shape simplifications to every function."""
+
+    name = "SimplifyExpr"
+    opt_level = 0
+
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        """Type the module if needed, then simplify every function."""
+        return super().transform_module(ensure_typed(mod), ctx)
+
+    def transform_function(self, fn: Function, mod: IRModule, ctx: PassContext) -> Function:
+        """Simplify one function."""
+        out = simplify_expr(fn)
+        assert isinstance(out, Function)
+        return out
+
+
+__all__ = ["SimplifyExpr", "simplify_expr"]
