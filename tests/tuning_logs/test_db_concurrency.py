@@ -1,0 +1,39 @@
+"""Two tuning processes writing one database lose no record."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from pathlib import Path
+
+from tuning_logs import MeasureRecord, TuningDatabase
+
+N_PER_WRITER = 500
+
+
+def _writer(path: str, writer: int, start: mp.synchronize.Event) -> None:
+    start.wait(30)
+    with TuningDatabase(path) as db:
+        for i in range(N_PER_WRITER):
+            cfg = {"writer": writer, "i": i}
+            # What a tuner does: check, measure, record, one transaction per record.
+            assert not db.has_config("mm", "llvm", "cpu", cfg)
+            db.add(MeasureRecord("mm", "matmul_x86", "llvm", "cpu", cfg,
+                                 costs=(1e-3 + i * 1e-6,), tuner=f"w{writer}"))
+
+
+def test_two_writer_processes_lose_no_record(tmp_path: Path):
+    path = tmp_path / "fresh" / "tuning.db"  # both processes race to create it, too
+    ctx = mp.get_context("fork")
+    start = ctx.Event()
+    procs = [ctx.Process(target=_writer, args=(str(path), w, start)) for w in (0, 1)]
+    for p in procs:
+        p.start()
+    start.set()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    with TuningDatabase(path) as db:
+        assert db.count() == 2 * N_PER_WRITER
+        got = {(r.config["writer"], r.config["i"]) for r in db.records()}
+        assert got == {(w, i) for w in (0, 1) for i in range(N_PER_WRITER)}
+        assert len(db.history("mm", tuner="w1")) == N_PER_WRITER
