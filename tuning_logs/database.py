@@ -17,9 +17,11 @@ for a (workload, target, device) is never measured again, whatever its outcome w
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
-from collections.abc import Iterable, Mapping
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -27,7 +29,7 @@ from typing import IO, Any
 from tessel_errors import TuningLogError
 
 from .record import MeasureRecord, canonical_json
-from .schema import MEASUREMENT_COLUMNS, connect, initialise, inspect_file
+from .schema import BUSY_TIMEOUT_S, MEASUREMENT_COLUMNS, connect, initialise, inspect_file
 
 DEFAULT_DB_PATH = Path("tuning_logs") / "tuning.db"  # relative: under the current directory
 
@@ -121,7 +123,8 @@ class TuningDatabase:
     """A SQLite tuning database at `path` (created with its folders when missing).
 
     `readonly=True` opens an existing database without ever writing to it (used to read the
-    source of a merge). Use it as a context manager, or call `close()`.
+    source of a merge). `timeout` is how many seconds a write waits while another process
+    writes. Use it as a context manager, or call `close()`.
 
         >>> import tempfile, pathlib
         >>> with TuningDatabase(pathlib.Path(tempfile.mkdtemp()) / "a" / "t.db") as db:
@@ -129,7 +132,8 @@ class TuningDatabase:
         0
     """
 
-    def __init__(self, path: str | Path = DEFAULT_DB_PATH, *, readonly: bool = False) -> None:
+    def __init__(self, path: str | Path = DEFAULT_DB_PATH, *, readonly: bool = False,
+                 timeout: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
         self.readonly = readonly
         state = inspect_file(self.path)  # raises, untouched, on a corrupt or foreign file
@@ -137,11 +141,20 @@ class TuningDatabase:
             raise TuningLogError(f"no tuning database at {str(self.path)!r} "
                                  f"({'the file is empty' if state == 'empty' else 'no file'}); "
                                  f"run `tessel tune` with --db {self.path} first")
-        if state == "new":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = connect(self.path, readonly=readonly)
-        if state != "ours":
-            initialise(self._db)
+        try:
+            if state == "new":
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = connect(self.path, readonly=readonly, timeout=timeout)
+        except (OSError, sqlite3.OperationalError) as e:
+            raise TuningLogError(f"cannot open tuning database {str(self.path)!r}: {e}") from None
+        try:
+            if state != "ours":
+                initialise(self._db)
+        except sqlite3.OperationalError as e:
+            self._db.close()
+            raise TuningLogError(f"cannot open tuning database {str(self.path)!r}: {e} "
+                                 f"(another process may hold it locked, or the folder is "
+                                 f"read-only)") from None
 
     # -- lifetime -------------------------------------------------------------------------
 
@@ -173,6 +186,25 @@ class TuningDatabase:
         if self.readonly:
             raise TuningLogError(f"cannot {what}: {str(self.path)!r} was opened read-only")
 
+    @contextlib.contextmanager
+    def _write(self, what: str) -> Iterator[sqlite3.Connection]:
+        """One write transaction, locked at the start, with SQLite's failures made ours."""
+        self._check_writable(what)
+        try:
+            # IMMEDIATE takes the write lock now, so a busy database is waited for (busy
+            # timeout) instead of failing later when a read lock would need upgrading.
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db.conn
+                self._db.commit()
+            except BaseException:
+                self._db.rollback()
+                raise
+        except sqlite3.OperationalError as e:
+            raise TuningLogError(f"cannot {what} in {str(self.path)!r}: {e} (another process "
+                                 f"may hold the database locked, or the disk is full or "
+                                 f"read-only)") from None
+
     def _insert(self, records: Iterable[MeasureRecord]) -> int:
         """Insert records in one write transaction; return how many were new."""
         self._check_writable("add records")
@@ -184,17 +216,10 @@ class TuningDatabase:
             rows.append(_row_values(r))
         if not rows:
             return 0
-        conn = self._db.conn
-        self._db.execute("BEGIN IMMEDIATE")  # take the write lock now: no busy upgrade later
-        try:
+        with self._write("add records") as conn:
             before = conn.total_changes
             conn.executemany(_INSERT, rows)
-            added = conn.total_changes - before
-            self._db.commit()
-        except BaseException:
-            self._db.rollback()
-            raise
-        return added
+            return conn.total_changes - before
 
     def add(self, record: MeasureRecord) -> bool:
         """Store one record; False when an identical record was already there.
@@ -235,21 +260,15 @@ class TuningDatabase:
         self._check_writable("prune")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise TuningLogError(f"prune needs top_k to be a positive integer, got {top_k!r}")
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            cursor = self._db.execute(
+        with self._write("prune") as conn:
+            cursor = conn.execute(
                 "DELETE FROM measurements WHERE id NOT IN ("
                 " SELECT id FROM ("
                 "  SELECT id, ROW_NUMBER() OVER (PARTITION BY workload_key, target, device_key"
                 "                                ORDER BY mean, timestamp, id) AS rank"
                 "  FROM measurements WHERE error_kind = 'none')"
                 " WHERE rank <= ?)", [top_k])
-            deleted = cursor.rowcount
-            self._db.commit()
-        except BaseException:
-            self._db.rollback()
-            raise
-        return deleted
+            return cursor.rowcount
 
     # -- queries --------------------------------------------------------------------------
 
@@ -312,7 +331,8 @@ class TuningDatabase:
             sql, params = sql + " LIMIT ?", [*params, int(limit)]
         return self._select(sql, params)
 
-    def tasks(self) -> list[TaskSummary]:
+    def tasks(self, target: str | None = None,
+              device_key: str | None = None) -> list[TaskSummary]:
         """One summary per (workload, target, device), most recently updated first.
 
             >>> import tempfile, pathlib
@@ -321,7 +341,9 @@ class TuningDatabase:
             >>> [(t.workload_key, t.trials, t.best_gflops) for t in db.tasks()]
             [('mm', 1, 2.0)]
         """
-        rows = self._db.query("SELECT * FROM tasks ORDER BY last_update DESC, workload_key")
+        where, params = _where(target=target, device_key=device_key)
+        rows = self._db.query(f"SELECT * FROM tasks{where} "
+                              f"ORDER BY last_update DESC, workload_key", params)
         return [TaskSummary(r["workload_key"], r["template"], r["target"], r["device_key"],
                             r["trials"], r["ok_trials"] or 0, r["best_mean"], r["flops"],
                             r["last_update"]) for r in rows]

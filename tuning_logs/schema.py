@@ -89,10 +89,10 @@ CREATE VIEW IF NOT EXISTS tasks AS
 FileState = Literal["new", "empty", "ours"]
 
 
-def _readonly_connection(path: Path) -> sqlite3.Connection:
+def _readonly_connection(path: Path, timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
     # mode=ro: SQLite itself then refuses to write to the file, whatever we ask of it.
     uri = Path(os.path.abspath(path)).as_uri() + "?mode=ro"
-    return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
+    return sqlite3.connect(uri, uri=True, timeout=timeout)
 
 
 def inspect_file(path: Path) -> FileState:
@@ -171,8 +171,11 @@ def _inspect_sqlite(conn: sqlite3.Connection, path: Path) -> FileState:
     return "ours"
 
 
-def connect(path: Path, readonly: bool = False) -> sqlite_utils.Database:
+def connect(path: Path, readonly: bool = False,
+            timeout: float = BUSY_TIMEOUT_S) -> sqlite_utils.Database:
     """Open a sqlite-utils Database on `path` with a busy timeout (and WAL when writable).
+
+    `timeout` is how many seconds a write waits for another process's write to finish.
 
     Call `inspect_file` first: this function trusts the file.
 
@@ -183,11 +186,11 @@ def connect(path: Path, readonly: bool = False) -> sqlite_utils.Database:
     """
     path = Path(path)
     if readonly:
-        conn = _readonly_connection(path)
+        conn = _readonly_connection(path, timeout)
     else:
-        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S)
+        conn = sqlite3.connect(str(path), timeout=timeout)
     db = sqlite_utils.Database(conn, execute_plugins=False)
-    db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
     if not readonly:
         db.enable_wal()
         # NORMAL is safe in WAL mode against process crashes, which is what tuning risks.

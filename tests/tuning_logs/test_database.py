@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import sqlite3
 
 import pytest
 
@@ -189,3 +190,26 @@ def test_count_filters(db, make_record):
 def test_database_cannot_be_pickled(db):
     with pytest.raises(TypeError, match="cannot be pickled .*pass its path"):
         pickle.dumps(db)
+
+
+def test_tasks_filter_by_target_and_device(db, make_record):
+    db.add(make_record())
+    db.add(make_record(device_key=OTHER_DEV))
+    db.add(make_record(target="cuda"))
+    assert [t.device_key for t in db.tasks(target=LLVM, device_key=OTHER_DEV)] == [OTHER_DEV]
+    assert len(db.tasks(target=LLVM)) == 2
+
+
+def test_a_write_blocked_past_the_timeout_is_a_tuning_log_error(db_path, make_record):
+    TuningDatabase(db_path).close()
+    holder = sqlite3.connect(db_path)
+    holder.execute("BEGIN IMMEDIATE")  # another process in the middle of a long write
+    try:
+        with TuningDatabase(db_path, timeout=0.05) as db:
+            with pytest.raises(TuningLogError, match="cannot add records in .*database is "
+                                                     "locked.*another process"):
+                db.add(make_record())
+            assert db.count() == 0
+    finally:
+        holder.rollback()
+        holder.close()
