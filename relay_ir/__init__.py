@@ -52,6 +52,10 @@ from relay_ir.expr import (
     pattern_vars,
 )
 from relay_ir.module import IRModule
+from relay_ir.visitor import ExprFunctor, ExprMutator, ExprVisitor, free_vars, post_order
+from relay_ir.structural import assert_structural_equal, structural_equal, structural_hash
+from relay_ir.parser import parse, parse_expr, parse_type
+from relay_ir.printer import astext
 
 # --- R2 exports ---
 
