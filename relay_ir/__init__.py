@@ -56,6 +56,27 @@ from relay_ir.visitor import ExprFunctor, ExprMutator, ExprVisitor, free_vars, p
 from relay_ir.structural import assert_structural_equal, structural_equal, structural_hash
 from relay_ir.parser import parse, parse_expr, parse_type
 from relay_ir.printer import astext
+from relay_ir.builder import (
+    ScopeBuilder,
+    const,
+    func,
+    function,
+    global_var,
+    if_,
+    let,
+    match,
+    pctor,
+    ptuple,
+    pvar,
+    pwild,
+    ref,
+    ref_read,
+    ref_write,
+    tensor_type,
+    tuple_,
+    tuple_get_item,
+    var,
+)
 
 # --- R2 exports ---
 
