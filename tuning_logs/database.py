@@ -21,6 +21,7 @@ import contextlib
 import io
 import json
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,6 +137,7 @@ class TuningDatabase:
                  timeout: float = BUSY_TIMEOUT_S) -> None:
         self.path = Path(path)
         self.readonly = readonly
+        self._lock = threading.RLock()  # one connection, shared by a tuner's threads
         state = inspect_file(self.path)  # raises, untouched, on a corrupt or foreign file
         if readonly and state != "ours":
             raise TuningLogError(f"no tuning database at {str(self.path)!r} "
@@ -164,7 +166,8 @@ class TuningDatabase:
             >>> import tempfile, pathlib
             >>> TuningDatabase(pathlib.Path(tempfile.mkdtemp()) / "t.db").close()
         """
-        self._db.close()
+        with self._lock:
+            self._db.close()
 
     def __enter__(self) -> TuningDatabase:
         return self
@@ -190,7 +193,7 @@ class TuningDatabase:
     def _write(self, what: str) -> Iterator[sqlite3.Connection]:
         """One write transaction, locked at the start, with SQLite's failures made ours."""
         self._check_writable(what)
-        try:
+        with self._lock, self._translate_errors(what):
             # IMMEDIATE takes the write lock now, so a busy database is waited for (busy
             # timeout) instead of failing later when a read lock would need upgrading.
             self._db.execute("BEGIN IMMEDIATE")
@@ -200,6 +203,11 @@ class TuningDatabase:
             except BaseException:
                 self._db.rollback()
                 raise
+
+    @contextlib.contextmanager
+    def _translate_errors(self, what: str) -> Iterator[None]:
+        try:
+            yield
         except sqlite3.OperationalError as e:
             raise TuningLogError(f"cannot {what} in {str(self.path)!r}: {e} (another process "
                                  f"may hold the database locked, or the disk is full or "
@@ -272,8 +280,17 @@ class TuningDatabase:
 
     # -- queries --------------------------------------------------------------------------
 
+    def _rows(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        """Run a read under the lock and fetch every row (no cursor outlives the lock)."""
+        with self._lock:
+            try:
+                return list(self._db.query(sql, params))
+            except sqlite3.DatabaseError as e:
+                raise TuningLogError(f"cannot read tuning database {str(self.path)!r}: "
+                                     f"{e}") from None
+
     def _select(self, sql: str, params: list[Any]) -> list[MeasureRecord]:
-        return [_from_row(row) for row in self._db.query(sql, params)]
+        return [_from_row(row) for row in self._rows(sql, params)]
 
     def count(self, workload_key: str | None = None, target: str | None = None,
               device_key: str | None = None) -> int:
@@ -285,7 +302,7 @@ class TuningDatabase:
         """
         where, params = _where(workload_key=workload_key, target=target,
                                device_key=device_key)
-        return self._db.execute(f"SELECT COUNT(*) FROM measurements{where}", params).fetchone()[0]
+        return self._rows(f"SELECT COUNT(*) AS n FROM measurements{where}", params)[0]["n"]
 
     def best(self, workload_key: str, target: str, device_key: str | None = None,
              k: int = 1) -> list[MeasureRecord]:
@@ -342,8 +359,8 @@ class TuningDatabase:
             [('mm', 1, 2.0)]
         """
         where, params = _where(target=target, device_key=device_key)
-        rows = self._db.query(f"SELECT * FROM tasks{where} "
-                              f"ORDER BY last_update DESC, workload_key", params)
+        rows = self._rows(f"SELECT * FROM tasks{where} "
+                          f"ORDER BY last_update DESC, workload_key", params)
         return [TaskSummary(r["workload_key"], r["template"], r["target"], r["device_key"],
                             r["trials"], r["ok_trials"] or 0, r["best_mean"], r["flops"],
                             r["last_update"]) for r in rows]
@@ -358,11 +375,11 @@ class TuningDatabase:
             >>> db.has_config("w", "llvm", "d", '{"b": 2, "a": 1}')
             True
         """
-        row = self._db.execute(
-            "SELECT 1 FROM measurements WHERE workload_key = ? AND target = ? "
+        rows = self._rows(
+            "SELECT 1 AS hit FROM measurements WHERE workload_key = ? AND target = ? "
             "AND device_key = ? AND config = ? LIMIT 1",
-            [workload_key, target, device_key, canonical_json(config)]).fetchone()
-        return row is not None
+            [workload_key, target, device_key, canonical_json(config)])
+        return bool(rows)
 
     def measured_configs(self, workload_key: str, target: str,
                          device_key: str) -> set[str]:
@@ -374,10 +391,10 @@ class TuningDatabase:
             >>> db.measured_configs("w", "llvm", "d")
             {'{"a":1,"b":2}'}
         """
-        rows = self._db.execute(
+        rows = self._rows(
             "SELECT DISTINCT config FROM measurements WHERE workload_key = ? AND target = ? "
             "AND device_key = ?", [workload_key, target, device_key])
-        return {r[0] for r in rows}
+        return {r["config"] for r in rows}
 
     def records(self, *, template: str | None = None, target: str | None = None,
                 device_key: str | None = None, workload_key: str | None = None,
@@ -424,11 +441,10 @@ class TuningDatabase:
         return self._write_lines(dest, where, params)
 
     def _write_lines(self, f: IO[str], where: str, params: list[Any]) -> int:
-        n = 0
-        for row in self._db.query(f"{_SELECT}{where} ORDER BY id", params):
-            f.write(_from_row(row).to_json() + "\n")
-            n += 1
-        return n
+        records = self._select(f"{_SELECT}{where} ORDER BY id", params)
+        for r in records:
+            f.write(r.to_json() + "\n")
+        return len(records)
 
     def import_jsonl(self, source: str | Path | IO[str]) -> ImportReport:
         """Add the records of a JSON-lines file, skipping exact duplicates.

@@ -92,7 +92,7 @@ FileState = Literal["new", "empty", "ours"]
 def _readonly_connection(path: Path, timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
     # mode=ro: SQLite itself then refuses to write to the file, whatever we ask of it.
     uri = Path(os.path.abspath(path)).as_uri() + "?mode=ro"
-    return sqlite3.connect(uri, uri=True, timeout=timeout)
+    return sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
 
 
 def inspect_file(path: Path) -> FileState:
@@ -188,7 +188,8 @@ def connect(path: Path, readonly: bool = False,
     if readonly:
         conn = _readonly_connection(path, timeout)
     else:
-        conn = sqlite3.connect(str(path), timeout=timeout)
+        # Threads may share the connection; TuningDatabase serialises them with a lock.
+        conn = sqlite3.connect(str(path), timeout=timeout, check_same_thread=False)
     db = sqlite_utils.Database(conn, execute_plugins=False)
     db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
     if not readonly:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pickle
 import sqlite3
+from pathlib import Path
 
 import pytest
 
 from tessel_errors import TuningLogError
-from tuning_logs import MeasureRecord, TuningDatabase
+from tuning_logs import DEFAULT_DB_PATH, MeasureRecord, TuningDatabase
 
 W1, W2 = "matmul|1024x1024x1024|float32", "conv2d|1x64x56x56|float32"
 LLVM, DEV, OTHER_DEV = "llvm -mcpu=sapphirerapids", "llvm/sapphirerapids/avx512f", "llvm/zen4"
@@ -213,3 +214,18 @@ def test_a_write_blocked_past_the_timeout_is_a_tuning_log_error(db_path, make_re
     finally:
         holder.rollback()
         holder.close()
+
+
+def test_default_path_is_tuning_logs_tuning_db_under_the_current_directory(
+        tmp_path, monkeypatch, make_record):
+    monkeypatch.chdir(tmp_path)
+    assert DEFAULT_DB_PATH == Path("tuning_logs") / "tuning.db"
+    with TuningDatabase() as db:
+        db.add(make_record())
+    assert (tmp_path / "tuning_logs" / "tuning.db").is_file()
+
+
+def test_merging_a_database_into_itself_adds_nothing(db, make_record):
+    db.add_many([make_record(config={"i": i}) for i in range(4)])
+    assert db.merge(db.path).added == 0
+    assert db.count() == 4
