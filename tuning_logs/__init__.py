@@ -11,7 +11,7 @@ Imports nothing of Tessel's except the error classes, so any layer may use it.
     {'tile': 16}
 """
 
-from .context import current_database, using_database
+from .context import current_database, resolve_database, using_database
 from .database import DEFAULT_DB_PATH, ImportReport, TaskSummary, TuningDatabase
 from .record import ERROR_KINDS, TESSEL_VERSION, ErrorKind, MeasureRecord, canonical_json
 from .schema import SCHEMA_VERSION
@@ -28,5 +28,6 @@ __all__ = [
     "TuningDatabase",
     "canonical_json",
     "current_database",
+    "resolve_database",
     "using_database",
 ]

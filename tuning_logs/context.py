@@ -57,4 +57,24 @@ def using_database(db: str | Path | TuningDatabase) -> Iterator[TuningDatabase]:
             database.close()
 
 
-__all__ = ["current_database", "using_database"]
+@contextlib.contextmanager
+def resolve_database(spec: str | Path | TuningDatabase | None, *,
+                     readonly: bool = False) -> Iterator[TuningDatabase | None]:
+    """The database a caller meant: an open one as is, a path opened here, None the current.
+
+    For APIs such as `build(..., tuning_db=...)`: a path is opened for the block and closed
+    after it (read-only when asked, which also refuses a path with no database); None gives
+    `current_database()`, which may itself be None.
+
+        >>> with resolve_database(None) as db:
+        ...     db is None
+        True
+    """
+    if spec is None or isinstance(spec, TuningDatabase):
+        yield spec if spec is not None else current_database()
+        return
+    with TuningDatabase(spec, readonly=readonly) as database:
+        yield database
+
+
+__all__ = ["current_database", "resolve_database", "using_database"]

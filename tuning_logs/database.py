@@ -208,6 +208,8 @@ class TuningDatabase:
     def _translate_errors(self, what: str) -> Iterator[None]:
         try:
             yield
+        except sqlite3.ProgrammingError as e:  # e.g. used after close()
+            raise TuningLogError(f"cannot {what} in {str(self.path)!r}: {e}") from None
         except sqlite3.OperationalError as e:
             raise TuningLogError(f"cannot {what} in {str(self.path)!r}: {e} (another process "
                                  f"may hold the database locked, or the disk is full or "
@@ -285,7 +287,7 @@ class TuningDatabase:
         with self._lock:
             try:
                 return list(self._db.query(sql, params))
-            except sqlite3.DatabaseError as e:
+            except (sqlite3.DatabaseError, sqlite3.ProgrammingError) as e:
                 raise TuningLogError(f"cannot read tuning database {str(self.path)!r}: "
                                      f"{e}") from None
 

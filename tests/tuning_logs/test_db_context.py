@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import threading
 
-from tuning_logs import TuningDatabase, current_database, using_database
+import pytest
+
+from tessel_errors import TuningLogError
+from tuning_logs import TuningDatabase, current_database, resolve_database, using_database
 
 
 def test_no_database_is_current_by_default():
@@ -50,3 +53,31 @@ def test_current_database_is_reset_after_an_error(db):
     except RuntimeError:
         pass
     assert current_database() is None
+
+
+def test_resolve_none_gives_the_current_database(db):
+    with resolve_database(None) as none:
+        assert none is None
+    with using_database(db), resolve_database(None) as found:
+        assert found is db
+
+
+def test_resolve_an_open_database_gives_it_back_open(db):
+    with resolve_database(db) as found:
+        assert found is db
+    assert db.count() == 0
+
+
+def test_resolve_a_path_opens_it_for_the_block(db_path, make_record):
+    with TuningDatabase(db_path) as db:
+        db.add(make_record())
+    with resolve_database(db_path, readonly=True) as found:
+        assert found.count() == 1 and found.readonly
+    with pytest.raises(TuningLogError, match="cannot read tuning database .*closed"):
+        found.count()
+
+
+def test_resolve_a_missing_path_read_only_is_an_error(tmp_path):
+    with pytest.raises(TuningLogError, match="no tuning database at"):
+        with resolve_database(tmp_path / "none.db", readonly=True):
+            pass
