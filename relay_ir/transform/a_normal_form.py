@@ -66,7 +66,7 @@ class _ANF:
 
     def fresh(self, expr: Expr) -> Var:
         self.counter += 1
-        return Var(f"x{self.counter}", expr.checked_type)
+        return Var(f"t{self.counter}", expr.checked_type)
 
     def block(self, expr: Expr, parent: _Scope | None) -> Expr:
         """Convert `expr` in a new scope and wrap the scope's bindings around it."""
