@@ -51,6 +51,23 @@ class Refined:
     args: tuple[Type | None, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class DimHole(ShapeVar):
+    """A `?` dim being solved by type inference (name "?<n>", unique per hole).
+
+    Relations treat a hole like `?` (consistent with anything) but keep it in their outputs,
+    so that when inference later learns the dim, every type that holds the hole learns it.
+    """
+
+    def __str__(self) -> str:
+        return "?"
+
+
+def is_gradual(d: Dim) -> bool:
+    """Whether a dim is unknown: `?` or a hole of type inference."""
+    return isinstance(d, AnyDim | DimHole)
+
+
 # op -> names of its arguments, for error messages ("argument 1 (weight)")
 ARG_NAMES: dict[Op, tuple[str, ...]] = {}
 
@@ -128,18 +145,20 @@ def is_known(d: Dim) -> bool:
 
 def merge_dim(a: Dim, b: Dim) -> Dim | None:
     """The dim consistent with both, or None when they contradict (? matches anything)."""
-    if isinstance(a, AnyDim):
-        return b
-    if isinstance(b, AnyDim):
+    if a == b or isinstance(b, AnyDim):
         return a
-    if a == b:
+    if is_gradual(a):
+        return b
+    if isinstance(b, DimHole):
         return a
     return None
 
 
 def dim_str(d: Dim) -> str:
     """A dim as it prints: 3, n or ?."""
-    return "?" if isinstance(d, AnyDim) else (d.name if isinstance(d, ShapeVar) else str(d))
+    if is_gradual(d):
+        return "?"
+    return d.name if isinstance(d, ShapeVar) else str(d)
 
 
 def shape_str(shape: Sequence[Dim]) -> str:
@@ -213,9 +232,11 @@ def broadcast_dim(a: Dim, b: Dim) -> Dim | None:
         return b
     if b == 1:
         return a
-    if isinstance(a, AnyDim):
+    if is_gradual(a) and is_gradual(b):
+        return ANY  # either could be 1
+    if is_gradual(a):
         return b
-    if isinstance(b, AnyDim):
+    if is_gradual(b):
         return a
     if isinstance(a, ShapeVar) or isinstance(b, ShapeVar):
         # a symbol could be 1 or equal the other at run time: keep the known one

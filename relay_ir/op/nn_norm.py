@@ -24,6 +24,7 @@ from relay_ir.op._common import (
     Refined,
     RelationError,
     freeze_fields,
+    is_gradual,
     make_call,
     normalize_axis,
     require_dim,
@@ -132,7 +133,7 @@ def _channels(types: list[Type], data: TensorType, axis: int, vectors: range) ->
     c = data.shape[axis]
     for i in vectors:
         t = tensor_arg(types, i)
-        if c is ANY and t.ndim == 1 and isinstance(t.shape[0], int):
+        if is_gradual(c) and t.ndim == 1 and isinstance(t.shape[0], int):
             c = t.shape[0]
     return c
 
