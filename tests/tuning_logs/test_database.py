@@ -229,3 +229,10 @@ def test_merging_a_database_into_itself_adds_nothing(db, make_record):
     db.add_many([make_record(config={"i": i}) for i in range(4)])
     assert db.merge(db.path).added == 0
     assert db.count() == 4
+
+
+def test_use_after_close_is_a_tuning_log_error(db_path, make_record):
+    db = TuningDatabase(db_path)
+    db.close()
+    with pytest.raises(TuningLogError, match="cannot add records in .*closed"):
+        db.add(make_record())
