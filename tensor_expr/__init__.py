@@ -7,6 +7,8 @@
     'i'
 """
 
+from tensor_expr import arith
+from tensor_expr.arith import simplify
 from tensor_expr.dtype import DTYPES, promote
 from tensor_expr.expr import (
     EQ,
