@@ -79,5 +79,63 @@ from relay_ir.builder import (
 )
 
 # --- R2 exports ---
+from relay_ir import op
+from relay_ir import nn
+from relay_ir.op.tensor import (
+    abs,
+    add,
+    cast,
+    ceil,
+    clip,
+    copy,
+    divide,
+    equal,
+    erf,
+    exp,
+    floor,
+    full,
+    full_like,
+    greater,
+    greater_equal,
+    less,
+    less_equal,
+    log,
+    logical_and,
+    logical_not,
+    logical_or,
+    maximum,
+    minimum,
+    multiply,
+    negative,
+    not_equal,
+    ones,
+    ones_like,
+    power,
+    round,
+    rsqrt,
+    sigmoid,
+    sqrt,
+    subtract,
+    tanh,
+    where,
+    zeros,
+    zeros_like,
+)
+from relay_ir.op.nn import matmul
+from relay_ir.op.reduce import argmax, argmin, max, mean, min, prod, sum
+from relay_ir.op.transform import (
+    concatenate,
+    expand_dims,
+    layout_transform,
+    reshape,
+    split,
+    squeeze,
+    strided_slice,
+    take,
+    transpose,
+)
+from relay_ir.op.runtime import check_shape
+from relay_ir.op.registry import get_op
+from relay_ir.typing import TypeInferenceReport, infer_expr_type, infer_type
 
 # --- R3 exports ---

@@ -449,7 +449,7 @@ class Inferencer:
 
     def visit_if(self, e: If) -> Type:
         ct = self.visit(e.cond)
-        self._unify(ct, BOOL_SCALAR, e.cond, lambda d: (
+        self._unify(ct, BOOL_SCALAR, e, lambda d: (
             f"the condition of if must be a bool scalar, got {self._show(ct)}"))
         a, b = self.visit(e.true_branch), self.visit(e.false_branch)
         return self._unify(a, b, e.false_branch, lambda d: (
