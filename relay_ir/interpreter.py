@@ -469,7 +469,9 @@ def _convert_arg(value: Any, param: Var, where: str) -> Any:
 
 
 _STACK_BYTES = 512 * 1024 * 1024
-_RECURSION_LIMIT = 1_000_000
+# How deep the evaluator may recurse (Python frames, about four per nested Relay call).
+# How deep the evaluator may recurse, in Python frames (about four per nested Relay call).
+MAX_PYTHON_FRAMES = 1_000_000
 _limit_lock = threading.Lock()
 _active = [0, 0]  # [number of running deep evaluations, the recursion limit before them]
 
@@ -492,7 +494,7 @@ def run_with_big_stack(work: Any) -> Any:
     with _limit_lock:
         if _active[0] == 0:
             _active[1] = sys.getrecursionlimit()
-            sys.setrecursionlimit(max(_active[1], _RECURSION_LIMIT))
+            sys.setrecursionlimit(max(_active[1], MAX_PYTHON_FRAMES))
         _active[0] += 1
         old_size = threading.stack_size()
         threading.stack_size(_STACK_BYTES)
@@ -512,7 +514,7 @@ def run_with_big_stack(work: Any) -> Any:
         if isinstance(error[0], RecursionError):
             raise RelayRuntimeError(
                 "the program recursed deeper than the interpreter allows "
-                f"({_RECURSION_LIMIT} Python frames); is the recursion unbounded?"
+                f"({MAX_PYTHON_FRAMES} Python frames); is the recursion unbounded?"
             ) from error[0]
         raise error[0]
     return result[0]
