@@ -139,3 +139,5 @@ from relay_ir.op.registry import get_op
 from relay_ir.typing import TypeInferenceReport, infer_expr_type, infer_type
 
 # --- R3 exports ---
+from relay_ir.interpreter import Closure, ConstructorValue, Interpreter, RefValue, interpret
+from relay_ir import transform
