@@ -154,41 +154,62 @@ def post_order(expr: Expr) -> Iterator[Expr]:
 
 
 def free_vars(expr: Expr) -> list[Var]:
-    """The variables used in `expr` but bound nowhere in it, in order of first use.
+    """The variables used in `expr` outside any binder of theirs, in order of first use.
 
     >>> from relay_ir.expr import Var, Function, Tuple
     >>> a, b = Var("a"), Var("b")
     >>> [v.name_hint for v in free_vars(Function((a,), Tuple((a, b))))]
     ['b']
     """
-    bound: set[int] = set()
-    for node in post_order(expr):
-        if isinstance(node, Function):
-            bound.update(id(p) for p in node.params)
-        elif isinstance(node, Let):
-            bound.add(id(node.var))
-        elif isinstance(node, Match):
-            from relay_ir.expr import pattern_vars
+    from relay_ir.expr import pattern_vars
 
-            for c in node.clauses:
-                bound.update(id(v) for v in pattern_vars(c.lhs))
+    bound: dict[int, int] = {}  # var id -> how many enclosing binders bind it
     out: list[Var] = []
     seen: set[int] = set()
-    # Pre-order, left to right, so the order reads like the text.
-    stack: list[Any] = [expr]
     visited: set[int] = set()
+    # Pre-order, left to right, with explicit scope exits: no recursion, and the order
+    # of the result reads like the text. Shared nodes are walked once.
+    stack: list[Any] = [expr]
     while stack:
-        node = stack.pop()
-        if id(node) in visited:
+        item = stack.pop()
+        if isinstance(item, tuple):  # ("enter" | "exit", vars): a scope starts or ends
+            if item[0] == "enter":
+                _bind(bound, item[1])
+            else:
+                for v in item[1]:
+                    bound[id(v)] -= 1
             continue
-        visited.add(id(node))
-        if isinstance(node, Var):
-            if id(node) not in bound and id(node) not in seen:
-                seen.add(id(node))
-                out.append(node)
+        if isinstance(item, Var):
+            if not bound.get(id(item)) and id(item) not in seen:
+                seen.add(id(item))
+                out.append(item)
             continue
-        stack.extend(reversed(children(node)))
+        if id(item) in visited:
+            continue
+        visited.add(id(item))
+        if isinstance(item, Function):
+            _bind(bound, item.params)
+            stack.append(("exit", item.params))
+            stack.append(item.body)
+        elif isinstance(item, Let):
+            _bind(bound, (item.var,))
+            stack.append(("exit", (item.var,)))
+            stack.extend((item.body, item.value))
+        elif isinstance(item, Match):
+            for c in reversed(item.clauses):
+                vs = tuple(pattern_vars(c.lhs))
+                stack.append(("exit", vs))
+                stack.append(c.rhs)
+                stack.append(("enter", vs))
+            stack.append(item.data)
+        else:
+            stack.extend(reversed(children(item)))
     return out
+
+
+def _bind(bound: dict[int, int], vs: Any) -> None:
+    for v in vs:
+        bound[id(v)] = bound.get(id(v), 0) + 1
 
 
 class ExprFunctor:
