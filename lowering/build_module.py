@@ -1,0 +1,93 @@
+"""`build`: schedule (or PrimFunc) -> compiled Kernel, with a compile cache.
+
+For a schedule, `build` calls `lowering.lower(s, args, name)`; a PrimFunc is compiled as
+is. The cache is keyed by the exact lowered IR (its text plus the identity and dtype of
+every var and buffer) and the target, so building the same kernel twice skips LLVM.
+
+    >>> import tensor_expr as te, lowering
+    >>> from lowering.ir import Buffer, BufferStore, For, ForKind, PrimFunc
+    >>> A, B = Buffer("A", (4,), "float32"), Buffer("B", (4,), "float32")
+    >>> i = te.var("i")
+    >>> f = PrimFunc("inc", (A, B), For(i, te.const(0), te.const(4), ForKind.SERIAL,
+    ...              BufferStore(B, A[i] + 1.0, (i,))))
+    >>> k = lowering.build(f, target="llvm")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from lowering import ir as lir
+from lowering.kernel import Kernel, fingerprint
+from lowering.target import Target
+from tessel_errors import CodegenError
+
+_CACHE_SIZE = 256
+_cache: OrderedDict[str, tuple[Any, Any]] = OrderedDict()
+_lock = threading.Lock()
+stats = {"hits": 0, "misses": 0}
+
+
+def build(sch_or_func: Any, args: Any = None, target: Any = "llvm", name: str = "main",
+          **options: Any) -> Kernel:
+    """Compile a schedule (with its argument tensors) or a PrimFunc into a Kernel.
+
+    `f = build(s, [A, B, C], target="llvm"); f(a, b, c)`
+    """
+    t = Target.parse(target)
+    if isinstance(sch_or_func, lir.PrimFunc):
+        func = sch_or_func
+    else:
+        if args is None:
+            raise CodegenError("build(schedule, args): give the argument tensors, e.g. "
+                               "build(s, [A, B, C])")
+        from lowering import lower
+
+        func = lower(sch_or_func, args, name=name, **options)
+    if t.kind != "llvm":
+        raise CodegenError(
+            f"build() compiles for the CPU ('llvm'); target '{t}' has its own backend "
+            f"(lowering.{t.kind})")
+    return _compile(func, t)
+
+
+def cache_key(func: lir.PrimFunc, target: Target) -> str:
+    """The compile-cache key of `func` for `target`."""
+    text = fingerprint(func) + "\n" + repr(func.attrs) + "\n" + str(target) + "\n" + \
+        target.mcpu + "|" + target.mattr
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _compile(func: lir.PrimFunc, target: Target) -> Kernel:
+    from lowering.llvm.codegen import generate
+    from lowering.llvm.jit import compile_ir
+
+    key = cache_key(func, target)
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            stats["hits"] += 1
+    if hit is not None:
+        generated, jit = hit
+        return Kernel(func, target, generated, jit)
+    generated = generate(func, target)
+    if os.environ.get("TESSEL_DEBUG", "0") >= "2":
+        print(generated.text)
+    jit = compile_ir(generated.text, target)
+    with _lock:
+        stats["misses"] += 1
+        _cache[key] = (generated, jit)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return Kernel(func, target, generated, jit)
+
+
+def clear_cache() -> None:
+    """Forget every compiled kernel (kernels already built keep working)."""
+    with _lock:
+        _cache.clear()

@@ -1,0 +1,262 @@
+"""Kernel: a compiled PrimFunc callable on numpy arrays, with argument checks, its source
+code and a timer.
+
+Every argument is checked before the native code runs (count, ndarray, dtype, rank,
+shape with symbolic dimensions bound from the arrays and kept consistent, C-contiguity,
+writeability of outputs, no overlap between an output and another argument), and the
+error names the argument:
+
+    >>> # f = lowering.build(s, [A, B, C]); f(a, b, c_wrong)
+    >>> # KernelArgumentError: argument 3 'C': expected shape (1024, 1024), got (1024, 512)
+
+The native call goes through a ctypes CFUNCTYPE, which releases the GIL while it runs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import statistics
+import time as _time
+from typing import Any
+
+import numpy as np
+
+from lowering import ir as lir
+from tensor_expr import expr as E
+from tensor_expr.visitor import post_order_visit
+from tessel_errors import KernelArgumentError
+
+_CALL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def num_threads() -> int:
+    """Threads a parallel loop uses: $TESSEL_NUM_THREADS, else the CPUs this process may use."""
+    env = os.environ.get("TESSEL_NUM_THREADS")
+    if env and env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def written_buffers(func: lir.PrimFunc) -> set[int]:
+    """Ids of the parameter buffers that `func` stores into."""
+    out: set[int] = set()
+
+    def f(s: lir.Stmt) -> None:
+        if isinstance(s, lir.BufferStore):
+            out.add(id(s.buffer))
+
+    lir.post_order_visit_stmt(func.body, f)
+    return out
+
+
+def _shape_text(shape: tuple[Any, ...]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+class Kernel:
+    """A compiled kernel: `f(a, b, c)`, `f.source("llvm")`, `f.time(a, b, c)`."""
+
+    def __init__(self, func: lir.PrimFunc, target: Any, generated: Any, jit: Any) -> None:
+        self.func = func
+        self.name = func.name
+        self.target = target
+        self.generated = generated
+        self._jit = jit
+        self._fn = _CALL(jit.address(generated.entry))
+        threads = ctypes.c_int32.from_address(jit.address(generated.num_threads_symbol))
+        threads.value = num_threads()
+        self._params = func.params
+        self._written = written_buffers(func)
+        self._np_dtypes = [np.dtype(b.dtype) for b in func.params]
+        self._nshape = sum(b.ndim for b in func.params)
+
+    # ------------------------------------------------------------------ calling
+    def __call__(self, *arrays: Any) -> None:
+        """Run the kernel on numpy arrays; outputs are written into the arrays passed."""
+        shapes = self.check_args(arrays)
+        ptrs = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
+        dims = (ctypes.c_int64 * max(1, len(shapes)))(*shapes)
+        rc = self._fn(ptrs, dims)
+        if rc != 0:
+            messages = self.generated.messages
+            what = messages[rc - 1] if 0 < rc <= len(messages) else f"error code {rc}"
+            raise KernelArgumentError(f"kernel '{self.name}': run-time check failed: {what}")
+
+    def check_args(self, arrays: tuple[Any, ...]) -> list[int]:
+        """Check `arrays` against the parameters; return all their dims in order."""
+        params = self._params
+        if len(arrays) != len(params):
+            names = ", ".join(p.name for p in params)
+            raise KernelArgumentError(
+                f"kernel '{self.name}' takes {len(params)} arguments ({names}), "
+                f"got {len(arrays)}"
+            )
+        bound: dict[int, tuple[int, str]] = {}
+        dims: list[int] = []
+        for k, (a, p) in enumerate(zip(arrays, params), start=1):
+            where = f"argument {k} '{p.name}'"
+            if not isinstance(a, np.ndarray):
+                raise KernelArgumentError(
+                    f"{where}: expected a numpy.ndarray, got {type(a).__name__}")
+            if a.dtype != self._np_dtypes[k - 1]:
+                raise KernelArgumentError(
+                    f"{where}: expected dtype {p.dtype}, got {a.dtype}; convert with "
+                    f".astype('{p.dtype}')")
+            if a.ndim != p.ndim:
+                raise KernelArgumentError(
+                    f"{where}: expected {p.ndim} dimensions, shape {_shape_text(p.shape)}, "
+                    f"got {a.ndim} dimensions, shape {a.shape}")
+            for d, n in zip(p.shape, a.shape):
+                if isinstance(d, E.Var) and id(d) not in bound:
+                    bound[id(d)] = (int(n), where)
+            expected = tuple(self._dim_value(d, bound) for d in p.shape)
+            if expected != tuple(a.shape):
+                raise KernelArgumentError(
+                    f"{where}: expected shape {_shape_text(expected)}, got "
+                    f"{_shape_text(a.shape)}" + self._symbolic_note(p, bound))
+            if not a.flags.c_contiguous:
+                raise KernelArgumentError(
+                    f"{where}: the array is not C-contiguous (strides {a.strides}); pass "
+                    "np.ascontiguousarray(...) instead")
+            if id(p) in self._written and not a.flags.writeable:
+                raise KernelArgumentError(f"{where}: the kernel writes this argument but "
+                                          "the array is read-only")
+            dims.extend(int(n) for n in a.shape)
+        self._check_overlap(arrays)
+        return dims
+
+    def _dim_value(self, d: E.PrimExpr, bound: dict[int, tuple[int, str]]) -> int:
+        if isinstance(d, E.IntImm):
+            return d.value
+        if isinstance(d, E.Var):
+            return bound[id(d)][0]
+        return _eval_int(d, {k: v[0] for k, v in bound.items()}, self.name)
+
+    def _symbolic_note(self, p: lir.Buffer, bound: dict[int, tuple[int, str]]) -> str:
+        notes = []
+        for d in p.shape:
+            if isinstance(d, E.Var) and id(d) in bound:
+                notes.append(f"{d.name} = {bound[id(d)][0]} from {bound[id(d)][1]}")
+        return f" ({'; '.join(notes)})" if notes else ""
+
+    def _check_overlap(self, arrays: tuple[Any, ...]) -> None:
+        # the generated code assumes outputs alias nothing (noalias): refuse overlaps
+        for i, (a, p) in enumerate(zip(arrays, self._params)):
+            if id(p) not in self._written or a.size == 0:
+                continue
+            for j, b in enumerate(arrays):
+                if j != i and b.size and np.may_share_memory(a, b):
+                    raise KernelArgumentError(
+                        f"argument {i + 1} '{p.name}' and argument {j + 1} "
+                        f"'{self._params[j].name}' overlap in memory; the kernel writes "
+                        f"'{p.name}', so pass distinct arrays")
+
+    # ------------------------------------------------------------------ inspection
+    def source(self, kind: str = "llvm") -> str:
+        """Code of the kernel: "llvm" (generated IR), "llvm-opt" (after O3), "asm", "ir"."""
+        if kind == "llvm":
+            return self.generated.text
+        if kind in ("llvm-opt", "opt"):
+            return self._jit.optimized_ir
+        if kind in ("asm", "s"):
+            return self._jit.assembly()
+        if kind in ("ir", "loop"):
+            return str(self.func)
+        raise KernelArgumentError(
+            f"unknown source kind {kind!r}; expected 'llvm', 'llvm-opt', 'asm' or 'ir'")
+
+    def time(self, *arrays: Any, number: int = 10, repeat: int = 3,
+             warmup: int = 1) -> float:
+        """Median seconds per call over `repeat` runs of `number` calls, after warm-up."""
+        if number < 1 or repeat < 1:
+            raise KernelArgumentError("time(): number and repeat must be at least 1")
+        for _ in range(max(0, warmup)):
+            self(*arrays)
+        shapes = self.check_args(arrays)
+        ptrs = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
+        dims = (ctypes.c_int64 * max(1, len(shapes)))(*shapes)
+        fn = self._fn
+        runs = []
+        for _ in range(repeat):
+            t0 = _time.perf_counter()
+            for _ in range(number):
+                fn(ptrs, dims)
+            runs.append((_time.perf_counter() - t0) / number)
+        return statistics.median(runs)
+
+    def __repr__(self) -> str:
+        return f"<Kernel {self.name} for {self.target}>"
+
+
+def _eval_int(e: E.PrimExpr, values: dict[int, int], kernel: str) -> int:
+    """Evaluate an integer shape expression over bound shape variables."""
+    if isinstance(e, E.IntImm):
+        return e.value
+    if isinstance(e, E.Var):
+        if id(e) not in values:
+            raise KernelArgumentError(
+                f"kernel '{kernel}': shape variable '{e.name}' is not a dimension of any "
+                "argument, so it cannot be bound from the arrays")
+        return values[id(e)]
+    if isinstance(e, E.Cast):
+        return _eval_int(e.value, values, kernel)
+    ops = {E.Add: lambda a, b: a + b, E.Sub: lambda a, b: a - b, E.Mul: lambda a, b: a * b,
+           E.FloorDiv: lambda a, b: a // b if b else 0, E.FloorMod: lambda a, b: a % b if b else 0,
+           E.Min: min, E.Max: max}
+    fn = ops.get(type(e))
+    if fn is None:
+        raise KernelArgumentError(f"kernel '{kernel}': cannot evaluate shape expression {e}")
+    return fn(_eval_int(e.a, values, kernel), _eval_int(e.b, values, kernel))
+
+
+def fingerprint(func: lir.PrimFunc) -> str:
+    """Text that identifies `func` exactly: its printout plus the identity, dtype and
+    layout of every variable and buffer (two different vars may print alike)."""
+    order: dict[int, int] = {}
+    tokens: list[str] = []
+
+    def note_var(v: E.Var) -> None:
+        if id(v) not in order:
+            order[id(v)] = len(order)
+        tokens.append(f"{v.name}#{order[id(v)]}:{v.dtype}")
+
+    def note_buf(b: lir.Buffer) -> None:
+        key = id(b) + 1  # distinct from var ids
+        if key not in order:
+            order[key] = len(order)
+        strides = None if b.strides is None else [str(s) for s in b.strides]
+        tokens.append(f"{b.name}@{order[key]}:{b.dtype}:{b.scope}:{strides}:{b.align}")
+        for d in b.shape:
+            post_order_visit(d, on_expr)
+
+    def on_expr(n: Any) -> None:
+        if isinstance(n, E.Var):
+            note_var(n)
+        elif isinstance(n, lir.BufferLoad):
+            note_buf(n.buffer)
+        elif isinstance(n, E.Cast):
+            tokens.append(n.dtype)
+
+    for p in func.params:
+        note_buf(p)
+
+    def on_stmt(s: lir.Stmt) -> None:
+        for name in s.__dataclass_fields__:  # type: ignore[attr-defined]
+            v = getattr(s, name)
+            if isinstance(v, E.PrimExpr):
+                post_order_visit(v, on_expr)
+            elif isinstance(v, lir.Buffer):
+                note_buf(v)
+            elif isinstance(v, tuple):
+                for x in v:
+                    if isinstance(x, E.PrimExpr):
+                        post_order_visit(x, on_expr)
+        if isinstance(s, lir.For):
+            note_var(s.var)
+
+    lir.post_order_visit_stmt(func.body, on_stmt)
+    return str(func) + "\n" + " ".join(tokens)

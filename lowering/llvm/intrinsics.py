@@ -1,0 +1,110 @@
+"""Math intrinsics in LLVM code: LLVM intrinsics where LLVM has one (llvm.exp, llvm.sqrt,
+llvm.fma, ...), libm for erf (one call per lane in vector code), and an inline rational
+approximation for float32 tanh, so that tanh vectorizes (LLVM has no vector tanh and a
+libm call per lane would dominate fused elementwise kernels).
+
+float16 math is done in float32 and rounded back, as numpy does.
+
+    >>> # used by ExprEmitter._e_Call; see lowering.llvm.exprs
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llvmlite import ir
+
+from lowering.llvm.types import I32, const, lanes_of, reg_type, vec
+from tessel_errors import CodegenError
+
+_LLVM_UNARY = {
+    "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10",
+    "sqrt": "sqrt", "sin": "sin", "cos": "cos", "floor": "floor", "ceil": "ceil",
+    "trunc": "trunc", "fabs": "fabs", "round": "roundeven",
+}
+
+# Eigen's float tanh: odd rational function on [-7.9053, 7.9053], exact sign and clamping.
+_TANH_CLAMP = 7.90531110763549805
+_TANH_ALPHA = (-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11,
+               5.12229709037114e-08, 1.48572235717979e-05, 6.37261928875436e-04,
+               4.89352455891786e-03)
+_TANH_BETA = (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
+              4.89352518554385e-03)
+
+
+def emit(cg: Any, name: str, dtype: str, arg_dtypes: list[str], args: list[ir.Value]) -> ir.Value:
+    """The value of intrinsic `name` applied to `args` (already unified), of `dtype`."""
+    if name == "isnan":
+        return cg.b.fcmp_unordered("uno", args[0], args[0])
+    if name == "popcount":
+        return cg.intrinsic("ctpop", args[0].type, args, [args[0].type])
+    if dtype not in ("float16", "float32", "float64"):
+        raise CodegenError(
+            f"intrinsic '{name}' is not supported by the LLVM backend for dtype {dtype} "
+            "(tensorize intrinsics need a backend that implements them)"
+        )
+    if dtype == "float16":
+        wide = [cg.cast(a, "float16", "float32") for a in args]
+        out = _float_math(cg, name, "float32", wide)
+        return cg.cast(out, "float32", "float16")
+    return _float_math(cg, name, dtype, args)
+
+
+def _float_math(cg: Any, name: str, dtype: str, args: list[ir.Value]) -> ir.Value:
+    b = cg.b
+    t = args[0].type
+    fmf = cg.fmf
+    if name in _LLVM_UNARY:
+        return cg.intrinsic(_LLVM_UNARY[name], t, args[:1], [t])
+    if name == "pow":
+        return cg.intrinsic("pow", t, args[:2], [t])
+    if name == "fma":
+        return cg.intrinsic("fma", t, args[:3], [t])
+    if name == "rsqrt":
+        s = cg.intrinsic("sqrt", t, args[:1], [t])
+        return b.fdiv(const(t, 1.0), s, flags=fmf)
+    if name == "sigmoid":
+        neg = b.fsub(const(t, 0.0), args[0], flags=fmf)
+        e = cg.intrinsic("exp", t, [neg], [t])
+        return b.fdiv(const(t, 1.0), b.fadd(const(t, 1.0), e, flags=fmf), flags=fmf)
+    if name == "tanh" and dtype == "float32":
+        return _tanh_f32(cg, args[0])
+    if name in ("tanh", "erf"):
+        cname = name + ("f" if dtype == "float32" else "")
+        return _libm_lanes(cg, cname, dtype, args[0])
+    raise CodegenError(f"unknown intrinsic '{name}' in LLVM code generation")
+
+
+def _libm_lanes(cg: Any, cname: str, dtype: str, x: ir.Value) -> ir.Value:
+    """Call the libm function `cname` on a scalar, or once per lane on a vector."""
+    st = reg_type(dtype)
+    fn = cg.extern(cname, st, [st])
+    n = lanes_of(x.type)
+    if not n:
+        return cg.b.call(fn, [x])
+    out = ir.Constant(vec(st, n), ir.Undefined)
+    for i in range(n):
+        lane = cg.b.extract_element(x, ir.Constant(I32, i))
+        out = cg.b.insert_element(out, cg.b.call(fn, [lane]), ir.Constant(I32, i))
+    return out
+
+
+def _tanh_f32(cg: Any, x: ir.Value) -> ir.Value:
+    """tanh(x) = x * P(x^2) / Q(x^2) after clamping; |x| < 4e-4 returns x (Eigen)."""
+    b, t = cg.b, x.type
+    # plain IEEE ops (no reassociation), so the result does not depend on fast-math
+    hi, lo = const(t, _TANH_CLAMP), const(t, -_TANH_CLAMP)
+    xc = b.select(b.fcmp_ordered(">", x, hi), hi, x)
+    xc = b.select(b.fcmp_ordered("<", xc, lo), lo, xc)
+    x2 = b.fmul(xc, xc)
+    p = const(t, _TANH_ALPHA[0])
+    for a in _TANH_ALPHA[1:]:
+        p = cg.intrinsic("fma", t, [x2, p, const(t, a)], [t])
+    p = b.fmul(xc, p)
+    q = const(t, _TANH_BETA[0])
+    for c in _TANH_BETA[1:]:
+        q = cg.intrinsic("fma", t, [x2, q, const(t, c)], [t])
+    r = b.fdiv(p, q)
+    ax = cg.intrinsic("fabs", t, [x], [t])
+    tiny = b.fcmp_ordered("<", ax, const(t, 0.0004))
+    return b.select(tiny, x, r)

@@ -1,0 +1,118 @@
+"""Analyses behind vectorized loops: which values vary with the vector lane, how an index
+moves with it (contiguous, strided, or unknown), and whether a loop body can be emitted as
+vector code at all.
+
+A vectorized loop over `v` becomes straight-line code on `<N x T>` values: loads whose flat
+index moves by 1 per lane are vector loads, by 0 a scalar load broadcast, otherwise a
+gather. When the body holds something we do not emit in vector form (a nested loop, a
+store that does not move with the lane, a branch on a lane-varying condition) the loop is
+emitted as a scalar loop and LLVM's loop vectorizer gets it instead.
+
+    >>> import tensor_expr as te
+    >>> i, v = te.var("i"), te.var("v")
+    >>> lin_coeff(i * 64 + v * 2 + 1, v, {id(v)})
+    2
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lowering import ir as lir
+from tensor_expr import expr as E
+from tensor_expr.visitor import post_order_visit
+
+MAX_LANES = 64  # one vector op holds at most this many lanes; longer loops are chunked
+
+
+def uses_any(e: Any, ids: set[int]) -> bool:
+    """True when expression `e` reads one of the variables whose id is in `ids`."""
+    found = False
+
+    def f(n: Any) -> None:
+        nonlocal found
+        if isinstance(n, E.Var) and id(n) in ids:
+            found = True
+
+    post_order_visit(e, f)
+    return found
+
+
+def lin_coeff(e: E.PrimExpr, v: E.Var, varying: set[int]) -> int | None:
+    """How much `e` grows per step of `v` (an int), or None when it is not affine in `v`
+    with a constant coefficient. Expressions that do not vary give 0."""
+    if not uses_any(e, varying):
+        return 0
+    if isinstance(e, E.Var):
+        return 1 if e is v else None
+    if isinstance(e, (E.Add, E.Sub)):
+        a, b = lin_coeff(e.a, v, varying), lin_coeff(e.b, v, varying)
+        if a is None or b is None:
+            return None
+        return a + b if isinstance(e, E.Add) else a - b
+    if isinstance(e, E.Mul):
+        a, b = lin_coeff(e.a, v, varying), lin_coeff(e.b, v, varying)
+        if a is None or b is None:
+            return None
+        if b == 0 and isinstance(e.b, E.IntImm):
+            return a * e.b.value
+        if a == 0 and isinstance(e.a, E.IntImm):
+            return b * e.a.value
+        return None
+    if isinstance(e, E.Cast) and e.dtype in ("int32", "int64") and e.value.dtype in (
+        "int8", "int16", "int32", "int64"
+    ):
+        return lin_coeff(e.value, v, varying)
+    return None
+
+
+def flat_coeff(buf: lir.Buffer, strides: list[int | None], indices: tuple[E.PrimExpr, ...],
+               v: E.Var, varying: set[int]) -> int | None:
+    """The per-lane step of the flattened index of `buf[indices]`, or None if unknown."""
+    total = 0
+    for idx, stride in zip(indices, strides):
+        c = lin_coeff(idx, v, varying)
+        if c is None:
+            return None
+        if c == 0:
+            continue
+        if stride is None:
+            return None
+        total += c * stride
+    return total
+
+
+def vector_body_ok(body: lir.Stmt, v: E.Var, const_strides: Any) -> bool:
+    """True when `body` of a loop vectorized over `v` can be emitted as vector code.
+
+    `const_strides(buffer)` gives the buffer's strides as ints (None where symbolic).
+    """
+    varying = {id(v)}
+
+    def ok(s: lir.Stmt) -> bool:
+        if isinstance(s, lir.SeqStmt):
+            return all(ok(c) for c in s.stmts)
+        if isinstance(s, lir.BufferStore):
+            c = flat_coeff(s.buffer, const_strides(s.buffer), s.indices, v, varying)
+            return c != 0
+        if isinstance(s, lir.LetStmt):
+            if uses_any(s.value, varying):
+                varying.add(id(s.var))
+            return ok(s.body)
+        if isinstance(s, lir.IfThenElse):
+            if uses_any(s.condition, varying):
+                return False
+            return ok(s.then_case) and (s.else_case is None or ok(s.else_case))
+        return False
+
+    return ok(body)
+
+
+def chunk_lanes(extent: int) -> int:
+    """Lanes per vector op for a vectorized loop of `extent`; 0 when none fits."""
+    if extent <= MAX_LANES:
+        return extent
+    for w in (64, 32, 16, 8, 4):
+        if extent % w == 0:
+            return w
+    return 0
