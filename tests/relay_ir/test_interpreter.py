@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from programs import PROGRAMS_BY_NAME, const, tvar
 
 from relay_ir import nn
 from relay_ir.expr import (
@@ -34,6 +33,7 @@ from relay_ir.op import reduce as R
 from relay_ir.op import tensor as T
 from relay_ir.ty import GlobalTypeVar, TypeCall, TypeData
 from tessel_errors import RelayRuntimeError
+from tests.relay_ir.programs import PROGRAMS_BY_NAME, const, tvar
 
 
 @pytest.fixture

@@ -7,14 +7,6 @@ import sys
 
 import numpy as np
 import pytest
-from programs import (
-    PROGRAMS_BY_NAME,
-    TREE_LSTM_DIMS,
-    const,
-    loop_program,
-    tree_lstm_weights,
-    tvar,
-)
 
 from relay_ir import interpreter
 from relay_ir.expr import (
@@ -34,6 +26,14 @@ from relay_ir.module import IRModule
 from relay_ir.op import tensor as T
 from relay_ir.ty import GlobalTypeVar, TypeCall, TypeData
 from tessel_errors import RelayRuntimeError
+from tests.relay_ir.programs import (
+    PROGRAMS_BY_NAME,
+    TREE_LSTM_DIMS,
+    const,
+    loop_program,
+    tree_lstm_weights,
+    tvar,
+)
 
 
 @pytest.fixture
