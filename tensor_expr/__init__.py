@@ -10,6 +10,7 @@
 from tensor_expr import arith
 from tensor_expr.arith import simplify
 from tensor_expr.dtype import DTYPES, promote
+from tensor_expr.evaluate import evaluate
 from tensor_expr.expr import (
     EQ,
     GE,
