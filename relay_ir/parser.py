@@ -411,7 +411,7 @@ class _Parser:
         if _is_op(callee):
             try:
                 attrs = callee.make_attrs(kwargs) if (kwargs or callee.attrs_type) else None
-            except RelayError as e:
+            except (RelayError, TypeError, ValueError) as e:  # attrs classes may validate
                 raise self.error(str(e), open_tok) from None
             if callee.num_inputs >= 0 and len(args) != callee.num_inputs:
                 raise self.error(
