@@ -71,8 +71,6 @@ class Kernel:
         threads.value = num_threads()
         self._params = func.params
         self._written = written_buffers(func)
-        self._np_dtypes = [np.dtype(b.dtype) for b in func.params]
-        self._nshape = sum(b.ndim for b in func.params)
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *arrays: Any) -> None:
@@ -88,72 +86,7 @@ class Kernel:
 
     def check_args(self, arrays: tuple[Any, ...]) -> list[int]:
         """Check `arrays` against the parameters; return all their dims in order."""
-        params = self._params
-        if len(arrays) != len(params):
-            names = ", ".join(p.name for p in params)
-            raise KernelArgumentError(
-                f"kernel '{self.name}' takes {len(params)} arguments ({names}), "
-                f"got {len(arrays)}"
-            )
-        bound: dict[int, tuple[int, str]] = {}
-        dims: list[int] = []
-        for k, (a, p) in enumerate(zip(arrays, params), start=1):
-            where = f"argument {k} '{p.name}'"
-            if not isinstance(a, np.ndarray):
-                raise KernelArgumentError(
-                    f"{where}: expected a numpy.ndarray, got {type(a).__name__}")
-            if a.dtype != self._np_dtypes[k - 1]:
-                raise KernelArgumentError(
-                    f"{where}: expected dtype {p.dtype}, got {a.dtype}; convert with "
-                    f".astype('{p.dtype}')")
-            if a.ndim != p.ndim:
-                raise KernelArgumentError(
-                    f"{where}: expected {p.ndim} dimensions, shape {_shape_text(p.shape)}, "
-                    f"got {a.ndim} dimensions, shape {a.shape}")
-            for d, n in zip(p.shape, a.shape):
-                if isinstance(d, E.Var) and id(d) not in bound:
-                    bound[id(d)] = (int(n), where)
-            expected = tuple(self._dim_value(d, bound) for d in p.shape)
-            if expected != tuple(a.shape):
-                raise KernelArgumentError(
-                    f"{where}: expected shape {_shape_text(expected)}, got "
-                    f"{_shape_text(a.shape)}" + self._symbolic_note(p, bound))
-            if not a.flags.c_contiguous:
-                raise KernelArgumentError(
-                    f"{where}: the array is not C-contiguous (strides {a.strides}); pass "
-                    "np.ascontiguousarray(...) instead")
-            if id(p) in self._written and not a.flags.writeable:
-                raise KernelArgumentError(f"{where}: the kernel writes this argument but "
-                                          "the array is read-only")
-            dims.extend(int(n) for n in a.shape)
-        self._check_overlap(arrays)
-        return dims
-
-    def _dim_value(self, d: E.PrimExpr, bound: dict[int, tuple[int, str]]) -> int:
-        if isinstance(d, E.IntImm):
-            return d.value
-        if isinstance(d, E.Var):
-            return bound[id(d)][0]
-        return _eval_int(d, {k: v[0] for k, v in bound.items()}, self.name)
-
-    def _symbolic_note(self, p: lir.Buffer, bound: dict[int, tuple[int, str]]) -> str:
-        notes = []
-        for d in p.shape:
-            if isinstance(d, E.Var) and id(d) in bound:
-                notes.append(f"{d.name} = {bound[id(d)][0]} from {bound[id(d)][1]}")
-        return f" ({'; '.join(notes)})" if notes else ""
-
-    def _check_overlap(self, arrays: tuple[Any, ...]) -> None:
-        # the generated code assumes outputs alias nothing (noalias): refuse overlaps
-        for i, (a, p) in enumerate(zip(arrays, self._params)):
-            if id(p) not in self._written or a.size == 0:
-                continue
-            for j, b in enumerate(arrays):
-                if j != i and b.size and np.may_share_memory(a, b):
-                    raise KernelArgumentError(
-                        f"argument {i + 1} '{p.name}' and argument {j + 1} "
-                        f"'{self._params[j].name}' overlap in memory; the kernel writes "
-                        f"'{p.name}', so pass distinct arrays")
+        return check_arguments(self.func, arrays, self._written)[0]
 
     # ------------------------------------------------------------------ inspection
     def source(self, kind: str = "llvm") -> str:
@@ -190,6 +123,80 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<Kernel {self.name} for {self.target}>"
+
+
+def check_arguments(func: lir.PrimFunc, arrays: tuple[Any, ...],
+                    written: set[int] | None = None) -> tuple[list[int], dict[int, int]]:
+    """Check `arrays` against the parameters of `func`, naming the argument at fault.
+
+    Returns every dimension of every argument in order, and the values of the symbolic
+    shape variables (by id of the Var).
+    """
+    params = func.params
+    name = func.name
+    if written is None:
+        written = written_buffers(func)
+    if len(arrays) != len(params):
+        names = ", ".join(p.name for p in params)
+        raise KernelArgumentError(
+            f"kernel '{name}' takes {len(params)} arguments ({names}), got {len(arrays)}"
+        )
+    bound: dict[int, tuple[int, str]] = {}
+    dims: list[int] = []
+    for k, (a, p) in enumerate(zip(arrays, params), start=1):
+        where = f"argument {k} '{p.name}'"
+        if not isinstance(a, np.ndarray):
+            raise KernelArgumentError(
+                f"{where}: expected a numpy.ndarray, got {type(a).__name__}")
+        if a.dtype != np.dtype(p.dtype):
+            raise KernelArgumentError(
+                f"{where}: expected dtype {p.dtype}, got {a.dtype}; convert with "
+                f".astype('{p.dtype}')")
+        if a.ndim != p.ndim:
+            raise KernelArgumentError(
+                f"{where}: expected {p.ndim} dimensions, shape {_shape_text(p.shape)}, "
+                f"got {a.ndim} dimensions, shape {a.shape}")
+        for d, n in zip(p.shape, a.shape):
+            if isinstance(d, E.Var) and id(d) not in bound:
+                bound[id(d)] = (int(n), where)
+        values = {key: v[0] for key, v in bound.items()}
+        expected = tuple(_eval_int(d, values, name) for d in p.shape)
+        if expected != tuple(a.shape):
+            raise KernelArgumentError(
+                f"{where}: expected shape {_shape_text(expected)}, got "
+                f"{_shape_text(a.shape)}" + _symbolic_note(p, bound))
+        if not a.flags.c_contiguous:
+            raise KernelArgumentError(
+                f"{where}: the array is not C-contiguous (strides {a.strides}); pass "
+                "np.ascontiguousarray(...) instead")
+        if id(p) in written and not a.flags.writeable:
+            raise KernelArgumentError(
+                f"{where}: the kernel writes this argument but the array is read-only")
+        dims.extend(int(n) for n in a.shape)
+    _check_overlap(params, arrays, written)
+    return dims, {key: v[0] for key, v in bound.items()}
+
+
+def _symbolic_note(p: lir.Buffer, bound: dict[int, tuple[int, str]]) -> str:
+    notes = []
+    for d in p.shape:
+        if isinstance(d, E.Var) and id(d) in bound:
+            notes.append(f"{d.name} = {bound[id(d)][0]} from {bound[id(d)][1]}")
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
+def _check_overlap(params: tuple[lir.Buffer, ...], arrays: tuple[Any, ...],
+                   written: set[int]) -> None:
+    # the generated code assumes outputs alias nothing (noalias): refuse overlaps
+    for i, (a, p) in enumerate(zip(arrays, params)):
+        if id(p) not in written or a.size == 0:
+            continue
+        for j, b in enumerate(arrays):
+            if j != i and b.size and np.may_share_memory(a, b):
+                raise KernelArgumentError(
+                    f"argument {i + 1} '{p.name}' and argument {j + 1} '{params[j].name}' "
+                    f"overlap in memory; the kernel writes '{p.name}', so pass distinct "
+                    "arrays")
 
 
 def _eval_int(e: E.PrimExpr, values: dict[int, int], kernel: str) -> int:
