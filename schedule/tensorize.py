@@ -1,0 +1,132 @@
+"""Tensor intrinsics: a declared computation (over placeholders) replaced by one call.
+
+`stage.tensorize(axis, intrin)` checks that the loop nest from `axis` inwards computes
+what the intrinsic declares (same extents, same expression shape); lowering then emits
+`Evaluate(intrin.emit(outs, ins))` instead of that nest. For a reduction the init stays
+as loops and the intrinsic accumulates into the output region.
+
+    >>> import tensor_expr as te
+    >>> from schedule import decl_tensor_intrin
+    >>> a = te.placeholder((16,), name="a"); b = te.placeholder((16,), name="b")
+    >>> c = te.compute((16,), lambda i: a[i] + b[i], name="c")
+    >>> vadd = decl_tensor_intrin(c, "vadd16")
+    >>> vadd.name
+    'vadd16'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from schedule.relations import pass_down_extents
+from tensor_expr.expr import Call, FloatImm, IntImm, IterVar, PrimExpr, ProducerLoad, Reduce, Var
+from tensor_expr.tensor import ComputeOp, Tensor
+from tensor_expr.visitor import children
+from tessel_errors import ScheduleError
+
+if TYPE_CHECKING:
+    from schedule.stage import Stage
+
+
+@dataclass(frozen=True)
+class Region:
+    """The part of a buffer an intrinsic touches: its first element and the extents."""
+
+    buffer: Any  # lowering.ir.Buffer
+    start: tuple[PrimExpr, ...]  # a BufferLoad-able index tuple
+    extents: tuple[int, ...]
+
+
+def default_emit(name: str) -> Callable[[Sequence[Region], Sequence[Region]], PrimExpr]:
+    """`name(out_start, in_starts...)`, each start a BufferLoad of the region's first element."""
+
+    def emit(outs: Sequence[Region], ins: Sequence[Region]) -> PrimExpr:
+        from lowering.ir import BufferLoad
+
+        args = tuple(BufferLoad(r.buffer, r.start) for r in list(outs) + list(ins))
+        return Call("int32", name, args)
+
+    return emit
+
+
+@dataclass(frozen=True, eq=False)
+class TensorIntrin:
+    """A computation (an op over placeholders) and the call that implements it."""
+
+    name: str
+    op: ComputeOp
+    emit: Callable[[Sequence[Region], Sequence[Region]], PrimExpr]
+
+    @property
+    def extents(self) -> tuple[list[int], list[int]]:
+        """(data-axis extents, reduce-axis extents) of the declared computation."""
+        return ([_int(a.dom.extent) for a in self.op.axis],  # type: ignore[union-attr]
+                [_int(a.dom.extent) for a in self.op.reduce_axis])  # type: ignore[union-attr]
+
+
+def decl_tensor_intrin(out: Tensor, name: str,
+                       emit: Callable[..., PrimExpr] | None = None) -> TensorIntrin:
+    """Declare an intrinsic computing `out` (constant shape); emit builds its call."""
+    if not isinstance(out, Tensor) or not isinstance(out.op, ComputeOp):
+        raise ScheduleError(f"decl_tensor_intrin '{name}': expected a computed tensor")
+    op = out.op
+    for a in list(op.axis) + list(op.reduce_axis):
+        if _int(a.dom.extent) is None:  # type: ignore[union-attr]
+            raise ScheduleError(f"decl_tensor_intrin '{name}': axis '{a.var.name}' must have "
+                                "a constant extent")
+    return TensorIntrin(name, op, emit or default_emit(name))
+
+
+def _int(e: PrimExpr) -> int | None:
+    return e.value if isinstance(e, IntImm) else None
+
+
+def check_tensorize(stage: Stage, axis: IterVar, intrin: TensorIntrin) -> str:
+    """Why the nest of `stage` under `axis` does not match `intrin` ('' when it does)."""
+    op = stage.op
+    assert isinstance(op, ComputeOp)
+    roots = list(op.axis) + list(op.reduce_axis)
+    ext = pass_down_extents(stage.relations, {r: r.dom.extent for r in roots})  # type: ignore
+    pos = next(n for n, v in enumerate(stage.leaf_iter_vars) if v is axis)
+    nest = stage.leaf_iter_vars[pos:]
+    data = [_int(ext[v]) for v in nest if not stage.is_reduce(v)]
+    red = [_int(ext[v]) for v in nest if stage.is_reduce(v)]
+    want_d, want_r = intrin.extents
+    if data != want_d or red != want_r:
+        return (f"loop extents under the axis are data {data}, reduce {red}; the intrinsic "
+                f"declares data {want_d}, reduce {want_r}")
+    if len(op.body) != len(intrin.op.body):
+        return f"{len(op.body)} outputs against the intrinsic's {len(intrin.op.body)}"
+    for a, b in zip(op.body, intrin.op.body):
+        why = _same_shape(a, b)
+        if why:
+            return why
+    return ""
+
+
+def _same_shape(a: PrimExpr, b: PrimExpr) -> str:
+    """Structural match up to tensors and index expressions."""
+    if isinstance(a, ProducerLoad) and isinstance(b, ProducerLoad):
+        return "" if a.producer.ndim == b.producer.ndim else (
+            f"'{a.producer.name}' has {a.producer.ndim} dims, intrinsic input "
+            f"'{b.producer.name}' has {b.producer.ndim}")
+    if type(a) is not type(b):
+        return f"the computation has '{a}' where the intrinsic has '{b}'"
+    if isinstance(a, (IntImm, FloatImm)) and a.value != b.value:  # type: ignore[attr-defined]
+        return f"constant {a} against the intrinsic's {b}"
+    if isinstance(a, Var):
+        return ""
+    if isinstance(a, Reduce) and a.combiner.name != b.combiner.name:  # type: ignore[attr-defined]
+        return f"a '{a.combiner.name}' reduction against '{b.combiner.name}'"  # type: ignore
+    if isinstance(a, Call) and a.name != b.name:  # type: ignore[attr-defined]
+        return f"call '{a.name}' against '{b.name}'"  # type: ignore[attr-defined]
+    ca, cb = children(a), children(b)
+    if len(ca) != len(cb):
+        return f"'{a}' and '{b}' differ in shape"
+    for x, y in zip(ca, cb):
+        why = _same_shape(x, y)
+        if why:
+            return why
+    return ""
