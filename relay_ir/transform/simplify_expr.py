@@ -19,6 +19,8 @@ The pass runs type inference first when types are missing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from relay_ir.expr import Call, Constant, Expr, Function
@@ -80,8 +82,20 @@ def _perm(attrs: object, ndim: int) -> list[int]:
 
 def simplify_expr(expr: Expr) -> Expr:
     """`expr` with the rules above applied bottom-up; needs checked types."""
+    # Rebuilt nodes lose their checked_type, but each keeps the type of the node it
+    # replaces: remember it, so rules can look at the types of rewritten children.
+    types: dict[int, object] = {}
+
+    def type_of(e: Expr) -> object:
+        return types.get(id(e), e.checked_type)
 
     def visit(old: Expr, new: Expr) -> Expr:
+        out = rule(old, new)
+        if old.checked_type is not None:
+            types[id(out)] = old.checked_type
+        return out
+
+    def rule(old: Expr, new: Expr) -> Expr:
         name = _op_name(new)
         if name is None:
             return new
@@ -94,15 +108,15 @@ def simplify_expr(expr: Expr) -> Expr:
                 return new.args[0]
             return new
         if name in _SHAPE_ONLY:
-            return _simplify_shape(old, new)
+            return _simplify_shape(old, new, type_of)
         if name == "transpose":
-            return _simplify_transpose(old, new)
+            return _simplify_transpose(old, new, type_of)
         return new
 
     return rewrite(expr, visit)
 
 
-def _simplify_shape(old: Call, new: Call) -> Expr:
+def _simplify_shape(old: Call, new: Call, type_of: Callable[[Expr], object]) -> Expr:
     out_t = _static(old.checked_type)
     if out_t is None:
         return new
@@ -112,7 +126,7 @@ def _simplify_shape(old: Call, new: Call) -> Expr:
     source, source_t = inner, inner_t
     while _op_name(source) in _SHAPE_ONLY:
         arg = source.args[0]  # type: ignore[attr-defined]
-        arg_t = _static(arg.checked_type)
+        arg_t = _static(type_of(arg))
         if arg_t is None:
             break
         source, source_t = arg, arg_t
@@ -123,14 +137,14 @@ def _simplify_shape(old: Call, new: Call) -> Expr:
     return new
 
 
-def _simplify_transpose(old: Call, new: Call) -> Expr:
+def _simplify_transpose(old: Call, new: Call, type_of: Callable[[Expr], object]) -> Expr:
     t = old.args[0].checked_type
     if not isinstance(t, TensorType):
         return new
     ndim = t.ndim
     outer = _perm(new.attrs, ndim)
     x = new.args[0]
-    if _op_name(x) == "transpose" and isinstance(x.args[0].checked_type, TensorType):  # type: ignore[attr-defined]
+    if _op_name(x) == "transpose" and isinstance(type_of(x.args[0]), TensorType):  # type: ignore[attr-defined]
         inner = _perm(x.attrs, ndim)  # type: ignore[attr-defined]
         composed = [inner[i] for i in outer]
         x = x.args[0]  # type: ignore[attr-defined]

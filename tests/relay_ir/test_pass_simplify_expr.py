@@ -1,0 +1,86 @@
+"""SimplifyExpr: identities, reshape/transpose chains, squeeze/expand_dims pairs, casts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import relay_ir.transform as T
+from relay_ir.expr import Call
+from relay_ir.interpreter import interpret
+from relay_ir.op import tensor as Tn
+from relay_ir.op import transform as X
+from relay_ir.op.registry import Op
+from relay_ir.transform.analysis import post_order
+from tests.relay_ir.programs import PROGRAMS_BY_NAME, const, main_module, tvar
+
+
+def _ops(expr) -> list[str]:
+    return [e.op.name for e in post_order(expr) if isinstance(e, Call) and isinstance(e.op, Op)]
+
+
+def _simplified(shape, build):
+    x = tvar("x", shape)
+    mod = main_module([x], build(x))
+    out = T.SimplifyExpr()(mod)
+    return out, out["main"].body, out["main"].params[0]
+
+
+def test_arithmetic_identities_vanish():
+    for build in (lambda x: Tn.multiply(x, const(1.0)), lambda x: Tn.multiply(const(1.0), x),
+                  lambda x: Tn.add(x, const(0.0)), lambda x: Tn.add(const(np.zeros(3)), x),
+                  lambda x: Tn.subtract(x, const(0.0)), lambda x: Tn.divide(x, const(1.0))):
+        _, body, x = _simplified((2, 3), build)
+        assert body is x
+
+
+def test_identity_that_broadcasts_is_kept():
+    # x * ones((2, 3)) with x of shape (3,) has a bigger result: not an identity
+    _, body, _ = _simplified((3,), lambda x: Tn.multiply(x, const(np.ones((2, 3)))))
+    assert _ops(body) == ["multiply"]
+
+
+def test_subtract_from_zero_is_not_an_identity():
+    _, body, _ = _simplified((3,), lambda x: Tn.subtract(const(0.0), x))
+    assert _ops(body) == ["subtract"]
+
+
+def test_reshape_of_reshape_becomes_one_reshape():
+    _, body, x = _simplified((2, 3, 4), lambda x: X.reshape(X.reshape(x, (6, 4)), (4, -1)))
+    assert _ops(body) == ["reshape"] and body.args[0] is x
+    assert tuple(body.attrs.newshape) == (4, 6)
+
+
+def test_reshape_back_to_the_input_shape_vanishes():
+    _, body, x = _simplified((2, 3), lambda x: X.reshape(X.reshape(x, (6,)), (2, 3)))
+    assert body is x
+
+
+def test_squeeze_of_expand_dims_vanishes():
+    _, body, x = _simplified((2, 3), lambda x: X.squeeze(X.expand_dims(x, 1, 2), (1, 2)))
+    assert body is x
+
+
+def test_transpose_of_transpose_composes():
+    rng = np.random.default_rng()
+    out, body, x = _simplified(
+        (2, 3, 4), lambda x: X.transpose(X.transpose(x, (1, 2, 0)), (2, 0, 1)))
+    assert body is x  # the two permutations are inverse
+    out, body, x = _simplified(
+        (2, 3, 4), lambda x: X.transpose(X.transpose(x, (1, 0, 2)), (0, 2, 1)))
+    assert _ops(body) == ["transpose"] and body.args[0] is x
+    a = rng.standard_normal((2, 3, 4)).astype("float32")
+    np.testing.assert_array_equal(interpret(out, a), a.transpose(1, 0, 2).transpose(0, 2, 1))
+
+
+def test_cast_to_the_same_dtype_vanishes():
+    _, body, x = _simplified((3,), lambda x: Tn.cast(x, "float32"))
+    assert body is x
+    _, body, _ = _simplified((3,), lambda x: Tn.cast(x, "int32"))
+    assert _ops(body) == ["cast"]
+
+
+def test_simplifiable_program_loses_its_redundancy():
+    out = T.SimplifyExpr()(PROGRAMS_BY_NAME["simplifiable"].build())
+    ops = _ops(out["main"].body)
+    assert "transpose" not in ops and "squeeze" not in ops and "expand_dims" not in ops
+    assert ops.count("reshape") == 1
