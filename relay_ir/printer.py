@@ -443,7 +443,9 @@ class _Printer:
             return ""
         out = [METADATA_HEADER]
         for i, arr in enumerate(self.meta):
-            data = np.ascontiguousarray(arr)
+            # Native byte order, C order (tobytes); keeps 0-d arrays 0-d, unlike
+            # np.ascontiguousarray.
+            data = arr.astype(arr.dtype.newbyteorder("="), copy=False)
             shape = "(" + ",".join(str(d) for d in data.shape) + ")"
             b64 = base64.b64encode(data.tobytes()).decode("ascii")
             out.append(f"relay.Constant {i} {data.dtype} {shape} {b64}")
