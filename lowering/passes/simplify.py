@@ -210,9 +210,47 @@ class _StmtSimplifier(ir.StmtMutator):
         return ir.IfThenElse(cond, self.visit(s.then_case), self.visit(s.else_case))
 
 
+class _ArithExprs(ExprMutator):
+    """Adapter: T2's range-aware Analyzer as the expression mutator of a StmtMutator."""
+
+    def __init__(self, ana: Any) -> None:
+        super().__init__()
+        self.ana = ana
+
+    def visit(self, e: Any) -> Any:
+        if not isinstance(e, E.PrimExpr) or isinstance(e, (E.Var, E.IntImm, E.FloatImm)):
+            return e
+        return self.ana.simplify(e)
+
+
+class _RangeSimplifier(_StmtSimplifier):
+    """Binds each loop var to its range while simplifying the loop body."""
+
+    def __init__(self) -> None:
+        from tensor_expr.arith import Analyzer
+
+        self.ana = Analyzer()
+        super().__init__(_ArithExprs(self.ana))
+
+    def visit_For(self, s: ir.For) -> ir.Stmt:
+        import dataclasses
+
+        lo, ext = self.visit_expr(s.min), self.visit_expr(s.extent)
+        self.ana.bind(s.var, (lo, lo + ext))
+        try:
+            body = self.visit(s.body)
+        finally:
+            self.ana.unbind(s.var)
+        if lo is s.min and ext is s.extent and body is s.body:
+            return s
+        return dataclasses.replace(s, min=lo, extent=ext, body=body)
+
+
 def simplify(func: ir.PrimFunc) -> ir.PrimFunc:
     """Simplify every expression of `func` and drop if-statements with constant conditions."""
     import dataclasses
 
     body = _StmtSimplifier(_Simplifier()).visit(func.body)
+    if _HAS_ARITH:
+        body = _RangeSimplifier().visit(body)
     return func if body is func.body else dataclasses.replace(func, body=body)
