@@ -245,7 +245,7 @@ class CodeGen(ExprEmitter):
             self.b.store(value, ptr, align=align)
             return
         idx = self.splat(self.flat_index(s.buffer, s.indices), vc.lanes)
-        ptrs = self.b.gep(info.ptr, [idx], source_etype=mt)
+        ptrs = self.vgep(info.ptr, idx, mt)
         mask = const(vec(I1, vc.lanes), 1)
         self.intrinsic("masked.scatter", ir.VoidType(),
                        [value, ptrs, ir.Constant(I32, align), mask], [value.type, ptrs.type])

@@ -106,6 +106,12 @@ class ExprEmitter:
             fn = ir.Function(self.module, ir.FunctionType(ret, [a.type for a in args]), full)
         return self.b.call(fn, args)
 
+    def vgep(self, base: ir.Value, idx: ir.Value, etype: ir.Type) -> ir.Value:
+        """`<N x ptr>` addresses base + idx[lane] (llvmlite types a vector GEP as ptr)."""
+        ptrs = self.b.gep(base, [idx], source_etype=etype)
+        ptrs.type = vec(PTR, lanes_of(idx.type))
+        return ptrs
+
     def extern(self, name: str, ret: ir.Type, argtys: list[ir.Type]) -> ir.Function:
         """Declare (once) an external C function such as `tanh` or `aligned_alloc`."""
         fn = self.module.globals.get(name)
@@ -408,7 +414,7 @@ class ExprEmitter:
                                    [vt, PTR])
         else:
             idx = self.splat(self.flat_index(e.buffer, e.indices), n)
-            ptrs = self.b.gep(info.ptr, [idx], source_etype=mt)
+            ptrs = self.vgep(info.ptr, idx, mt)
             v = self.intrinsic("masked.gather", vt,
                                [ptrs, ir.Constant(I32, align), mask, const(vt, 0)],
                                [vt, vec(PTR, n)])

@@ -7,14 +7,24 @@ an unwritten element shows.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 import tensor_expr as te
 from lowering.ir import (
-    Allocate, AssertStmt, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse, LetStmt,
-    PrimFunc, seq,
+    Allocate,
+    AssertStmt,
+    Buffer,
+    BufferStore,
+    Evaluate,
+    For,
+    ForKind,
+    IfThenElse,
+    LetStmt,
+    PrimFunc,
+    seq,
 )
 
 Example = tuple[PrimFunc, Callable[[np.random.Generator], list[np.ndarray]],
