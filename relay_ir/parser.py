@@ -737,7 +737,8 @@ class _Parser:
                     raise ValueError(f"dtype {parts[2]} is not numeric")
                 body = parts[3].strip("()")
                 shape = tuple(int(d) for d in body.split(",") if d) if body else ()
-                raw = base64.b64decode(parts[4], validate=True)
+                # "-" stands for the empty payload of an array with no elements
+                raw = b"" if parts[4] == "-" else base64.b64decode(parts[4], validate=True)
                 arr = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
             except (ValueError, TypeError) as e:
                 raise parse_error(

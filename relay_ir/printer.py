@@ -447,7 +447,7 @@ class _Printer:
             # np.ascontiguousarray.
             data = arr.astype(arr.dtype.newbyteorder("="), copy=False)
             shape = "(" + ",".join(str(d) for d in data.shape) + ")"
-            b64 = base64.b64encode(data.tobytes()).decode("ascii")
+            b64 = base64.b64encode(data.tobytes()).decode("ascii") or "-"
             out.append(f"relay.Constant {i} {data.dtype} {shape} {b64}")
         return "\n".join(out)
 
