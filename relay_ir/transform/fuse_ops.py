@@ -16,6 +16,7 @@ function, following the post-dominator rules of Relay's fuse_ops.
    A group never grows beyond `max_depth` nodes.
 4. Each group becomes `Function(params, body, attrs=(("Primitive", 1),))` called where
    its root was; values from other groups (and non-scalar constants) become params.
+   Non-computational ops (run-time shape checks) stay plain calls outside the groups.
 
     >>> FuseOps(max_depth=4).max_depth
     4
@@ -38,6 +39,10 @@ from tessel_errors import RelayError
 P = OpPattern
 _SIMPLE_CONST_DTYPES = {"int32", "int64", "float32", "float64", "bool"}
 DEFAULT_MAX_DEPTH = 256
+# Ops that compute nothing a kernel would: they stay plain calls, outside every group (as
+# Relay's TNonComputational ops). A run-time shape check inside a Primitive function would
+# make the function's parameter look refined and the caller grow a second check.
+NON_COMPUTATIONAL = {"runtime.check_shape"}
 
 
 # --- 1. the indexed forward graph --------------------------------------------------------
@@ -350,6 +355,15 @@ class _GroupInfo:
         return var
 
 
+def _outside_type(e: Expr) -> Type | None:
+    """The type a group parameter gets: a variable's declared type when it has one (with
+    gradual shapes, inference may refine a variable's checked type to a number that only
+    a run-time check inside the group guarantees)."""
+    if isinstance(e, Var) and e.type_annotation is not None:
+        return e.type_annotation
+    return e.checked_type
+
+
 def fuse_expr(body: Expr, max_depth: int = DEFAULT_MAX_DEPTH, fuse: bool = True) -> Expr:
     """`body` with every op call placed in a Primitive function of its fusion group."""
     graph = build_graph(body)
@@ -360,9 +374,9 @@ def fuse_expr(body: Expr, max_depth: int = DEFAULT_MAX_DEPTH, fuse: bool = True)
     inner: set[int] = set()  # nodes whose memo is only valid inside their group
 
     def fusable(e: Expr) -> bool:
-        return (isinstance(e, Call) and isinstance(e.op, Op)) or isinstance(
-            e, (Tuple, TupleGetItem)
-        )
+        if isinstance(e, Call) and isinstance(e.op, Op):
+            return e.op.name not in NON_COMPUTATIONAL
+        return isinstance(e, (Tuple, TupleGetItem))
 
     for g in graph:
         e = g.ref
@@ -384,7 +398,7 @@ def fuse_expr(body: Expr, max_depth: int = DEFAULT_MAX_DEPTH, fuse: bool = True)
                 if id(k) in inner:
                     raise RelayError("FuseOps internal error: a group consumes an "
                                      "intermediate value of another group")
-                new_kids.append(ginfo.param_for(memo[id(k)], k.checked_type))
+                new_kids.append(ginfo.param_for(memo[id(k)], _outside_type(k)))
         new = rebuild(e, new_kids) if kids else e
         if group.root_ref is not e:
             memo[id(e)] = new

@@ -118,6 +118,17 @@ def mlp_dynamic_inputs(rng: np.random.Generator) -> list[Any]:
     return [rand(rng, int(rng.integers(1, 6)), 8), rand(rng, 16, 8, scale=0.3)]
 
 
+def gradual_checked() -> IRModule:
+    """x: Tensor[(?, ?)] into a dense with a (16, 3) weight: inference refines x's second
+    dim to 3 and inserts a run-time shape check."""
+    x, w = tvar("x", (None, None)), tvar("w", (16, 3))
+    return main_module([x, w], nn.relu(nn.dense(x, w)))
+
+
+def gradual_checked_inputs(rng: np.random.Generator) -> list[Any]:
+    return [rand(rng, int(rng.integers(1, 5)), 3), rand(rng, 16, 3)]
+
+
 def _bn(x: Expr, c: int, rng: np.random.Generator) -> Expr:
     """batch_norm(x).0 with constant (folded-at-compile-time) statistics."""
     gamma, beta = const(positive(rng, c)), const(rand(rng, c, scale=0.1))
@@ -371,6 +382,7 @@ def option_match() -> IRModule:
 PROGRAMS: list[TestProgram] = [
     TestProgram("mlp", mlp, mlp_inputs),
     TestProgram("mlp_dynamic", mlp_dynamic, mlp_dynamic_inputs),
+    TestProgram("gradual_checked", gradual_checked, gradual_checked_inputs),
     TestProgram("conv_bn_relu", conv_bn_relu, conv_bn_relu_inputs, rtol=1e-4, atol=1e-4),
     TestProgram("resnet_block", resnet_block, resnet_block_inputs, rtol=1e-4, atol=1e-4),
     TestProgram("transformer_block", transformer_block, transformer_block_inputs,

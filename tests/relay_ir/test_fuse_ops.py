@@ -17,7 +17,7 @@ from relay_ir.op import transform as X
 from relay_ir.op.registry import Op
 from relay_ir.transform.analysis import post_order
 from relay_ir.transform.fuse_ops import build_graph, post_dominators
-from tessel_errors import RelayError
+from tessel_errors import RelayError, RelayRuntimeError
 from tests.relay_ir.programs import (
     PROGRAMS_BY_NAME,
     assert_values_close,
@@ -213,3 +213,14 @@ def test_post_dominator_of_a_diamond():
                for g, t in zip(graph, tree)}
     assert by_name["Callexp"].parent.gnode.ref is mod["main"].body  # the add
     assert by_name["Calladd"].parent is None  # the result is external
+
+
+def test_run_time_shape_check_stays_outside_the_groups():
+    mod = T.optimize(PROGRAMS_BY_NAME["gradual_checked"].build(), opt_level=3)
+    assert _loose_op_calls(mod) == ["runtime.check_shape"]
+    assert groups(mod) == [["nn.dense", "nn.relu"]]
+    bad = np.ones((2, 4), "float32")
+    with pytest.raises(RelayRuntimeError,
+                       match=r"%x: dim 1 must be 3 \(required by nn.dense\): expected shape "
+                             r"\(\?, 3\), got a value of shape \(2, 4\)"):
+        interpret(mod, bad, np.ones((16, 3), "float32"))

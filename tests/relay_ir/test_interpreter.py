@@ -257,3 +257,13 @@ def test_dense_via_nn_builder_runs(rng):
 
 def test_constant_expression_without_function():
     assert float(interpret(T.add(const(2.0), Constant(np.float32(3.0))))) == 5.0
+
+
+def test_inserted_run_time_shape_check_fails_with_its_message():
+    from relay_ir.typing import infer_type
+
+    mod = infer_type(PROGRAMS_BY_NAME["gradual_checked"].build())
+    ok = interpret(mod, np.ones((3, 3), "float32"), np.ones((16, 3), "float32"))
+    assert ok.shape == (3, 16)
+    with pytest.raises(RelayRuntimeError, match=r"%x: dim 1 must be 3 \(required by nn.dense\)"):
+        interpret(mod, np.ones((3, 5), "float32"), np.ones((16, 3), "float32"))
