@@ -356,7 +356,8 @@ class _Lowerer:
             raise LoweringError(f"{attr.kind} of axis '{lv.var.name}' of stage '{st.name}' "  # type: ignore
                                 f"needs a constant extent, got {ext}; split it by a constant "
                                 "factor and use the inner axis")
-        tag = attr.bind_thread.thread_tag if attr is not None and attr.bind_thread else ""
+        bound = attr.bind_thread if attr is not None else None
+        tag = bound.thread_tag if bound is not None else ""
         ann = tuple(attr.pragmas) if attr is not None else ()
         v = inf.loopvar[lv] if var is None else var
         return ir.For(v, E.const(0, ext.dtype), ext, kind, body, tag, ann)
