@@ -37,19 +37,29 @@ def ensure_llvm() -> None:
 
 @functools.lru_cache(maxsize=16)
 def target_machine(cpu: str, features: str) -> llvm.TargetMachine:
-    """A host-triple target machine for `cpu` with LLVM feature string `features`."""
+    """A shared host-triple target machine for `cpu` with LLVM feature string `features`
+    (for optimisation and assembly; never handed to an engine, which would own it)."""
+    return new_target_machine(cpu, features)
+
+
+def new_target_machine(cpu: str, features: str) -> llvm.TargetMachine:
+    """A fresh target machine (an MCJIT engine takes ownership of the one it is given)."""
     ensure_llvm()
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(cpu=cpu, features=features, opt=3, jit=True)
 
 
-def _machine_for(target: Any) -> llvm.TargetMachine:
+def _cpu_features(target: Any) -> tuple[str, str]:
     from lowering.target import Target
 
     t = Target.parse(target)
     if t.kind != "llvm":
         raise CodegenError(f"the LLVM JIT compiles for 'llvm' targets, got '{t}'")
-    return target_machine(t.mcpu, t.mattr)
+    return t.mcpu, t.mattr
+
+
+def _machine_for(target: Any) -> llvm.TargetMachine:
+    return target_machine(*_cpu_features(target))
 
 
 def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
@@ -87,7 +97,8 @@ class JitModule:
         self.optimized_ir = str(mod)
         self._tm = tm
         self._asm: str | None = None
-        self._engine = llvm.create_mcjit_compiler(mod, tm)
+        self._engine = llvm.create_mcjit_compiler(mod, new_target_machine(
+            *_cpu_features(target)))
         self._engine.finalize_object()
         self._module = mod
 

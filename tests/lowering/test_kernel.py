@@ -1,0 +1,201 @@
+"""Kernel calls: argument checks with their messages, the compile cache, source and time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lowering
+import tensor_expr as te
+from lowering import build_module
+from lowering.ir import AssertStmt, Buffer, BufferStore, For, ForKind, PrimFunc
+from tessel_errors import CodegenError, KernelArgumentError
+
+
+def matmul_func(n: int = 16) -> PrimFunc:
+    """C[i, j] = sum_k A[i, k] * B[k, j] for n x n float32 (a plain triple loop)."""
+    A, B, C = (Buffer(name, (n, n), "float32") for name in ("A", "B", "C"))
+    i, j, k = te.var("i"), te.var("j"), te.var("k")
+    body = For(i, te.const(0), te.const(n), ForKind.SERIAL,
+               For(j, te.const(0), te.const(n), ForKind.SERIAL, lowering.ir.seq(
+                   BufferStore(C, te.const(0.0), (i, j)),
+                   For(k, te.const(0), te.const(n), ForKind.SERIAL,
+                       BufferStore(C, C[i, j] + A[i, k] * B[k, j], (i, j))))))
+    return PrimFunc("mm", (A, B, C), body)
+
+
+def sym_func() -> PrimFunc:
+    """B[i, j] = A[i, j] * 2 with A, B of shape (n, 4)."""
+    n = te.var("n")
+    A, B = Buffer("A", (n, 4), "float32"), Buffer("B", (n, 4), "float32")
+    i, j = te.var("i"), te.var("j")
+    return PrimFunc("sym", (A, B), For(i, te.const(0), n, ForKind.SERIAL, For(
+        j, te.const(0), te.const(4), ForKind.SERIAL, BufferStore(B, A[i, j] * 2.0, (i, j)))))
+
+
+@pytest.fixture(scope="module")
+def mm() -> lowering.kernel.Kernel:
+    return lowering.build(matmul_func(), target="llvm")
+
+
+def arrays(n: int = 16) -> list[np.ndarray]:
+    rng = np.random.default_rng()
+    return [rng.random((n, n), dtype="float32"), rng.random((n, n), dtype="float32"),
+            np.empty((n, n), "float32")]
+
+
+def test_kernel_computes_matmul(mm) -> None:
+    a, b, c = arrays()
+    mm(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+def test_wrong_argument_count(mm) -> None:
+    a, b, _ = arrays()
+    with pytest.raises(KernelArgumentError,
+                       match=r"kernel 'mm' takes 3 arguments \(A, B, C\), got 2"):
+        mm(a, b)
+
+
+def test_wrong_shape_names_argument(mm) -> None:
+    a, b, _ = arrays()
+    with pytest.raises(KernelArgumentError,
+                       match=r"argument 3 'C': expected shape \(16, 16\), got \(16, 8\)"):
+        mm(a, b, np.empty((16, 8), "float32"))
+
+
+def test_wrong_rank_names_argument(mm) -> None:
+    a, b, _ = arrays()
+    with pytest.raises(KernelArgumentError,
+                       match=r"argument 3 'C': expected 2 dimensions, shape \(16, 16\), got 1"):
+        mm(a, b, np.empty(256, "float32"))
+
+
+def test_wrong_dtype_names_argument(mm) -> None:
+    a, b, c = arrays()
+    with pytest.raises(KernelArgumentError,
+                       match=r"argument 1 'A': expected dtype float32, got float64; convert "
+                             r"with .astype\('float32'\)"):
+        mm(a.astype("float64"), b, c)
+
+
+def test_non_contiguous_array_is_refused(mm) -> None:
+    a, b, c = arrays()
+    with pytest.raises(KernelArgumentError,
+                       match=r"argument 2 'B': the array is not C-contiguous .*"
+                             r"np.ascontiguousarray"):
+        mm(a, b.T, c)
+
+
+def test_not_an_array_is_refused(mm) -> None:
+    a, b, c = arrays()
+    with pytest.raises(KernelArgumentError,
+                       match=r"argument 1 'A': expected a numpy.ndarray, got list"):
+        mm(a.tolist(), b, c)
+
+
+def test_read_only_output_is_refused(mm) -> None:
+    a, b, c = arrays()
+    c.flags.writeable = False
+    with pytest.raises(KernelArgumentError,
+                       match=r"argument 3 'C': the kernel writes this argument but the array "
+                             r"is read-only"):
+        mm(a, b, c)
+
+
+def test_output_overlapping_input_is_refused(mm) -> None:
+    a, b, _ = arrays()
+    with pytest.raises(KernelArgumentError,
+                       match=r"argument 3 'C' and argument 1 'A' overlap in memory"):
+        mm(a, b, a)
+
+
+def test_symbolic_dimension_must_agree() -> None:
+    k = lowering.build(sym_func())
+    a = np.random.default_rng().random((5, 4), dtype="float32")
+    b = np.empty((5, 4), "float32")
+    k(a, b)
+    np.testing.assert_allclose(b, a * 2)
+    with pytest.raises(KernelArgumentError,
+                       match=r"argument 2 'B': expected shape \(5, 4\), got \(6, 4\) "
+                             r"\(n = 5 from argument 1 'A'\)"):
+        k(a, np.empty((6, 4), "float32"))
+
+
+def test_runtime_assert_raises_instead_of_crashing() -> None:
+    n = te.var("n")
+    A = Buffer("A", (n,), "float32")
+    i = te.var("i")
+    f = PrimFunc("chk", (A,), AssertStmt(n > 2, "A needs more than 2 elements", For(
+        i, te.const(0), n, ForKind.SERIAL, BufferStore(A, te.const(1.0), (i,)))))
+    k = lowering.build(f)
+    with pytest.raises(KernelArgumentError,
+                       match="kernel 'chk': run-time check failed: A needs more than 2"):
+        k(np.zeros(2, "float32"))
+    a = np.zeros(3, "float32")
+    k(a)
+    assert a.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_second_build_hits_the_cache() -> None:
+    build_module.clear_cache()
+    before = dict(build_module.stats)
+    k1 = lowering.build(matmul_func(8))
+    k2 = lowering.build(matmul_func(8))  # equal IR built from fresh objects
+    assert build_module.stats["misses"] == before["misses"] + 1
+    assert build_module.stats["hits"] == before["hits"] + 1
+    assert k2._jit is k1._jit
+    a, b, c = arrays(8)
+    k2(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+def test_cache_separates_targets_and_programs() -> None:
+    build_module.clear_cache()
+    k1 = lowering.build(matmul_func(8))
+    k2 = lowering.build(matmul_func(8), target="llvm -fast-math")
+    k3 = lowering.build(matmul_func(4))
+    assert len({id(k._jit) for k in (k1, k2, k3)}) == 3
+
+
+def test_same_printed_ir_with_different_var_identity_is_not_confused() -> None:
+    # two loops over vars both named "i": the inner one shadows in one program only
+    B = Buffer("B", (3, 3), "int32")
+    i1, i2 = te.var("i"), te.var("i")
+    f_a = PrimFunc("sh", (B,), For(i1, te.const(0), te.const(3), ForKind.SERIAL, For(
+        i2, te.const(0), te.const(3), ForKind.SERIAL, BufferStore(B, i1 * 10 + i2, (i1, i2)))))
+    i3 = te.var("i")
+    f_b = PrimFunc("sh", (B,), For(i3, te.const(0), te.const(3), ForKind.SERIAL, For(
+        i3, te.const(0), te.const(3), ForKind.SERIAL, BufferStore(B, i3 * 10 + i3, (i3, i3)))))
+    assert str(f_a) == str(f_b)
+    assert build_module.cache_key(f_a, lowering.target.Target.parse("llvm")) != \
+        build_module.cache_key(f_b, lowering.target.Target.parse("llvm"))
+
+
+def test_source_shows_llvm_ir_and_assembly(mm) -> None:
+    assert 'define i32 @"mm"' in mm.source("llvm")
+    assert "ret" in mm.source("asm") and ".text" in mm.source("asm") or "mm:" in mm.source("asm")
+    assert "func mm(" in mm.source("ir")
+    with pytest.raises(KernelArgumentError, match="unknown source kind 'ptx'"):
+        mm.source("ptx")
+
+
+def test_time_returns_positive_seconds(mm) -> None:
+    t = mm.time(*arrays(), number=3, repeat=3)
+    assert 0 < t < 1.0
+
+
+def test_time_checks_its_arguments(mm) -> None:
+    a, b, _ = arrays()
+    with pytest.raises(KernelArgumentError, match="argument 3 'C'"):
+        mm.time(a, b, np.empty((2, 2), "float32"))
+
+
+def test_build_of_a_schedule_needs_args() -> None:
+    with pytest.raises(CodegenError, match=r"give the argument tensors"):
+        lowering.build(object())
+
+
+def test_build_for_cuda_target_is_refused() -> None:
+    with pytest.raises(CodegenError, match="target 'cuda -arch=sm_90' has its own backend"):
+        lowering.build(matmul_func(), target="cuda -arch=sm_90")

@@ -1,0 +1,79 @@
+"""Target parsing, host CPU detection and device keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from lowering.target import Target, device_key, host_cpu, host_features
+from tessel_errors import CodegenError
+
+
+def test_parse_llvm_with_options() -> None:
+    t = Target.parse("llvm -mcpu=sapphirerapids -fast-math")
+    assert t.kind == "llvm"
+    assert t.attrs == {"mcpu": "sapphirerapids", "fast-math": True}
+    assert t.fast_math and t.mcpu == "sapphirerapids"
+    assert t.keys == ("cpu",)
+
+
+def test_parse_cuda_and_accel() -> None:
+    assert Target.parse("cuda -arch=sm_90").attrs["arch"] == "sm_90"
+    assert Target.parse("cuda").keys == ("cuda", "gpu")
+    assert Target.parse("accel").kind == "accel"
+
+
+def test_string_round_trip_is_canonical() -> None:
+    t = Target.parse("llvm  -fast-math -mcpu=skylake-avx512")
+    assert str(t) == "llvm -fast-math -mcpu=skylake-avx512"
+    assert Target.parse(str(t)) == t
+    assert hash(Target.parse(str(t))) == hash(t)
+    assert Target.parse(t) is t
+
+
+def test_unknown_kind_is_rejected() -> None:
+    with pytest.raises(CodegenError, match=r"unknown target kind 'metal' in 'metal'; expected "
+                                           r"one of llvm, cuda, accel"):
+        Target.parse("metal")
+
+
+def test_malformed_option_is_rejected() -> None:
+    with pytest.raises(CodegenError, match=r"target option 'mcpu=x' in 'llvm mcpu=x' must look "
+                                           r"like -key=value"):
+        Target.parse("llvm mcpu=x")
+
+
+def test_empty_target_is_rejected() -> None:
+    with pytest.raises(CodegenError, match="target must be a non-empty string"):
+        Target.parse("  ")
+
+
+def test_with_attr_copies() -> None:
+    t = Target.parse("llvm")
+    assert str(t.with_attr("fast-math")) == "llvm -fast-math"
+    assert str(t) == "llvm"
+
+
+def test_host_cpu_is_detected() -> None:
+    name, features = host_cpu()
+    assert name and name != "generic"
+    assert "+sse2" in features.split(",")
+    feats = host_features()
+    # the masked-CPUID fix: an AVX-512 machine is never called rocketlake
+    if "avx512f" in feats:
+        assert name != "rocketlake"
+    assert Target.parse("llvm").mcpu == name
+
+
+def test_foreign_cpu_gets_no_host_features() -> None:
+    assert Target.parse("llvm -mcpu=znver1").mattr == "" or \
+        Target.parse("llvm -mcpu=znver1").mcpu == host_cpu()[0]
+
+
+def test_device_key_names_target_cpu_and_features() -> None:
+    key = device_key("llvm")
+    target, model, digest = key.split("|")
+    assert target == f"llvm -mcpu={host_cpu()[0]}"
+    assert model and len(digest) == 8
+    assert device_key("llvm") == key
+    assert device_key("llvm -fast-math") != key
+    assert device_key("cuda -arch=sm_90") == "cuda -arch=sm_90|sm_90"
