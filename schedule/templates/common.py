@@ -1,0 +1,198 @@
+"""What every x86 template shares: the host's vector width, finding the anchor op of a
+fused group, inlining its injective stages, and picking good default tile factors.
+
+    >>> from schedule.templates.common import best_divisor
+    >>> best_divisor(56, [16, 8, 14, 7])
+    8
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from schedule.schedule import Schedule
+from schedule.space import FallbackConfig, SplitEntity
+from tensor_expr.expr import IntImm
+from tensor_expr.tensor import ComputeOp, Operation, Tensor
+from tessel_errors import ScheduleError
+
+# ---------------------------------------------------------------------------------------
+# The host CPU, as far as default tile sizes care
+
+
+@dataclass(frozen=True)
+class CpuInfo:
+    """Vector lanes of fp32 and the number of vector registers (AVX2: 8 and 16)."""
+
+    lanes: int
+    registers: int
+
+
+@functools.cache
+def host_cpu() -> CpuInfo:
+    """The host's fp32 vector width: $TESSEL_VECTOR_BITS (256 / 512) or /proc/cpuinfo.
+
+    `host_cpu().lanes` is 16 with AVX-512, 8 with AVX2.
+    """
+    env = os.environ.get("TESSEL_VECTOR_BITS", "")
+    if env in ("128", "256", "512"):
+        bits = int(env)
+    else:
+        bits = 128
+        try:
+            with open("/proc/cpuinfo") as f:
+                flags = next((ln for ln in f if ln.startswith("flags")), "").split()
+        except OSError:
+            flags = []
+        if "avx512f" in flags:
+            bits = 512
+        elif "avx2" in flags and "fma" in flags:
+            bits = 256
+    return CpuInfo(lanes=bits // 32, registers=32 if bits == 512 else 16)
+
+
+# ---------------------------------------------------------------------------------------
+# Fused groups: anchor, epilogue, injective stages
+
+
+def walk_ops(outs: Sequence[Tensor]) -> list[Operation]:
+    """Every op reachable from `outs`, producers before consumers."""
+    order: list[Operation] = []
+    seen: set[int] = set()
+    stack: list[tuple[Operation, bool]] = [(t.op, False) for t in reversed(outs)]
+    while stack:
+        op, done = stack.pop()
+        if done:
+            order.append(op)
+            continue
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        stack.append((op, True))
+        for t in reversed(op.input_tensors):
+            if id(t.op) not in seen:
+                stack.append((t.op, False))
+    return order
+
+
+def find_anchor(outs: Sequence[Tensor], tag: str) -> Tensor:
+    """The output tensor of the (last) op tagged `tag` that `outs` are computed from."""
+    found = [op for op in walk_ops(outs) if isinstance(op, ComputeOp) and op.tag == tag]
+    if not found:
+        names = ", ".join(t.op.name for t in outs)
+        raise ScheduleError(f"no op tagged '{tag}' feeds the outputs {names}; this template "
+                            f"schedules {tag} groups")
+    return found[-1].output(0)
+
+
+def find_tagged(outs: Sequence[Tensor], tag: str) -> Tensor | None:
+    """The output of the first op tagged `tag`, or None."""
+    for op in walk_ops(outs):
+        if isinstance(op, ComputeOp) and op.tag == tag:
+            return op.output(0)
+    return None
+
+
+def is_injective(op: Operation) -> bool:
+    """A compute op without reduction: each output element from a few input elements."""
+    return isinstance(op, ComputeOp) and not op.reduce_axis
+
+
+def inline_injective(s: Schedule, outs: Sequence[Tensor], keep: Sequence[Tensor] = ()) -> None:
+    """Inline every injective stage that is not an output and not in `keep`."""
+    keep_ops = {id(t.op) for t in keep} | {id(t.op) for t in outs}
+    for op in walk_ops(outs):
+        if id(op) in keep_ops or not is_injective(op):
+            continue
+        st = s[op.output(0)]
+        if st.attach_type != "inline":
+            st.compute_inline()
+
+
+def output_and_accumulator(s: Schedule, outs: Sequence[Tensor], anchor: Tensor
+                           ) -> tuple[Tensor, Tensor]:
+    """(O, CC): the stage that writes the group's output and the accumulator in "local".
+
+    Without an epilogue the anchor is the output: CC = cache_write(anchor). With one, the
+    anchor itself becomes the local accumulator computed at the output's tile, and every
+    injective stage in between is inlined into the output stage.
+    """
+    out = outs[0]
+    if out.op is anchor.op:
+        return anchor, s.cache_write(anchor, "local")
+    s[anchor].set_scope("local")
+    return out, anchor
+
+
+# ---------------------------------------------------------------------------------------
+# Picking factors
+
+
+def const_extent(t: Any) -> int:
+    """The int value of a constant extent / shape dimension."""
+    if isinstance(t, int):
+        return t
+    if isinstance(t, IntImm):
+        return t.value
+    raise ScheduleError(f"x86 templates need constant shapes, got a symbolic extent {t}")
+
+
+def shape_of(t: Tensor) -> list[int]:
+    """The constant shape of a tensor, as ints."""
+    return [const_extent(d) for d in t.shape]
+
+
+def best_divisor(n: int, prefs: Sequence[int]) -> int:
+    """The first of `prefs` that divides n, else the largest divisor of n below max(prefs)."""
+    for p in prefs:
+        if p > 0 and n % p == 0:
+            return p
+    top = max(prefs) if prefs else n
+    return max(d for d in range(1, min(n, top) + 1) if n % d == 0)
+
+
+def divisor_at_most(n: int, cap: int) -> int:
+    """The largest divisor of n that is <= cap (at least 1)."""
+    return max(d for d in range(1, max(1, min(n, cap)) + 1) if n % d == 0)
+
+
+def fallback_split(cfg: Any, name: str, inner: Sequence[int]) -> None:
+    """Set the default of split knob `name` to [-1, *inner] when cfg is a FallbackConfig."""
+    if isinstance(cfg, FallbackConfig):
+        cfg.fallback(name, SplitEntity([-1] + [int(f) for f in inner]))
+
+
+def fallback_value(cfg: Any, name: str, value: Any) -> None:
+    """Set the default of an other/reorder/annotate knob when cfg is a FallbackConfig."""
+    if not isinstance(cfg, FallbackConfig):
+        return
+    knob = cfg.knobs[name]
+    for ent in knob.entities:
+        if ent.to_json() == value:
+            cfg.fallback(name, ent)
+            return
+    raise ScheduleError(f"fallback value {value!r} is not a choice of knob '{name}'")
+
+
+def parallel_fuse(s: Schedule, t: Tensor, axes: Sequence[Any]) -> Any:
+    """Fuse the given adjacent outer axes into one parallel loop; returns it."""
+    ax = s[t].fuse(*axes) if len(axes) > 1 else axes[0]
+    s[t].parallel(ax)
+    return ax
+
+
+def vectorize_inner(s: Schedule, t: Tensor, axis: Any, extent: int, lanes: int) -> None:
+    """Vectorize `axis` (extent known): whole if it is short, else split by the lanes."""
+    if extent <= 1:
+        return
+    if extent <= 4 * lanes:
+        s[t].vectorize(axis)
+        return
+    v = best_divisor(extent, [4 * lanes, 2 * lanes, lanes])
+    if v > 1:
+        _, vi = s[t].split(axis, factor=v)
+        s[t].vectorize(vi)

@@ -1,0 +1,160 @@
+"""The template registry: name -> Template (compute builder + schedule), and the helpers
+that build a schedule from a template name, argument shapes, attrs and a config.
+
+A template is registered next to its definition:
+
+    >>> from schedule.templates import TEMPLATES, config_space
+    >>> space = config_space("dense.x86", [((64, 32), "float32"), ((48, 32), "float32")], {})
+    >>> "tile_y" in space.knobs and TEMPLATES["dense.x86"].target_kind
+    'llvm'
+
+The compute builder and the schedule function both receive the config: a knob that
+changes the computation itself (the width of the packed weight layout) is declared by the
+compute builder, the loop knobs by the schedule. Both run in that order with the same
+config object, so the space is the same whichever path declared it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from schedule.schedule import Schedule
+from schedule.space import ConfigEntity, ConfigSpace, FallbackConfig
+from tensor_expr.tensor import Tensor, placeholder
+from tessel_errors import ScheduleError
+
+# One argument: (shape, dtype); shapes are tuples of ints.
+ArgSpec = tuple[Sequence[int], str]
+# compute(cfg, args, attrs) -> (input placeholders, output tensors)
+ComputeFn = Callable[[Any, Sequence[ArgSpec], dict[str, Any]],
+                     tuple[list[Tensor], list[Tensor]]]
+# schedule(cfg, outs) -> Schedule
+ScheduleFn = Callable[[Any, Sequence[Tensor]], Schedule]
+# epilogue(anchor_output) -> (extra input placeholders, final output tensor)
+Epilogue = Callable[[Tensor], tuple[list[Tensor], Tensor]]
+
+
+@dataclass(frozen=True)
+class Template:
+    """A schedule template: its name, target kind, compute builder and schedule function."""
+
+    name: str
+    target_kind: str
+    compute: ComputeFn
+    schedule: ScheduleFn
+    tunable: bool = True
+    doc: str = ""
+
+
+TEMPLATES: dict[str, Template] = {}
+
+
+def register_template(name: str, target_kind: str = "llvm", compute: ComputeFn | None = None,
+                      tunable: bool = True) -> Callable[[ScheduleFn], ScheduleFn]:
+    """Register the decorated schedule function with its compute builder under `name`.
+
+    `@register_template("dense.x86", target_kind="llvm", compute=dense_compute)`
+    """
+    if compute is None:
+        raise ScheduleError(f"template '{name}': register_template needs compute=<builder>")
+
+    def deco(fn: ScheduleFn) -> ScheduleFn:
+        if name in TEMPLATES:
+            raise ScheduleError(f"template '{name}' is registered twice")
+        doc = (fn.__doc__ or "").strip().split("\n")[0]
+        TEMPLATES[name] = Template(name, target_kind, compute, fn, tunable, doc)
+        return fn
+
+    return deco
+
+
+def get_template(name: str) -> Template:
+    """The template registered as `name` (ScheduleError listing the known names if none)."""
+    try:
+        return TEMPLATES[name]
+    except KeyError:
+        known = ", ".join(sorted(TEMPLATES))
+        raise ScheduleError(f"no schedule template named '{name}'; known: {known}") from None
+
+
+def _check_args(tpl: Template, args: Sequence[ArgSpec]) -> list[tuple[tuple[int, ...], str]]:
+    out = []
+    for n, a in enumerate(args):
+        try:
+            shape, dtype = a
+            shape = tuple(int(d) for d in shape)
+        except (TypeError, ValueError):
+            raise ScheduleError(f"template '{tpl.name}': argument {n} must be (shape, dtype), "
+                                f"got {a!r}") from None
+        out.append((shape, str(dtype)))
+    return out
+
+
+def build_compute(name: str, args: Sequence[ArgSpec], attrs: dict[str, Any] | None,
+                  cfg: Any, epilogue: Epilogue | None = None
+                  ) -> tuple[list[Tensor], list[Tensor]]:
+    """Run a template's compute builder (and the epilogue) -> (inputs, outputs)."""
+    tpl = get_template(name)
+    ins, outs = tpl.compute(cfg, _check_args(tpl, args), dict(attrs or {}))
+    if epilogue is not None:
+        if len(outs) != 1:
+            raise ScheduleError(f"template '{name}': an epilogue needs a single-output "
+                                f"anchor, this one has {len(outs)} outputs")
+        extra, final = epilogue(outs[0])
+        if tuple(final.shape) != tuple(outs[0].shape):
+            raise ScheduleError(
+                f"template '{name}': the epilogue must keep the anchor's shape "
+                f"{_shape(outs[0])}, got {_shape(final)}; fuse shape-changing ops separately")
+        ins, outs = list(ins) + list(extra), [final]
+    return list(ins), list(outs)
+
+
+def _shape(t: Tensor) -> str:
+    return "(" + ", ".join(str(d) for d in t.shape) + ")"
+
+
+def instantiate(template_name: str, args: Sequence[ArgSpec], attrs: dict[str, Any] | None = None,
+                cfg: Any = None, epilogue: Epilogue | None = None
+                ) -> tuple[Schedule, list[Tensor]]:
+    """Build the schedule of a template for the given args; returns (schedule, arg tensors).
+
+    `s, targs = instantiate("dense.x86", [((64, 32), "float32"), ((48, 32), "float32")])`
+    then `lowering.build(s, targs)`. `cfg` is a ConfigEntity (a tuned point), a
+    FallbackConfig, or None (the template's default, a FallbackConfig).
+    """
+    if cfg is None:
+        cfg = FallbackConfig()
+    if not isinstance(cfg, (ConfigSpace, ConfigEntity)):
+        raise ScheduleError(f"instantiate: cfg must be a ConfigSpace, ConfigEntity or "
+                            f"FallbackConfig, got {type(cfg).__name__}")
+    if isinstance(cfg, ConfigSpace):
+        cfg.template_name = template_name
+    ins, outs = build_compute(template_name, args, attrs, cfg, epilogue)
+    s = get_template(template_name).schedule(cfg, outs)
+    return s, ins + outs
+
+
+def config_space(template_name: str, args: Sequence[ArgSpec],
+                 attrs: dict[str, Any] | None = None) -> ConfigSpace:
+    """The knobs a template declares for these args: `config_space("dense.x86", args, {})`."""
+    cfg = ConfigSpace()
+    instantiate(template_name, args, attrs, cfg)
+    return cfg
+
+
+def placeholders(args: Sequence[tuple[tuple[int, ...], str]], names: Sequence[str]
+                 ) -> list[Tensor]:
+    """One placeholder per (shape, dtype) argument, named in order."""
+    return [placeholder(shape, dtype, name=n) for (shape, dtype), n in zip(args, names)]
+
+
+def expect_args(name: str, args: Sequence[Any], count: int, ranks: Sequence[int]) -> None:
+    """A ScheduleError unless there are `count` args with the given ranks."""
+    if len(args) != count:
+        raise ScheduleError(f"template '{name}' takes {count} arguments, got {len(args)}")
+    for n, ((shape, _), r) in enumerate(zip(args, ranks)):
+        if r >= 0 and len(shape) != r:
+            raise ScheduleError(f"template '{name}': argument {n} must have rank {r}, got "
+                                f"shape {tuple(shape)}")

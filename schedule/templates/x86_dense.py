@@ -1,0 +1,166 @@
+"""x86 templates for dense, matmul and batch_matmul: a register-blocked GEMM micro-kernel.
+
+The accumulator tile (mr rows x nr columns, nr a multiple of the vector width) lives in a
+"local" buffer that LLVM keeps in registers: the k loop outside it, the rows unrolled, the
+columns vectorized. B is packed to [N/nr, K, nr] so that the micro-kernel reads one
+contiguous nr-wide row of B per k (the `pack_b` knob turns that off).
+
+    >>> from schedule.templates import instantiate
+    >>> s, args = instantiate("matmul.x86", [((64, 32), "float32"), ((32, 48), "float32")])
+    >>> [t.name for t in args]
+    ['A', 'B', 'C']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from schedule.schedule import Schedule, create_schedule
+from schedule.space import FallbackConfig
+from schedule.templates.common import (
+    best_divisor,
+    const_extent,
+    divisor_at_most,
+    fallback_split,
+    fallback_value,
+    find_anchor,
+    find_tagged,
+    host_cpu,
+    inline_injective,
+    output_and_accumulator,
+    parallel_fuse,
+    shape_of,
+)
+from schedule.templates.registry import expect_args, placeholders, register_template
+from tensor_expr import tensor as T
+from tensor_expr.tensor import Tensor
+
+GEMM, PACK = "gemm", "gemm_pack"
+
+# ---------------------------------------------------------------------------------------
+# The computation
+
+
+def _gemm(cfg: Any, a: Tensor, b: Tensor, trans_b: bool, batch: bool, name: str) -> Tensor:
+    """C[(bt,) i, j] = sum_k A[(bt,) i, k] * B[(bt,) k, j] (B[(bt,) j, k] if trans_b)."""
+    ash, bsh = shape_of(a), shape_of(b)
+    M, K = ash[-2], ash[-1]
+    N = bsh[-2] if trans_b else bsh[-1]
+    # the packing width is the micro-kernel's column count: a compute-changing knob
+    cfg.define_split("tile_x", N, num_outputs=3)
+    cfg.define_knob("pack_b", [True, False])
+    if isinstance(cfg, FallbackConfig):
+        lanes = host_cpu().lanes
+        nr = best_divisor(N, [2 * lanes, lanes, 4 * lanes, lanes // 2 or 1])
+        panel = max(1, (256 * 1024) // (nr * K * 4))  # B panels that share L2
+        fallback_split(cfg, "tile_x", [divisor_at_most(N // nr, panel), nr])
+        fallback_value(cfg, "pack_b", nr % lanes == 0 and M >= 4)
+    nr = cfg["tile_x"].size[-1]
+    k = T.reduce_axis((0, K), name="k")
+    lead = (bsh[0],) if batch else ()
+
+    def bval(bt: Any, kk: Any, j: Any) -> Any:
+        idx = (kk, j) if not trans_b else (j, kk)
+        return b[(*bt, *idx)]
+
+    if cfg["pack_b"].val:
+        bp = T.compute((*lead, N // nr, K, nr),
+                       lambda *ix: bval(ix[:-3], ix[-2], ix[-3] * nr + ix[-1]),
+                       name=b.name + "_packed", tag=PACK)
+
+        def read_b(bt: Any, kk: Any, j: Any) -> Any:
+            return bp[(*bt, j // nr, kk, j % nr)]
+    else:
+        read_b = bval
+    shape = (*lead, M, N)
+    cfg.add_flop(2.0 * M * N * K * (bsh[0] if batch else 1))
+    return T.compute(shape, lambda *ix: T.sum(
+        a[(*ix[:-2], ix[-2], k)] * read_b(ix[:-2], k, ix[-1]), axis=k), name=name, tag=GEMM)
+
+
+def _dense_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
+                   ) -> tuple[list[Tensor], list[Tensor]]:
+    expect_args("dense.x86", args, 2, [2, 2])
+    a, w = placeholders(args, ["data", "weight"])
+    return [a, w], [_gemm(cfg, a, w, trans_b=True, batch=False, name="dense")]
+
+
+def _matmul_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
+                    ) -> tuple[list[Tensor], list[Tensor]]:
+    expect_args("matmul.x86", args, 2, [2, 2])
+    a, b = placeholders(args, ["A", "B"])
+    trans = bool(attrs.get("transpose_b", False))
+    return [a, b], [_gemm(cfg, a, b, trans_b=trans, batch=False, name="C")]
+
+
+def _batch_matmul_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
+                          ) -> tuple[list[Tensor], list[Tensor]]:
+    expect_args("batch_matmul.x86", args, 2, [3, 3])
+    a, b = placeholders(args, ["A", "B"])
+    trans = bool(attrs.get("transpose_b", False))
+    return [a, b], [_gemm(cfg, a, b, trans_b=trans, batch=True, name="C")]
+
+
+# ---------------------------------------------------------------------------------------
+# The schedule
+
+
+def schedule_gemm(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
+    """Blocked GEMM: parallel outer tiles, mr x nr register tile, vectorized columns."""
+    outs = list(outs)
+    s = create_schedule(outs)
+    C = find_anchor(outs, GEMM)
+    bp = find_tagged(outs, PACK)
+    inline_injective(s, outs, keep=[bp] if bp is not None else [])
+    O, CC = output_and_accumulator(s, outs, C)
+    M, N = shape_of(C)[-2:]
+    K = const_extent(C.op.reduce_axis[0].dom.extent)
+    lanes = host_cpu().lanes
+    nr = cfg["tile_x"].size[-1]
+
+    cfg.define_split("tile_y", M, num_outputs=3)
+    cfg.define_split("tile_k", K, num_outputs=2)
+    cfg.define_knob("unroll_kw", [True, False])
+    if isinstance(cfg, FallbackConfig):
+        vecs = max(1, nr // lanes)
+        budget = max(1, (host_cpu().registers - 4) // vecs)  # accumulators that fit
+        mr = best_divisor(M, [p for p in (8, 6, 4, 12, 14, 5, 7, 3, 2) if p <= budget] or [1])
+        fallback_split(cfg, "tile_y", [divisor_at_most(M // mr, max(1, 32 // mr)), mr])
+        fallback_split(cfg, "tile_k", [best_divisor(K, [4, 2, 8])])
+
+    axes = list(s[O].op.axis)
+    yo, ym, yi = cfg["tile_y"].apply(s, O, axes[-2])
+    xo, xm, xi = cfg["tile_x"].apply(s, O, axes[-1])
+    lead = axes[:-2]
+    s[O].reorder(*lead, yo, xo, ym, xm, yi, xi)
+    s[CC].compute_at(s[O], xm)
+    if nr > 1:
+        s[O].vectorize(xi)
+    parallel_fuse(s, O, [*lead, yo, xo])
+
+    # the micro-kernel: k outside, rows unrolled, columns split into unrolled vectors
+    caxes = list(s[CC].op.axis)
+    ci, cj = caxes[-2], caxes[-1]
+    (kk,) = s[CC].op.reduce_axis
+    ko, ki = cfg["tile_k"].apply(s, CC, kk)
+    vec = best_divisor(nr, [lanes, lanes // 2 or 1])
+    cjo, cji = s[CC].split(cj, factor=vec)
+    s[CC].reorder(*caxes[:-2], ko, ki, ci, cjo, cji)
+    if cfg["unroll_kw"].val:
+        s[CC].unroll(ki)
+    s[CC].unroll(ci)
+    s[CC].unroll(cjo)
+    if vec > 1:
+        s[CC].vectorize(cji)
+
+    if bp is not None:
+        pax = list(s[bp].op.axis)
+        s[bp].vectorize(pax[-1])
+        parallel_fuse(s, bp, pax[:-2])
+    return s
+
+
+register_template("dense.x86", "llvm", compute=_dense_compute)(schedule_gemm)
+register_template("matmul.x86", "llvm", compute=_matmul_compute)(schedule_gemm)
+register_template("batch_matmul.x86", "llvm", compute=_batch_matmul_compute)(schedule_gemm)
