@@ -444,6 +444,9 @@ def _convert_arg(value: Any, param: Var, where: str) -> Any:
     if isinstance(ty, TupleType) and isinstance(value, (tuple, list)):
         return tuple(value)
     if not isinstance(ty, TensorType):
+        # Unannotated: still make numbers arrays, so every tensor value is an ndarray.
+        if isinstance(value, (bool, int, float, np.generic)):
+            return np.asarray(value)
         return value
     if isinstance(value, (bool, int, float, list, np.generic)):
         value = np.asarray(value, dtype=ty.dtype)

@@ -74,6 +74,8 @@ def positive(rng: np.random.Generator, *shape: int) -> np.ndarray:
 class TestProgram:
     """A named program: `build()` gives a fresh module, `inputs(rng)` fresh arguments."""
 
+    __test__ = False  # not a pytest test class
+
     name: str
     build: Callable[[], IRModule]
     inputs: Callable[[np.random.Generator], list[Any]]
