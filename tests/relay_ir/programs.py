@@ -381,6 +381,37 @@ def option_match() -> IRModule:
     return mod.with_function("main", Function((x,), m))
 
 
+TEXT_PROGRAM = """
+def @sum_to(%n: int32, %acc: Tensor[(2,), float32]) -> Tensor[(2,), float32] {
+  if (less(%n, 1)) {
+    %acc
+  } else {
+    @sum_to(subtract(%n, 1), add(%acc, cast(%n, dtype="float32")))
+  }
+}
+
+def @main(%n: int32, %x: Tensor[(2,), float32]) {
+  let %f = fn (%y: Tensor[(2,), float32]) { multiply(%y, %x) };
+  let %l = Cons(%f(%x), Cons(%x, Nil));
+  match (%l) {
+    Cons(%h, %t) => add(%h, @sum_to(%n, %x)),
+    Nil => %x
+  }
+}
+"""
+
+
+def text_program() -> IRModule:
+    """A program written in the text format: recursion, a closure, a list and a match."""
+    from relay_ir.parser import parse
+
+    return parse(TEXT_PROGRAM, "text_program.rly", init_module=IRModule().import_prelude())
+
+
+def text_program_inputs(rng: np.random.Generator) -> list[Any]:
+    return [np.asarray(rng.integers(0, 6), dtype="int32"), rand(rng, 2)]
+
+
 PROGRAMS: list[TestProgram] = [
     TestProgram("mlp", mlp, mlp_inputs),
     TestProgram("mlp_dynamic", mlp_dynamic, mlp_dynamic_inputs),
@@ -400,6 +431,7 @@ PROGRAMS: list[TestProgram] = [
                 lambda rng: [rand(rng, 4), rand(rng, 4), rand(rng, 4)], uses_prelude=True),
     TestProgram("tree_lstm", tree_lstm, tree_lstm_inputs, uses_prelude=True,
                 rtol=1e-4, atol=1e-5),
+    TestProgram("text_program", text_program, text_program_inputs, uses_prelude=True),
     TestProgram("option_match", option_match, lambda rng: one_vector(rng, 3),
                 uses_prelude=True),
 ]

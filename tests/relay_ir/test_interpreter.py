@@ -267,3 +267,10 @@ def test_inserted_run_time_shape_check_fails_with_its_message():
     assert ok.shape == (3, 16)
     with pytest.raises(RelayRuntimeError, match=r"%x: dim 1 must be 3 \(required by nn.dense\)"):
         interpret(mod, np.ones((3, 5), "float32"), np.ones((16, 3), "float32"))
+
+
+def test_program_written_in_text(rng):
+    p = PROGRAMS_BY_NAME["text_program"]
+    n, x = p.inputs(rng)
+    want = x * x + x + np.float32(int(n) * (int(n) + 1) / 2)
+    np.testing.assert_allclose(interpret(p.build(), n, x), want, rtol=1e-6)
