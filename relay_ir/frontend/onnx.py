@@ -1,0 +1,365 @@
+"""ONNX frontend: `from_onnx(model) -> (mod, params)` builds relay_ir from an ONNX graph.
+
+Graph inputs become the first parameters of @main (in graph order), then one parameter per
+initializer that the graph uses as a tensor; `params` maps those names to numpy arrays.
+Dynamic input dims (a dim_param or no dim at all) become `?`. Values known at conversion
+time (Constant nodes, integer initializers, Shape of a static tensor, and small
+computations on them) are folded, so that Reshape, Slice, Pad, Expand and friends see
+their shape inputs as numbers; where such an input is not static the error names the node.
+
+    >>> import onnx
+    >>> from onnx import helper, TensorProto
+    >>> g = helper.make_graph(
+    ...     [helper.make_node("Relu", ["x"], ["y"])], "g",
+    ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])])
+    >>> mod, params = from_onnx(helper.make_model(g))
+    >>> print(mod["main"].params[0].type_annotation)
+    Tensor[(?, 4), float32]
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from relay_ir.builder import const, var
+from relay_ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
+from relay_ir.frontend import onnx_nn_ops, onnx_tensor_ops  # noqa: F401  (register converters)
+from relay_ir.frontend.onnx_common import (
+    CONVERTERS,
+    OnnxImportError,
+    OnnxNode,
+    UnsupportedOnnxOps,
+    onnx_dtype,
+)
+from relay_ir.module import IRModule
+from relay_ir.op._common import NotReady, Refined, RelationError
+from relay_ir.op.registry import TYPE_RELATIONS
+from relay_ir.ty import ANY, Dim, TensorType, TupleType, Type
+from tessel_errors import RelayError
+
+__all__ = ["OnnxImportError", "UnsupportedOnnxOps", "from_onnx", "supported_ops"]
+
+FOLD_LIMIT = 4096  # elements: larger results stay computations (e.g. ConstantOfShape weights)
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def supported_ops() -> list[str]:
+    """The ONNX op types (default domain) this frontend converts.
+
+    >>> "Conv" in supported_ops()
+    True
+    """
+    return sorted(CONVERTERS)
+
+
+def from_onnx(
+    model_or_path: Any,
+    shape: Mapping[str, Sequence[Any]] | None = None,
+    dtype: str | Mapping[str, str] = "float32",
+) -> tuple[IRModule, dict[str, np.ndarray]]:
+    """Convert an ONNX model (ModelProto or file path) to (IRModule, params).
+
+    `shape` overrides graph input shapes by name (None, -1 or "?" for a dynamic dim);
+    `dtype` is the dtype of inputs whose ONNX type leaves it open, or a dict by name.
+
+        mod, params = from_onnx("resnet50.onnx", shape={"data": (1, 3, 224, 224)})
+        out = relay_ir.interpret(mod, data=x, **params)
+    """
+    model = _load(model_or_path)
+    opset = _default_opset(model)
+    graph = model.graph
+    _check_supported(graph)
+    conv = _GraphConverter(graph, opset, dict(shape or {}), dtype)
+    return conv.convert()
+
+
+def _load(model_or_path: Any) -> Any:
+    import onnx
+
+    if isinstance(model_or_path, (str, os.PathLike)):
+        try:
+            return onnx.load(os.fspath(model_or_path))
+        except (OSError, onnx.onnx_cpp2py_export.checker.ValidationError) as e:  # type: ignore
+            raise OnnxImportError(f"cannot load ONNX model {model_or_path!s}: {e}") from None
+    if isinstance(model_or_path, onnx.ModelProto):
+        return model_or_path
+    raise OnnxImportError(f"from_onnx expects an onnx.ModelProto or a path, "
+                          f"got {type(model_or_path).__name__}")
+
+
+def _default_opset(model: Any) -> int:
+    for imp in model.opset_import:
+        if imp.domain in _DEFAULT_DOMAINS:
+            return int(imp.version)
+    return 1 if model.opset_import else 21
+
+
+def _check_supported(graph: Any) -> None:
+    """One error listing every unsupported op type and its first node, before converting."""
+    first: dict[str, tuple[str, int]] = {}
+    for i, n in enumerate(graph.node):
+        key = n.op_type if n.domain in _DEFAULT_DOMAINS else f"{n.domain}::{n.op_type}"
+        if (n.domain not in _DEFAULT_DOMAINS or n.op_type not in CONVERTERS) and key not in first:
+            first[key] = (n.name, i)
+    if not first:
+        return
+    lines = [f"  {op}: first at node {name!r} (index {i})" if name else
+             f"  {op}: first at node index {i} (unnamed)" for op, (name, i) in first.items()]
+    raise UnsupportedOnnxOps(
+        f"the model uses {len(first)} unsupported ONNX op type(s):\n" + "\n".join(lines)
+        + "\nsupported op types are listed by relay_ir.frontend.onnx.supported_ops()",
+        first,
+    )
+
+
+class _GraphConverter:
+    """Walks the (topologically sorted) graph once; see the module docstring."""
+
+    def __init__(self, graph: Any, opset: int, shape: dict[str, Any],
+                 dtype: str | Mapping[str, str]) -> None:
+        from onnx import numpy_helper
+
+        self.graph = graph
+        self.opset = opset
+        self.exprs: dict[str, Expr] = {}
+        self.statics: dict[str, np.ndarray] = {}
+        self.from_initializer: set[str] = set()
+        self.init_order: dict[str, int] = {}
+        self.params: dict[str, np.ndarray] = {}
+        self.param_vars: dict[str, Var] = {}
+        self.types: dict[Expr, Type] = {}
+        self.folding = False
+        self.used: set[str] | None = None
+        for k, init in enumerate(graph.initializer):
+            self.statics[init.name] = numpy_helper.to_array(init)
+            self.from_initializer.add(init.name)
+            self.init_order[init.name] = k
+        self.inputs = self._make_inputs(shape, dtype)
+
+    # --- inputs --------------------------------------------------------------------------
+
+    def _make_inputs(self, shape: dict[str, Any], dtype: str | Mapping[str, str]) -> list[Var]:
+        real = [i for i in self.graph.input if i.name not in self.from_initializer]
+        names = [i.name for i in real]
+        unknown = sorted(set(shape) - set(names))
+        if unknown:
+            raise OnnxImportError(f"shape= names {unknown}, which are not graph inputs; "
+                                  f"the graph inputs are {names}")
+        out = []
+        for vi in real:
+            tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+            if tt is None:
+                raise OnnxImportError(f"graph input {vi.name!r} is not a tensor "
+                                      f"(sequences, maps and optionals are not supported)")
+            where = f"graph input {vi.name!r}"
+            if isinstance(dtype, Mapping) and vi.name in dtype:
+                dt = str(dtype[vi.name])
+            elif tt.elem_type:
+                dt = onnx_dtype(tt.elem_type, where)
+            else:
+                dt = dtype if isinstance(dtype, str) else "float32"
+            if vi.name in shape:
+                dims = tuple(_user_dim(d, where) for d in shape[vi.name])
+            elif tt.HasField("shape"):
+                dims = tuple(d.dim_value if d.HasField("dim_value") else ANY
+                             for d in tt.shape.dim)
+            else:
+                raise OnnxImportError(f"{where} has no shape (not even a rank); give one "
+                                      f"with shape={{{vi.name!r}: (...)}}")
+            v = var(vi.name, TensorType(dims, dt))
+            self.exprs[vi.name] = v
+            self.types[v] = v.type_annotation
+            out.append(v)
+        return out
+
+    # --- the walk ------------------------------------------------------------------------
+
+    def convert(self) -> tuple[IRModule, dict[str, np.ndarray]]:
+        for i, proto in enumerate(self.graph.node):
+            node = OnnxNode.from_proto(proto, i, self.opset)
+            self._convert_node(node)
+        outs = [self.expr(o.name, None) for o in self.graph.output]
+        if not outs:
+            raise OnnxImportError("the graph has no outputs")
+        body = outs[0] if len(outs) == 1 else Tuple(tuple(outs))
+        order = sorted(self.param_vars, key=lambda n: self.init_order[n])
+        params = tuple(self.inputs) + tuple(self.param_vars[n] for n in order)
+        mod = IRModule.from_expr(Function(params, body))
+        return mod, {n: self.params[n] for n in order}
+
+    def _convert_node(self, node: OnnxNode) -> None:
+        fn = CONVERTERS[node.op_type]
+        present = [n for n in node.inputs if n]
+        for n in present:
+            if n not in self.exprs and n not in self.statics:
+                raise node.error(f"input {n!r} is not produced by any earlier node, "
+                                 f"initializer or graph input (is the graph sorted?)")
+        fold = bool(present) and all(self._foldable(n) for n in present)
+        self.folding = fold
+        try:
+            result = fn(self, node)
+            results = list(result) if isinstance(result, (list, tuple)) else [result]
+            for e in results:
+                if e is not None:
+                    self.type_of(e)
+        except OnnxImportError:
+            raise
+        except (RelationError, RelayError) as e:
+            msg = e.message if isinstance(e, RelationError) else str(e)
+            raise node.error(msg) from None
+        finally:
+            self.folding = False
+        outputs = [o for o in node.outputs]
+        for k, name in enumerate(outputs):
+            if not name:
+                continue
+            if k >= len(results) or results[k] is None:
+                if self._is_used(name):
+                    raise node.error(f"output {k} ({name!r}) is not supported")
+                continue
+            e = results[k]
+            if fold and self._small(e):
+                from relay_ir.interpreter import interpret
+
+                value = np.asarray(interpret(e))
+                e = const(value)
+                self.types[e] = TensorType(value.shape, value.dtype.name)
+            if isinstance(e, Constant):
+                self.statics[name] = e.data
+            self.exprs[name] = e
+
+    def _foldable(self, name: str) -> bool:
+        if name not in self.statics:
+            return False
+        value = self.statics[name]
+        if value.size > FOLD_LIMIT:
+            return False
+        # float initializers are weights: they stay parameters
+        return name not in self.from_initializer or value.dtype.kind in "biu"
+
+    def _small(self, e: Expr) -> bool:
+        t = self.types.get(e)
+        if not isinstance(t, TensorType) or not all(isinstance(d, int) for d in t.shape):
+            return False
+        return int(np.prod(t.shape, dtype=np.int64)) <= FOLD_LIMIT
+
+    def _is_used(self, name: str) -> bool:
+        if self.used is None:
+            self.used = {o.name for o in self.graph.output}
+            self.used.update(i for n in self.graph.node for i in n.input)
+        return name in self.used
+
+    # --- the interface converters use ----------------------------------------------------
+
+    def expr(self, name: str, node: OnnxNode | None) -> Expr:
+        """The relay expression of ONNX value `name` (an initializer becomes a parameter)."""
+        if name in self.exprs:
+            return self.exprs[name]
+        if name not in self.statics:
+            where = node.where() if node else "graph output"
+            raise OnnxImportError(f"{where}: value {name!r} is not defined")
+        value = self.statics[name]
+        if self.folding or name not in self.from_initializer:
+            e: Expr = const(value)
+            self.types[e] = TensorType(value.shape, value.dtype.name)
+            return e
+        v = var(name, TensorType(tuple(int(d) for d in value.shape), value.dtype.name))
+        self.types[v] = v.type_annotation
+        self.param_vars[name] = v
+        self.params[name] = value
+        self.exprs[name] = v
+        return v
+
+    def has(self, node: OnnxNode, i: int) -> bool:
+        """Whether optional input `i` is given."""
+        return i < len(node.inputs) and bool(node.inputs[i])
+
+    def input(self, node: OnnxNode, i: int) -> Expr:
+        """Input `i` of `node` as a relay expression (an error if it is missing)."""
+        if not self.has(node, i):
+            raise node.error(f"input {i} is required")
+        return self.expr(node.inputs[i], node)
+
+    def static(self, node: OnnxNode, i: int, what: str = "") -> np.ndarray:
+        """Input `i` as a numpy value known at conversion time, or an error naming the node."""
+        if not self.has(node, i):
+            raise node.error(f"input {i} ({what or 'a static value'}) is required")
+        name = node.inputs[i]
+        if name not in self.statics:
+            raise node.error(
+                f"input {i} ({what or name!r}) must be known at conversion time (a constant, "
+                f"an initializer, or computed from them and static shapes), but {name!r} "
+                f"depends on graph inputs; give static input shapes with from_onnx(shape=...)")
+        return self.statics[name]
+
+    def maybe_static(self, node: OnnxNode, i: int) -> np.ndarray | None:
+        """Input `i` as a numpy value if it is given and known now, else None."""
+        if not self.has(node, i):
+            return None
+        return self.statics.get(node.inputs[i])
+
+    def type_of(self, e: Expr) -> Type:
+        """The relay type of an expression built during conversion (relations, memoised)."""
+        t = self.types.get(e)
+        if t is not None:
+            return t
+        if isinstance(e, Constant):
+            t = TensorType(e.data.shape, e.data.dtype.name)
+        elif isinstance(e, Var):
+            t = e.type_annotation
+        elif isinstance(e, Tuple):
+            t = TupleType(tuple(self.type_of(f) for f in e.fields))
+        elif isinstance(e, TupleGetItem):
+            tup = self.type_of(e.tuple_value)
+            assert isinstance(tup, TupleType)
+            t = tup.fields[e.index]
+        elif isinstance(e, Call):
+            arg_types = [self.type_of(a) for a in e.args]
+            try:
+                t = TYPE_RELATIONS[e.op](arg_types, e.attrs)
+            except NotReady:
+                raise RelayError(f"{e.op.name}: argument types are not known") from None
+            except RelationError as err:
+                raise RelationError(f"{e.op.name}: {err.message}") from None
+            if isinstance(t, Refined):
+                t = t.ret
+        else:
+            raise RelayError(f"unexpected expression {type(e).__name__} during ONNX import")
+        self.types[e] = t
+        return t
+
+    def tensor_type(self, e: Expr, node: OnnxNode) -> TensorType:
+        """The TensorType of `e` (an error naming the node if it is a tuple)."""
+        t = self.type_of(e)
+        if not isinstance(t, TensorType):
+            raise node.error(f"expected a tensor, got {t}")
+        return t
+
+    def shape(self, e: Expr, node: OnnxNode) -> tuple[Dim, ...]:
+        """The shape of `e` (dims may be `?`)."""
+        return self.tensor_type(e, node).shape
+
+    def static_shape(self, e: Expr, node: OnnxNode, why: str) -> tuple[int, ...]:
+        """The shape of `e` when every dim is known, else an error naming the node and why."""
+        s = self.shape(e, node)
+        if not all(isinstance(d, int) for d in s):
+            raise node.error(f"{why} needs the input shape, which is dynamic "
+                             f"({', '.join(str(d) for d in s)}); give static input shapes "
+                             f"with from_onnx(shape=...)")
+        return tuple(int(d) for d in s)
+
+
+def _user_dim(d: Any, where: str) -> Dim:
+    if d is None or d == "?" or (isinstance(d, (int, np.integer)) and d == -1):
+        return ANY
+    if isinstance(d, (int, np.integer)) and d >= 0:
+        return int(d)
+    if isinstance(d, str):
+        return ANY  # a named dim: dynamic
+    raise OnnxImportError(f"{where}: bad dim {d!r} in shape= (legal: an int >= 0, None, -1 "
+                          f"or '?' for a dynamic dim)")

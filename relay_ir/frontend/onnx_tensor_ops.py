@@ -1,0 +1,376 @@
+"""ONNX converters, part 1: elementwise math, casts, constants, shape ops and reductions.
+
+Each converter maps one ONNX node onto relay_ir builder calls; attribute-versus-input
+changes across opsets (Squeeze/Unsqueeze/ReduceSum axes at 13, Split sizes at 13, Slice
+bounds at 10, the other reductions' axes at 18) are decided by `node.opset`.
+
+    >>> from relay_ir.frontend.onnx_common import CONVERTERS
+    >>> CONVERTERS["Add"].__name__
+    '_add'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import relay_ir.op.reduce as red
+import relay_ir.op.tensor as T
+import relay_ir.op.transform as tf
+from relay_ir.builder import const
+from relay_ir.expr import Expr, Tuple, TupleGetItem
+from relay_ir.frontend.onnx_common import OnnxNode, converter, normalize_axis, onnx_dtype
+
+Ctx = Any  # relay_ir.frontend.onnx._GraphConverter (not imported: it imports this module)
+
+
+def scalar(value: Any, dtype: str) -> Expr:
+    """A 0-d constant of `dtype` (binary ops need both operands of one dtype)."""
+    return const(np.array(value, dtype=dtype))
+
+
+def dtype_of(ctx: Ctx, e: Expr, node: OnnxNode) -> str:
+    """The dtype of a converted tensor."""
+    return ctx.tensor_type(e, node).dtype
+
+
+# --- elementwise --------------------------------------------------------------------------
+
+_BINARY = {"Add": T.add, "Sub": T.subtract, "Mul": T.multiply, "Div": T.divide,
+           "Equal": T.equal, "Less": T.less, "Greater": T.greater,
+           "LessOrEqual": T.less_equal, "GreaterOrEqual": T.greater_equal,
+           "And": T.logical_and, "Or": T.logical_or, "Xor": T.not_equal}
+
+
+@converter(*_BINARY)
+def _add(ctx: Ctx, node: OnnxNode) -> Expr:
+    return _BINARY[node.op_type](ctx.input(node, 0), ctx.input(node, 1))
+
+
+@converter("Pow")
+def _pow(ctx: Ctx, node: OnnxNode) -> Expr:
+    x, y = ctx.input(node, 0), ctx.input(node, 1)
+    dt = dtype_of(ctx, x, node)
+    if dtype_of(ctx, y, node) != dt:  # ONNX allows another exponent type; the result is x's
+        y = T.cast(y, dt)
+    return T.power(x, y)
+
+
+_VARIADIC = {"Sum": T.add, "Max": T.maximum, "Min": T.minimum, "Mean": T.add}
+
+
+@converter(*_VARIADIC)
+def _variadic(ctx: Ctx, node: OnnxNode) -> Expr:
+    args = [ctx.input(node, i) for i in range(len(node.inputs))]
+    out = args[0]
+    for a in args[1:]:
+        out = _VARIADIC[node.op_type](out, a)
+    if node.op_type == "Mean" and len(args) > 1:
+        out = T.divide(out, scalar(len(args), dtype_of(ctx, out, node)))
+    return out
+
+
+_UNARY = {"Sigmoid": T.sigmoid, "Tanh": T.tanh, "Erf": T.erf, "Sqrt": T.sqrt, "Exp": T.exp,
+          "Log": T.log, "Abs": T.abs, "Neg": T.negative, "Floor": T.floor, "Ceil": T.ceil,
+          "Not": T.logical_not}
+
+
+@converter(*_UNARY)
+def _unary(ctx: Ctx, node: OnnxNode) -> Expr:
+    return _UNARY[node.op_type](ctx.input(node, 0))
+
+
+@converter("Reciprocal")
+def _reciprocal(ctx: Ctx, node: OnnxNode) -> Expr:
+    x = ctx.input(node, 0)
+    return T.divide(scalar(1, dtype_of(ctx, x, node)), x)
+
+
+@converter("Identity")
+def _identity(ctx: Ctx, node: OnnxNode) -> Expr:
+    return ctx.input(node, 0)
+
+
+@converter("Where")
+def _where(ctx: Ctx, node: OnnxNode) -> Expr:
+    return T.where(ctx.input(node, 0), ctx.input(node, 1), ctx.input(node, 2))
+
+
+@converter("Cast")
+def _cast(ctx: Ctx, node: OnnxNode) -> Expr:
+    to = onnx_dtype(int(node.attr("to")), node.where())
+    return T.cast(ctx.input(node, 0), to)
+
+
+@converter("CastLike")
+def _cast_like(ctx: Ctx, node: OnnxNode) -> Expr:
+    return T.cast(ctx.input(node, 0), dtype_of(ctx, ctx.input(node, 1), node))
+
+
+# --- constants ----------------------------------------------------------------------------
+
+
+@converter("Constant")
+def _constant(ctx: Ctx, node: OnnxNode) -> Expr:
+    if "value" in node.attrs:
+        return const(np.asarray(node.attrs["value"]))
+    for key, dt in (("value_float", "float32"), ("value_floats", "float32"),
+                    ("value_int", "int64"), ("value_ints", "int64")):
+        if key in node.attrs:
+            return const(np.array(node.attrs[key], dtype=dt))
+    raise node.error(f"only tensor, float(s) and int(s) values are supported, got "
+                     f"{sorted(node.attrs)}")
+
+
+@converter("ConstantOfShape")
+def _constant_of_shape(ctx: Ctx, node: OnnxNode) -> Expr:
+    shape = tuple(int(d) for d in ctx.static(node, 0, "the shape"))
+    value = node.attr("value")
+    v = np.zeros((), "float32") if value is None else np.asarray(value).reshape(())
+    if any(d == 0 for d in shape):
+        raise node.error(f"empty tensors (shape {list(shape)}) are not supported")
+    return T.full(const(v), shape, v.dtype.name)
+
+
+@converter("Shape")
+def _shape(ctx: Ctx, node: OnnxNode) -> Expr:
+    x = ctx.input(node, 0)
+    shape = ctx.static_shape(x, node, "Shape (folded to a constant)")
+    start, end = node.attr("start", 0), node.attr("end", None)
+    return const(np.array(shape[slice(start, end)], dtype="int64"))
+
+
+@converter("Size")
+def _size(ctx: Ctx, node: OnnxNode) -> Expr:
+    shape = ctx.static_shape(ctx.input(node, 0), node, "Size (folded to a constant)")
+    return const(np.array(int(np.prod(shape, dtype=np.int64)), dtype="int64"))
+
+
+@converter("Range")
+def _range(ctx: Ctx, node: OnnxNode) -> Expr:
+    start, limit, delta = (ctx.static(node, i, n) for i, n in enumerate(("start", "limit",
+                                                                          "delta")))
+    return const(np.arange(start, limit, delta, dtype=start.dtype))
+
+
+# --- shape ops ----------------------------------------------------------------------------
+
+
+@converter("Reshape")
+def _reshape(ctx: Ctx, node: OnnxNode) -> Expr:
+    x = ctx.input(node, 0)
+    if node.opset < 5:
+        shape = node.ints("shape")
+    else:
+        shape = [int(d) for d in ctx.static(node, 1, "the target shape")]
+    if node.attr("allowzero", 0) and 0 in shape:
+        raise node.error("allowzero=1 with a 0 in the shape makes an empty tensor, "
+                         "which is not supported")
+    return tf.reshape(x, shape)
+
+
+@converter("Flatten")
+def _flatten(ctx: Ctx, node: OnnxNode) -> Expr:
+    x = ctx.input(node, 0)
+    shape = ctx.shape(x, node)
+    axis = node.attr("axis", 1)
+    axis = axis + len(shape) if axis < 0 else axis
+    if not 0 <= axis <= len(shape):
+        raise node.error(f"axis {node.attr('axis')} is out of range for rank {len(shape)}")
+    head, tail = shape[:axis], shape[axis:]
+    if all(isinstance(d, int) for d in head):
+        return tf.reshape(x, (int(np.prod(head, dtype=np.int64)), -1))
+    if all(isinstance(d, int) for d in tail):
+        return tf.reshape(x, (-1, int(np.prod(tail, dtype=np.int64))))
+    if axis == 1:
+        return tf.reshape(x, (0, -1))
+    ctx.static_shape(x, node, f"Flatten at axis {axis}")
+    raise AssertionError("unreachable")
+
+
+@converter("Transpose")
+def _transpose(ctx: Ctx, node: OnnxNode) -> Expr:
+    return tf.transpose(ctx.input(node, 0), node.ints("perm"))
+
+
+def _axes(ctx: Ctx, node: OnnxNode, input_since: int) -> list[int] | None:
+    """The axes of Squeeze/Unsqueeze/Reduce*: an attribute before `input_since`, input 1 after."""
+    if node.opset < input_since:
+        return node.ints("axes")
+    if not ctx.has(node, 1):
+        return None
+    return [int(a) for a in np.asarray(ctx.static(node, 1, "the axes")).reshape(-1)]
+
+
+@converter("Squeeze")
+def _squeeze(ctx: Ctx, node: OnnxNode) -> Expr:
+    x = ctx.input(node, 0)
+    axes = _axes(ctx, node, 13)
+    if axes is None:
+        return tf.squeeze(x)
+    ndim = len(ctx.shape(x, node))
+    return tf.squeeze(x, [normalize_axis(a, ndim, node, "axes entry") for a in axes])
+
+
+@converter("Unsqueeze")
+def _unsqueeze(ctx: Ctx, node: OnnxNode) -> Expr:
+    x = ctx.input(node, 0)
+    axes = _axes(ctx, node, 13)
+    if not axes:
+        raise node.error("axes are required")
+    out_ndim = len(ctx.shape(x, node)) + len(axes)
+    norm = sorted(normalize_axis(a, out_ndim, node, "axes entry") for a in axes)
+    if len(set(norm)) != len(norm):
+        raise node.error(f"axes {axes} name a dim twice")
+    for a in norm:  # ascending: each axis refers to the final output positions
+        x = tf.expand_dims(x, a)
+    return x
+
+
+@converter("Concat")
+def _concat(ctx: Ctx, node: OnnxNode) -> Expr:
+    args = [ctx.input(node, i) for i in range(len(node.inputs)) if ctx.has(node, i)]
+    return tf.concatenate(Tuple(tuple(args)), axis=int(node.attr("axis", 0)))
+
+
+@converter("Split")
+def _split(ctx: Ctx, node: OnnxNode) -> list[Expr]:
+    x = ctx.input(node, 0)
+    shape = ctx.shape(x, node)
+    axis = normalize_axis(int(node.attr("axis", 0)), len(shape), node)
+    n_out = len(node.outputs)
+    if node.opset < 13:
+        sizes = node.ints("split")
+    else:
+        sizes = None if not ctx.has(node, 1) else [int(s) for s in ctx.static(node, 1, "split")]
+    if sizes is None and node.opset >= 18 and node.attr("num_outputs") is not None:
+        n_out = int(node.attr("num_outputs"))
+        d = shape[axis]
+        if isinstance(d, int) and d % n_out:
+            chunk = -(-d // n_out)  # ceil: the last part is smaller
+            sizes = [chunk] * (d // chunk) + ([d % chunk] if d % chunk else [])
+    if sizes is None:
+        parts = tf.split(x, n_out, axis)
+        count = n_out
+    else:
+        bounds = np.cumsum(sizes)[:-1].tolist()
+        parts = tf.split(x, [int(b) for b in bounds], axis) if bounds else None
+        count = len(sizes)
+        if parts is None:
+            return [x]
+    return [TupleGetItem(parts, k) for k in range(count)]
+
+
+_BIG = 2**62  # slice bounds beyond any real dim (ONNX uses INT64_MAX/MIN for "to the end")
+
+
+@converter("Slice")
+def _slice(ctx: Ctx, node: OnnxNode) -> Expr:
+    x = ctx.input(node, 0)
+    shape = ctx.shape(x, node)
+    if node.opset < 10:
+        starts, ends = node.ints("starts"), node.ints("ends")
+        axes, steps = node.ints("axes"), None
+    else:
+        starts = [int(v) for v in ctx.static(node, 1, "starts")]
+        ends = [int(v) for v in ctx.static(node, 2, "ends")]
+        axes = [int(v) for v in ctx.static(node, 3, "axes")] if ctx.has(node, 3) else None
+        steps = [int(v) for v in ctx.static(node, 4, "steps")] if ctx.has(node, 4) else None
+    axes = list(range(len(starts))) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    axes = [normalize_axis(a, len(shape), node, "axes entry") for a in axes]
+
+    def clamp(v: int, d: Any) -> int:
+        bound = d + 1 if isinstance(d, int) else _BIG
+        return max(-bound, min(bound, v))  # numpy slicing clamps the same way
+
+    begin = [clamp(s, shape[a]) for s, a in zip(starts, axes)]
+    end = [clamp(e, shape[a]) for e, a in zip(ends, axes)]
+    if any(s == 0 for s in steps):
+        raise node.error("a step of 0 is not allowed")
+    return tf.strided_slice(x, begin, end, steps, axes)
+
+
+@converter("Gather")
+def _gather(ctx: Ctx, node: OnnxNode) -> Expr:
+    x = ctx.input(node, 0)
+    shape = ctx.shape(x, node)
+    axis = normalize_axis(int(node.attr("axis", 0)), len(shape), node)
+    idx = ctx.maybe_static(node, 1)
+    if idx is not None and isinstance(shape[axis], int):
+        d = shape[axis]
+        if np.any((idx < -d) | (idx >= d)):
+            raise node.error(f"indices out of range for dim {axis} of size {d}")
+        return tf.take(x, const(np.where(idx < 0, idx + d, idx).astype(idx.dtype)), axis,
+                       mode="clip")
+    # negative indices count from the end: "wrap" maps [-d, d) onto [0, d)
+    return tf.take(x, ctx.input(node, 1), axis, mode="wrap")
+
+
+@converter("Expand")
+def _expand(ctx: Ctx, node: OnnxNode) -> Expr:
+    x = ctx.input(node, 0)
+    shape = tuple(int(d) for d in ctx.static(node, 1, "the shape"))
+    dt = dtype_of(ctx, x, node)
+    # broadcasting against a tensor of the target shape is exactly Expand's rule
+    if dt == "bool":
+        return T.logical_or(x, T.zeros(shape, "bool"))
+    return T.add(x, T.zeros(shape, dt))
+
+
+@converter("Tile")
+def _tile(ctx: Ctx, node: OnnxNode) -> Expr:
+    x = ctx.input(node, 0)
+    repeats = [int(r) for r in ctx.static(node, 1, "repeats")]
+    if len(repeats) != len(ctx.shape(x, node)) or min(repeats, default=1) < 1:
+        raise node.error(f"repeats {repeats} must have one entry >= 1 per input dim")
+    for axis, r in enumerate(repeats):
+        if r > 1:
+            x = tf.concatenate(Tuple((x,) * r), axis=axis)
+    return x
+
+
+# --- reductions ---------------------------------------------------------------------------
+
+_REDUCE = {"ReduceSum": red.sum, "ReduceMean": red.mean, "ReduceMax": red.max,
+           "ReduceMin": red.min, "ReduceProd": red.prod}
+_REDUCE_COMPOSED = ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
+                    "ReduceLogSumExp")
+
+
+@converter(*_REDUCE, *_REDUCE_COMPOSED)
+def _reduce(ctx: Ctx, node: OnnxNode) -> Expr:
+    x = ctx.input(node, 0)
+    ndim = len(ctx.shape(x, node))
+    axes = _axes(ctx, node, 13 if node.op_type == "ReduceSum" else 18)
+    keep = bool(node.attr("keepdims", 1))
+    if not axes:
+        if node.attr("noop_with_empty_axes", 0):
+            return x
+        axes = list(range(ndim))
+    axes = sorted(normalize_axis(a, ndim, node, "axes entry") for a in axes)
+    op = node.op_type
+    if op in _REDUCE:
+        return _REDUCE[op](x, axes, keep)
+    if op == "ReduceL1":
+        return red.sum(T.abs(x), axes, keep)
+    if op == "ReduceL2":
+        return T.sqrt(red.sum(T.multiply(x, x), axes, keep))
+    if op == "ReduceSumSquare":
+        return red.sum(T.multiply(x, x), axes, keep)
+    if op == "ReduceLogSum":
+        return T.log(red.sum(x, axes, keep))
+    m = red.max(x, axes, True)  # log-sum-exp, shifted by the max for stability
+    out = T.add(T.log(red.sum(T.exp(T.subtract(x, m)), axes, True)), m)
+    return out if keep else tf.squeeze(out, axes)
+
+
+@converter("ArgMax", "ArgMin")
+def _argmax(ctx: Ctx, node: OnnxNode) -> Expr:
+    if node.attr("select_last_index", 0):
+        raise node.error("select_last_index=1 is not supported")
+    x = ctx.input(node, 0)
+    axis = normalize_axis(int(node.attr("axis", 0)), len(ctx.shape(x, node)), node)
+    fn = red.argmax if node.op_type == "ArgMax" else red.argmin
+    return T.cast(fn(x, [axis], bool(node.attr("keepdims", 1))), "int64")
