@@ -85,6 +85,8 @@ DTYPES = frozenset(
 KEYWORDS = frozenset(
     "def fn let if else match match? type ref ref_read ref_write True False meta".split()
 )
+# Names a type, type parameter or constructor may not take: they mean something else.
+RESERVED_TYPE_NAMES = KEYWORDS | DTYPES | {"Tensor", "Ref", "_", "None"}
 _SUFFIX_DTYPES = {
     "f": "float32", "f16": "float16", "f32": "float32", "f64": "float64",
     "i": "int32", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
@@ -196,6 +198,8 @@ class _Parser:
             elif depth == 0 and tok.kind == IDENT and tok.value in ("type", "def"):
                 nxt = self.toks[min(i + 1, len(self.toks) - 1)]
                 if tok.value == "type" and nxt.kind == IDENT:
+                    if nxt.value in RESERVED_TYPE_NAMES or "." in nxt.value:
+                        raise self.error(f"{nxt.value!r} cannot be the name of a type", nxt)
                     if nxt.value in seen_types or nxt.value in self.type_names:
                         raise self.error(f"type {nxt.value} is defined twice", nxt)
                     seen_types.add(nxt.value)
@@ -247,7 +251,8 @@ class _Parser:
         ctors: list[Constructor] = []
         while not self.at("}"):
             ctok = self.expect_kind(IDENT, "a constructor name")
-            if ctok.value in KEYWORDS or ctok.value in self.ctors:
+            bad = ctok.value in KEYWORDS or ctok.value == "_" or "." in ctok.value
+            if bad or ctok.value in self.ctors:
                 raise self.error(
                     f"constructor name {ctok.value} is a keyword or already used", ctok
                 )
@@ -274,8 +279,10 @@ class _Parser:
         out: list[TypeVar] = []
         while not self.at("]"):
             tok = self.expect_kind(IDENT, "a type parameter name")
-            if tok.value in DTYPES or tok.value in KEYWORDS:
-                raise self.error(f"{tok.value!r} cannot be a type parameter name", tok)
+            if tok.value in RESERVED_TYPE_NAMES or tok.value in self.type_names:
+                raise self.error(
+                    f"{tok.value!r} cannot be a type parameter name (reserved or a type)", tok
+                )
             out.append(TypeVar(tok.value))
             if not self.at("]"):
                 self.expect(",", "between type parameters")

@@ -402,3 +402,17 @@ def test_missing_metadata_constant():
 def test_parse_rejects_non_text():
     with pytest.raises(ParseError, match="takes a str"):
         r.parse(b"def @main() { 1 }")
+
+
+def test_reserved_names_cannot_name_types_params_or_constructors():
+    assert "'Tensor' cannot be the name of a type" in str(parse_error("type Tensor { A }"))
+    assert "'float32' cannot be a type parameter name" in str(
+        parse_error("def @f[float32](%x) { %x }")
+    )
+    assert "'List' cannot be a type parameter name" in str(
+        parse_error(LIST + "def @f[List](%x: List) { %x }")
+    )
+    assert "constructor name _ is a keyword" in str(parse_error("type T { _ }"))
+    assert "constructor name Nil is a keyword or already used" in str(
+        parse_error(LIST + "type U { Nil }")
+    )
