@@ -7,7 +7,9 @@ that holds all its uses seen so far: scopes are function bodies, if branches and
 arms; a node first met inside a branch is bound there (and again, if it is also needed
 later outside the branch: correct because such nodes are effect-free dataflow).
 
-The conversion recurses over nested expressions, so it runs in a big-stack worker
+Primitive (fused) functions are left as they are. Rebuilt nodes drop their checked
+types (passes that need types re-run inference). The conversion recurses over nested
+expressions, so it runs in a big-stack worker
 thread; let chains are walked iteratively.
 
     >>> from relay_ir.expr import Var, Tuple, Let
@@ -104,21 +106,20 @@ class _ANF:
         if isinstance(expr, Let):
             return self.atom(expr, scope)
         if isinstance(expr, Function):
-            return replace(expr, body=self.block(expr.body, scope),
-                           checked_type=expr.checked_type)
+            if expr.attr("Primitive"):
+                return expr  # a fused kernel stays dataflow
+            return replace(expr, body=self.block(expr.body, scope), checked_type=None)
         if isinstance(expr, If):
             cond = self.atom(expr.cond, scope)
             return replace(expr, cond=cond, true_branch=self.block(expr.true_branch, scope),
-                           false_branch=self.block(expr.false_branch, scope))
+                           false_branch=self.block(expr.false_branch, scope),
+                           checked_type=None)
         if isinstance(expr, Match):
             data = self.atom(expr.data, scope)
             rhs = [self.block(c.rhs, scope) for c in expr.clauses]
             return rebuild(expr, [data, *rhs])
         kids = [self.atom(k, scope) for k in children(expr)]
-        out = rebuild(expr, kids)
-        if out is not expr:
-            out = replace(out, checked_type=expr.checked_type)
-        return out
+        return rebuild(expr, kids)
 
 
 def to_a_normal_form(expr: Expr) -> Expr:
@@ -127,7 +128,7 @@ def to_a_normal_form(expr: Expr) -> Expr:
 
     def work() -> Expr:
         if isinstance(expr, Function):
-            return replace(expr, body=conv.block(expr.body, None))
+            return replace(expr, body=conv.block(expr.body, None), checked_type=None)
         return conv.block(expr, None)
 
     return run_with_big_stack(work)

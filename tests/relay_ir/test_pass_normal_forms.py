@@ -103,3 +103,13 @@ def test_anf_handles_a_long_chain_without_recursion_errors():
     while isinstance(node, Let):
         depth, node = depth + 1, node.body
     assert depth == 3000
+
+
+def test_anf_leaves_fused_functions_as_dataflow():
+    fused = T.optimize(PROGRAMS_BY_NAME["resnet_block"].build(), opt_level=3)
+    out = T.ToANormalForm()(fused)
+    prims = [n for n in post_order(out["main"].body)
+             if isinstance(n, Function) and n.attr("Primitive")]
+    assert len(prims) == 2
+    assert not any(isinstance(n, Let) for p in prims for n in post_order(p.body))
+    assert _is_anf(out["main"])
