@@ -196,3 +196,20 @@ def vectorize_inner(s: Schedule, t: Tensor, axis: Any, extent: int, lanes: int) 
     if v > 1:
         _, vi = s[t].split(axis, factor=v)
         s[t].vectorize(vi)
+
+
+# a copy / layout stage this big is worth a parallel loop
+PARALLEL_COPY_ELEMS = 1 << 20
+
+
+def schedule_copy_stage(s: Schedule, t: Tensor, vector_ok: bool = True) -> None:
+    """A layout/padding stage at root: vectorized last axis, parallel only when large."""
+    ax = list(s[t].op.axis)
+    shape = shape_of(t)
+    if vector_ok and shape[-1] > 1:
+        s[t].vectorize(ax[-1])
+    total = 1
+    for d in shape:
+        total *= d
+    if total >= PARALLEL_COPY_ELEMS and len(ax) > 1:
+        parallel_fuse(s, t, ax[:2] if len(ax) > 2 else ax[:1])

@@ -1,0 +1,240 @@
+"""x86 conv2d in the blocked layout NCHW[x]c (data) and OIHW[x]i[y]o (kernel).
+
+The vector runs over a block of oc_bn output channels (contiguous in both the output and
+the packed kernel), the register tile over reg_n output columns: per input channel and
+kernel tap the micro-kernel broadcasts reg_n inputs, loads one kernel vector row and does
+reg_n x oc_bn/lanes FMAs into accumulators held in registers.
+
+Layouts: attrs `data_layout` "NCHW" (default: packed by a separate injective stage) or
+"NCHWc" (args already [N, C/ic_bn, H, W, ic_bn]); `kernel_layout` "OIHW" (default,
+packed by a stage) or "OIHWio" ([O/oc_bn, I/ic_bn, KH, KW, ic_bn, oc_bn]); `out_layout`
+"NCHW" (default: unpacked by the output stage) or "NCHWc". With both inputs already
+packed (what a model does once for constant weights) the kernel is the convolution alone.
+
+    >>> from schedule.templates import instantiate
+    >>> args = [((1, 16, 8, 8), "float32"), ((16, 16, 3, 3), "float32")]
+    >>> s, ts = instantiate("conv2d_NCHWc.x86", args, {"padding": 1})
+    >>> [t.name for t in ts]
+    ['data', 'kernel', 'conv2d_unpack']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from schedule.schedule import Schedule, create_schedule
+from schedule.space import FallbackConfig
+from schedule.templates.common import (
+    best_divisor,
+    divisor_at_most,
+    fallback_split,
+    fallback_value,
+    find_anchor,
+    find_tagged,
+    host_cpu,
+    inline_injective,
+    output_and_accumulator,
+    parallel_fuse,
+    schedule_copy_stage,
+    shape_of,
+)
+from schedule.templates.conv_common import PAD, conv_attrs, pad_hw
+from schedule.templates.registry import expect_args, placeholders, register_template
+from tensor_expr import tensor as T
+from tensor_expr.tensor import Tensor
+from tessel_errors import ScheduleError
+
+CONV, PACK_DATA, PACK_KERNEL, UNPACK = "conv2d_NCHWc", "pack_data", "pack_kernel", "unpack"
+
+# ---------------------------------------------------------------------------------------
+# Choosing the blocks
+
+
+def pick_blocks(C: int, CO: int, OW: int, oc_fixed: int | None = None
+                ) -> tuple[int, int, int]:
+    """(ic_bn, oc_bn, reg_n): the register tile with the most accumulators that fit."""
+    cpu = host_cpu()
+    lanes = cpu.lanes
+    best: tuple[float, int, int] = (-1.0, 1, 1)
+    for oc_bn in ((oc_fixed,) if oc_fixed else (2 * lanes, lanes)):
+        if CO % oc_bn:
+            continue
+        vecs = oc_bn // lanes
+        for reg_n in range(1, min(OW, 32) + 1):
+            acc = reg_n * vecs
+            if OW % reg_n or acc > cpu.registers - 1 - vecs:
+                continue
+            score = acc - 0.01 * (reg_n + vecs) / acc  # most FMAs, then fewest loads each
+            if score > best[0]:
+                best = (score, oc_bn, reg_n)
+    if best[0] < 0:  # channels not a multiple of the vector width
+        oc_bn = oc_fixed or divisor_at_most(CO, lanes)
+        best = (0.0, oc_bn, divisor_at_most(OW, 8))
+    _, oc_bn, reg_n = best
+    ic_bn = best_divisor(C, [oc_bn, lanes, 2 * lanes, 4])
+    return ic_bn, oc_bn, reg_n
+
+
+def _block_knob(cfg: Any, name: str, extent: int, fixed: int | None, default: int) -> int:
+    """A channel-block knob: a split of the channels, or one value when the layout fixes it."""
+    if fixed is not None:
+        cfg.define_knob(name, [fixed])
+        return fixed
+    cfg.define_split(name, extent, num_outputs=2)
+    fallback_split(cfg, name, [default])
+    return int(cfg[name].size[-1])
+
+
+# ---------------------------------------------------------------------------------------
+# The computation
+
+
+def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
+             ) -> tuple[list[Tensor], list[Tensor]]:
+    dl = attrs.get("data_layout", "NCHW")
+    kl = attrs.get("kernel_layout", "OIHW")
+    ol = attrs.get("out_layout", "NCHW")
+    for what, v, legal in (("data_layout", dl, ("NCHW", "NCHWc")),
+                           ("kernel_layout", kl, ("OIHW", "OIHWio")),
+                           ("out_layout", ol, ("NCHW", "NCHWc"))):
+        if v not in legal:
+            raise ScheduleError(f"conv2d_NCHWc.x86: {what} must be one of {legal}, got {v!r}")
+    expect_args("conv2d_NCHWc.x86", args, 2, [4 if dl == "NCHW" else 5,
+                                               4 if kl == "OIHW" else 6])
+    data, kernel = placeholders(args, ["data", "kernel"])
+    ds, ks = shape_of(data), shape_of(kernel)
+    a = conv_attrs(attrs)
+    if a.groups != 1:
+        raise ScheduleError("conv2d_NCHWc.x86 handles groups=1; use depthwise_conv2d_nchw.x86")
+    if dl == "NCHW":
+        N, C, H, W = ds
+        fixed_ic = None
+    else:
+        N, C, H, W = ds[0], ds[1] * ds[4], ds[2], ds[3]
+        fixed_ic = ds[4]
+    if kl == "OIHW":
+        CO, KH, KW = ks[0], ks[2], ks[3]
+        fixed_oc = None
+    else:
+        CO, KH, KW = ks[0] * ks[5], ks[2], ks[3]
+        fixed_oc = ks[5]
+        if fixed_ic is not None and ks[4] != fixed_ic:
+            raise ScheduleError(f"conv2d_NCHWc.x86: kernel ic block {ks[4]} differs from the "
+                                f"data's channel block {fixed_ic}")
+        fixed_ic = ks[4] if fixed_ic is None else fixed_ic
+    OH, OW = a.out_hw(H, W, KH, KW)
+
+    ic0, oc0, reg0 = pick_blocks(C, CO, OW, fixed_oc)
+    ic_bn = _block_knob(cfg, "tile_ic", C, fixed_ic, ic0)
+    oc_bn = _block_knob(cfg, "tile_oc", CO, fixed_oc, oc0)
+    cfg.define_split("tile_ow", OW, num_outputs=2, max_factor=32)
+    fallback_split(cfg, "tile_ow", [reg0])
+
+    # data -> NCHW[ic_bn]c, zero-padded (one injective stage)
+    if dl == "NCHW":
+        shape5 = (N, C // ic_bn, H, W, ic_bn)
+        dpad = pad_hw(data, 2, a.padding, shape=shape5, name="data_vec",
+                      read=lambda n, c, h, w, b: data[n, c * ic_bn + b, h, w])
+    else:
+        dpad = pad_hw(data, 2, a.padding)
+    if kl == "OIHW":
+        kvec = T.compute((CO // oc_bn, C // ic_bn, KH, KW, ic_bn, oc_bn),
+                         lambda o, i, y, x, bi, bo: kernel[o * oc_bn + bo, i * ic_bn + bi, y, x],
+                         name="kernel_vec", tag=PACK_KERNEL)
+    else:
+        kvec = kernel
+    ico = T.reduce_axis((0, C // ic_bn), name="ic_outer")
+    ici = T.reduce_axis((0, ic_bn), name="ic_inner")
+    ry = T.reduce_axis((0, KH), name="kh")
+    rx = T.reduce_axis((0, KW), name="kw")
+    (sh, sw), (dh, dw) = a.strides, a.dilation
+    conv = T.compute(
+        (N, CO // oc_bn, OH, OW, oc_bn),
+        lambda n, oc, h, w, ob: T.sum(
+            dpad[n, ico, h * sh + ry * dh, w * sw + rx * dw, ici] * kvec[oc, ico, ry, rx, ici, ob],
+            axis=[ico, ry, rx, ici]),
+        name="conv2d_NCHWc", tag=CONV)
+    cfg.add_flop(2.0 * N * CO * OH * OW * C * KH * KW)
+    if ol == "NCHWc":
+        return [data, kernel], [conv]
+    out = T.compute((N, CO, OH, OW), lambda n, c, h, w: conv[n, c // oc_bn, h, w, c % oc_bn],
+                    name="conv2d_unpack", tag=UNPACK)
+    return [data, kernel], [out]
+
+
+# ---------------------------------------------------------------------------------------
+# The schedule
+
+
+def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
+    """NCHWc conv: parallel (n, oc-chunk, oh), reg_n x oc_bn register tile, vector oc_bn."""
+    outs = list(outs)
+    s = create_schedule(outs)
+    conv = find_anchor(outs, CONV)
+    dpad = find_tagged(outs, PAD)
+    kvec = find_tagged(outs, PACK_KERNEL)
+    keep = [t for t in (dpad, kvec) if t is not None]
+    out = outs[0]
+    unpacked = len(out.shape) == 4
+    if unpacked and out.op is not conv.op:
+        inline_injective(s, outs, keep=keep)
+        s[conv].set_scope("local")
+        O, CC = out, conv
+    else:
+        inline_injective(s, outs, keep=keep)
+        O, CC = output_and_accumulator(s, outs, conv)
+    oc_bn = shape_of(conv)[4]
+    lanes = host_cpu().lanes
+
+    cfg.define_knob("unroll_kw", [True, False])
+    cfg.define_reorder("reduce_order", [0, 1, 2, 3], policy="candidate",
+                       candidates=[[0, 1, 2, 3], [1, 2, 0, 3], [1, 0, 2, 3]])
+    if isinstance(cfg, FallbackConfig):
+        fallback_value(cfg, "unroll_kw", shape_of(conv)[3] >= 7 and
+                       int(CC.op.reduce_axis[2].dom.extent.value) <= 3)
+    reg_n = int(cfg["tile_ow"].size[-1])
+
+    # the output stage: parallel over (n, oc chunk, oh), tile of reg_n columns
+    if unpacked:
+        n, c, h, w = s[O].op.axis
+        co, cb = s[O].split(c, factor=oc_bn)
+        wo, wi = s[O].split(w, factor=reg_n)
+        s[O].reorder(n, co, h, wo, wi, cb)
+        s[CC].compute_at(s[O], wo)
+        s[O].vectorize(cb if oc_bn > 1 else wi)
+        parallel_fuse(s, O, [n, co, h])
+    else:
+        n, co, h, w, cb = s[O].op.axis
+        wo, wi = s[O].split(w, factor=reg_n)
+        s[O].reorder(n, co, h, wo, wi, cb)
+        s[CC].compute_at(s[O], wo)
+        s[O].vectorize(cb)
+        parallel_fuse(s, O, [n, co, h])
+
+    # the micro-kernel
+    cn, cco, ch, cw, ccb = s[CC].op.axis
+    red = list(s[CC].op.reduce_axis)  # ic_outer, kh, kw, ic_inner
+    cwo, cwi = s[CC].split(cw, factor=reg_n)
+    order = cfg["reduce_order"].perm
+    rord = [red[i] for i in order]
+    vec = best_divisor(oc_bn, [lanes, lanes // 2 or 1])
+    cbo, cbi = s[CC].split(ccb, factor=vec)
+    s[CC].reorder(cn, cco, ch, cwo, *rord, cwi, cbo, cbi)
+    if cfg["unroll_kw"].val:
+        s[CC].unroll(red[2])
+    s[CC].unroll(cwi)
+    s[CC].unroll(cbo)
+    if vec > 1:
+        s[CC].vectorize(cbi)
+
+    # the layout / padding stages: small, so serial (a parallel region costs a thread
+    # start, which on a loaded machine is worth more than the copy); vector loads only
+    # where the source is contiguous along the last axis
+    for t in keep:
+        schedule_copy_stage(s, t, vector_ok=(t is dpad and len(dpad.op.input_tensors[0].shape)
+                                             == 5))
+    return s
+
+
+register_template("conv2d_NCHWc.x86", "llvm", compute=_compute)(schedule_conv2d_nchwc)
