@@ -25,7 +25,8 @@ _ATOMS = (Var, GlobalVar, Constant, Constructor)
 
 def _is_anf(fn: Function) -> bool:
     """Every child of a compound node is atomic, except bodies, branches and let parts."""
-    for node in post_order(fn):
+    primitive = lambda e: isinstance(e, Function) and bool(e.attr("Primitive"))  # noqa: E731
+    for node in post_order(fn, skip=primitive):
         if isinstance(node, (Let, Function)):
             continue
         kids = children(node)
