@@ -274,3 +274,19 @@ def test_program_written_in_text(rng):
     n, x = p.inputs(rng)
     want = x * x + x + np.float32(int(n) * (int(n) + 1) / 2)
     np.testing.assert_allclose(interpret(p.build(), n, x), want, rtol=1e-6)
+
+
+def test_run_time_errors_point_at_the_source():
+    from relay_ir.parser import parse
+
+    text = """def @main(%x: Tensor[(2,), float32]) {
+  let %l = Nil;
+  match? (%l) {
+    Cons(%h, %t) => %h
+  }
+}
+"""
+    mod = parse(text, "prog.rly", init_module=IRModule().import_prelude())
+    with pytest.raises(RelayRuntimeError,
+                       match=r"match failure at prog.rly:3:3: no clause matches the value Nil"):
+        interpret(mod, np.ones(2, "float32"))
