@@ -9,8 +9,9 @@ constant, or an expression of the shape vars), so buffers are exactly as big as 
 footprint. conv2d windows, strided access and split/fused indices are affine.
 
 Non-affine accesses (data-dependent indices, products of loop vars) fall back to interval
-arithmetic over the loop ranges (`sym_interval`; T2's tensor_expr.arith Analyzer is not
-needed for that), and when even that fails, to the producer's whole dimension.
+arithmetic over the loop ranges (lowering/interval.py: `sym_interval` gives bounds as
+expressions of the fixed loop vars, which tensor_expr.arith's constant bounds cannot), and
+when even that fails, to the producer's whole dimension.
 
     >>> import tensor_expr as te
     >>> from lowering.bound import Consumer, Loop, footprint
@@ -209,7 +210,6 @@ def _val(v: Any) -> Fraction:
 def aff_to_expr(aff: Any, names: _Names) -> E.PrimExpr | None:
     """PrimExpr of an isl Aff (floordiv for divs); None when a name is unknown."""
     den = _val(aff.get_denominator_val())
-    acc: dict[str, Any] = {}
     terms: list[E.PrimExpr] = []
     for dt in (isl.dim_type.in_, isl.dim_type.param):
         for i in range(aff.dim(dt)):
@@ -228,7 +228,6 @@ def aff_to_expr(aff: Any, names: _Names) -> E.PrimExpr | None:
         if sub is None:
             return None
         terms.append(_scale(sub, int(c)))
-    del acc
     const = int(_val(aff.get_constant_val()) * den)
     out: E.PrimExpr = E.const(const)
     for t in terms:
@@ -291,8 +290,6 @@ def _interval_dim(d: int, fixed: Sequence[Loop], consumers: Sequence[Consumer],
     lo = simplify_expr(lo)
     ext = simplify_expr(hi - lo + 1)
     if any(id(v) in fixed_ids for v in collect_vars(ext)):
-        franges = {id(lp.var): (0, None) for lp in fixed}
-        del franges
         bound = const_bounds(ext, {id(lp.var): (0, _int(lp.extent) - 1) for lp in fixed
                                    if _int(lp.extent) is not None})
         if bound is None:

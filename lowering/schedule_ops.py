@@ -278,10 +278,6 @@ class _Lowerer:
                 add(zero, inf.rootval[a], d, False)
         for r in op.reduce_axis:
             add(r.dom.min, inf.rootval[r], simplify_expr(r.dom.min + r.dom.extent), True)  # type: ignore
-        for g in inf.guards:
-            if not g[4]:
-                pass
-        inf.guards = [g for g in inf.guards]
 
     def _buffers(self, st: Stage, inf: _Info, op: ComputeOp,
                  region: list[tuple[E.PrimExpr, E.PrimExpr]]) -> None:
@@ -410,7 +406,8 @@ class _Lowerer:
         if len(results) == 1:
             stmt: ir.Stmt = ir.BufferStore(inf.bufs[0], results[0], idx)
         else:
-            tmps = [E.Var(self._fresh(f"{st.name}.v{k}"), r.dtype) for k, r in enumerate(results)]
+            tmps = [E.Var(self._fresh(f"{b.name}.next"), r.dtype)
+                    for b, r in zip(inf.bufs, results)]
             stmt = ir.seq(*[ir.BufferStore(b, t, idx) for b, t in zip(inf.bufs, tmps)])
             for t, r in reversed(list(zip(tmps, results))):
                 stmt = ir.LetStmt(t, r, stmt)
