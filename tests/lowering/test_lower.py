@@ -193,3 +193,72 @@ def test_storage_align_sets_padded_strides():
     ir.post_order_visit_stmt(f.body, lambda n: allocs.append(n)
                              if isinstance(n, ir.Allocate) else None)
     assert [d.value for d in allocs[0].buffer.strides] == [17, 1]
+
+
+def test_nested_compute_at_chain_matches_numpy():
+    rng = np.random.default_rng(9)
+    A = te.placeholder((20,), name="A")
+    B = te.compute((20,), lambda i: A[i] + 1.0, name="B")
+    C = te.compute((18,), lambda i: B[i] + B[i + 2], name="C")
+    D = te.compute((16,), lambda i: C[i] * C[i + 2], name="D")
+    s = create_schedule(D)
+    io, ii = s[D].split(D.op.axis[0], factor=5)
+    s[C].compute_at(s[D], io)
+    co, ci = s[C].split(C.op.axis[0], factor=3)
+    s[B].compute_at(s[C], co)
+    a, d = _rand(rng, 20), np.zeros(16, "float32")
+    f = _run(s, [A, D], a, d)
+    b = a + 1
+    c = b[:18] + b[2:]
+    np.testing.assert_allclose(d, c[:16] * c[2:], rtol=1e-5)
+    assert "allocate C[float32 * (7)] in global" in str(f)
+    assert "allocate B[float32 * (5)] in global" in str(f)
+
+
+def test_cache_write_of_a_tuple_reduction():
+    rng = np.random.default_rng(10)
+    X = te.placeholder((6, 9), name="X")
+    k = te.reduce_axis((0, 9), name="k")
+    M = te.compute((6,), lambda i: te.argmax((k, X[i, k]), axis=k), name="M")
+    s = create_schedule(M[0])
+    ML = s.cache_write(M[0], "local")
+    s[ML[0]].compute_at(s[M[0]], s[M[0]].op.axis[0])
+    x = _rand(rng, 6, 9)
+    oi, ov = np.zeros(6, "int32"), np.zeros(6, "float32")
+    f = _run(s, [X, M[0], M[1]], x, oi, ov)
+    np.testing.assert_array_equal(oi, x.argmax(axis=1))
+    np.testing.assert_allclose(ov, x.max(axis=1))
+    assert "let M.local.v0.next = select(" in str(f)
+
+
+def test_scalar_reduction_and_multi_output_compute_at():
+    rng = np.random.default_rng(11)
+    A = te.placeholder((5,), name="A")
+    k = te.reduce_axis((0, 5), name="k")
+    S = te.compute((), lambda: te.sum(A[k], axis=k), name="S")
+    a, out = _rand(rng, 5), np.zeros((), "float32")
+    _run(create_schedule(S), [A, S], a, out)
+    np.testing.assert_allclose(out, a.sum(), rtol=1e-5)
+    P, Q = te.compute((4,), lambda i: (A[i] + 1.0, A[i] * 2.0), name="PQ")
+    R = te.compute((4,), lambda i: P[i] + Q[i], name="R")
+    s = create_schedule(R)
+    s[P].compute_at(s[R], R.op.axis[0])
+    r = np.zeros(4, "float32")
+    f = _run(s, [A, R], a, r)
+    np.testing.assert_allclose(r, (a[:4] + 1) + a[:4] * 2, rtol=1e-5)
+    assert "allocate PQ.v1[float32 * (1)] in global" in str(f)
+
+
+def test_symbolic_compute_at_runs_in_llvm():
+    rng = np.random.default_rng(12)
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
+    C = te.compute((n,), lambda i: B[i] + 1.0, name="C")
+    s = create_schedule(C)
+    io, ii = s[C].split(C.op.axis[0], factor=4)
+    s[B].compute_at(s[C], io)
+    kernel = lowering.build(s, [A, C], target="llvm")
+    a, c = _rand(rng, 11), np.zeros(11, "float32")
+    kernel(a, c)
+    np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
