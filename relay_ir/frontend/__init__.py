@@ -5,6 +5,12 @@
     True
 """
 
-from relay_ir.frontend.onnx import OnnxImportError, UnsupportedOnnxOps, from_onnx, supported_ops
+from relay_ir.frontend.onnx import (
+    NonStaticInput,
+    OnnxImportError,
+    UnsupportedOnnxOps,
+    from_onnx,
+    supported_ops,
+)
 
-__all__ = ["OnnxImportError", "UnsupportedOnnxOps", "from_onnx", "supported_ops"]
+__all__ = ["NonStaticInput", "OnnxImportError", "UnsupportedOnnxOps", "from_onnx", "supported_ops"]

@@ -31,6 +31,7 @@ from relay_ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, V
 from relay_ir.frontend import onnx_nn_ops, onnx_tensor_ops  # noqa: F401  (register converters)
 from relay_ir.frontend.onnx_common import (
     CONVERTERS,
+    NonStaticInput,
     OnnxImportError,
     OnnxNode,
     UnsupportedOnnxOps,
@@ -42,7 +43,8 @@ from relay_ir.op.registry import TYPE_RELATIONS
 from relay_ir.ty import ANY, Dim, TensorType, TupleType, Type
 from tessel_errors import RelayError
 
-__all__ = ["OnnxImportError", "UnsupportedOnnxOps", "from_onnx", "supported_ops"]
+__all__ = ["NonStaticInput", "OnnxImportError", "UnsupportedOnnxOps", "from_onnx",
+           "supported_ops"]
 
 FOLD_LIMIT = 4096  # elements: larger results stay computations (e.g. ConstantOfShape weights)
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -291,9 +293,10 @@ class _GraphConverter:
             raise node.error(f"input {i} ({what or 'a static value'}) is required")
         name = node.inputs[i]
         if name not in self.statics:
-            raise node.error(
-                f"input {i} ({what or name!r}) must be known at conversion time (a constant, "
-                f"an initializer, or computed from them and static shapes), but {name!r} "
+            raise NonStaticInput(
+                f"{node.where()}: input {i} ({what or name!r}) must be known at conversion "
+                f"time (a constant, an initializer, or computed from them and static shapes), "
+                f"but {name!r} "
                 f"depends on graph inputs; give static input shapes with from_onnx(shape=...)")
         return self.statics[name]
 

@@ -36,6 +36,11 @@ class UnsupportedOnnxOps(OnnxImportError):
         self.unsupported = unsupported
 
 
+class NonStaticInput(OnnxImportError):
+    """A node needs an input's value at conversion time (a shape, axes, pads), but the
+    value depends on graph inputs."""
+
+
 # op type -> converter(ctx, node) -> Expr | list[Expr]
 CONVERTERS: dict[str, Callable[..., Any]] = {}
 

@@ -1,0 +1,102 @@
+"""An `onnx.backend` backend that imports with relay_ir.frontend and runs the interpreter.
+
+Used by the ONNX backend test suite (tests/relay_ir/frontend/test_onnx_backend.py):
+models with unsupported ops are skipped in `prepare()` (the runner checks `is_compatible`
+only for file-based models, so the skip has to happen here). Node tests often feed shapes,
+axes or pads as graph inputs; when the import needs such a value statically
+(NonStaticInput), the model is converted again at run time with its integer and scalar inputs
+frozen as initializers, as a serving system specialises on those values.
+
+    rep = TesselBackend.prepare(model)
+    outputs = rep.run([x])          # a list of numpy arrays, one per graph output
+"""
+
+from __future__ import annotations
+
+import unittest
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+from onnx.backend.base import Backend, BackendRep
+
+import relay_ir
+from relay_ir.frontend import NonStaticInput, UnsupportedOnnxOps, from_onnx
+
+
+def graph_input_names(model: onnx.ModelProto) -> list[str]:
+    """The names of the graph inputs that are not initializers, in order."""
+    inits = {i.name for i in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in inits]
+
+
+def freeze_inputs(model: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+    """A copy of `model` whose inputs named in `values` are initializers with those values."""
+    frozen = onnx.ModelProto()
+    frozen.CopyFrom(model)
+    keep = [i for i in frozen.graph.input if i.name not in values]
+    del frozen.graph.input[:]
+    frozen.graph.input.extend(keep)
+    frozen.graph.initializer.extend(numpy_helper.from_array(np.asarray(v), n)
+                                    for n, v in values.items())
+    return frozen
+
+
+class TesselRep(BackendRep):
+    """A converted model: run(inputs) feeds the graph inputs in order (or by name)."""
+
+    def __init__(self, model: onnx.ModelProto, converted: Any) -> None:
+        self.model = model
+        self.converted = converted  # (mod, params), or None: convert per run (frozen ints)
+        self.input_names = graph_input_names(model)
+        self.n_outputs = len(model.graph.output)
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        """The graph outputs as a tuple of numpy arrays."""
+        if isinstance(inputs, Mapping):
+            feeds = dict(inputs)
+        else:
+            if isinstance(inputs, np.ndarray):
+                inputs = [inputs]
+            feeds = dict(zip(self.input_names, inputs))
+        feeds = {k: numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v
+                 for k, v in feeds.items()}
+        if self.converted is not None:
+            mod, params = self.converted
+        else:
+            ints = {k: v for k, v in feeds.items()
+                    if np.asarray(v).dtype.kind in "iu" or np.ndim(v) == 0}
+            mod, params = from_onnx(freeze_inputs(self.model, ints))
+            feeds = {k: v for k, v in feeds.items() if k not in ints}
+        out = relay_ir.interpret(mod, **feeds, **params)
+        outs = out if self.n_outputs > 1 else (out,)
+        return tuple(np.asarray(o) for o in outs)
+
+
+class TesselBackend(Backend):
+    """The relay_ir reference path (ONNX import, then the interpreter) as an ONNX backend."""
+
+    @classmethod
+    def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> TesselRep:
+        """Convert `model`; unittest.SkipTest when it uses unsupported ops."""
+        super().prepare(model, device, **kwargs)
+        try:
+            converted = from_onnx(model)
+        except UnsupportedOnnxOps as e:
+            raise unittest.SkipTest(str(e).splitlines()[1].strip()) from None
+        except NonStaticInput:
+            converted = None
+        return TesselRep(model, converted)
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        """Only the CPU (the interpreter runs numpy)."""
+        return device == "CPU"
+
+    @classmethod
+    def run_node(cls, node: Any, inputs: Sequence[Any], device: str = "CPU",
+                 outputs_info: Any = None, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        """Not used by the suite here (node tests arrive as models)."""
+        raise NotImplementedError("TesselBackend runs whole models; use prepare().run()")
