@@ -71,7 +71,6 @@ class PassContext:
         disabled_pass: Iterable[str] = (),
         verify: bool = False,
         timing: bool = False,
-        config: dict | None = None,
     ) -> None:
         if not isinstance(opt_level, int) or not 0 <= opt_level <= 4:
             raise RelayError(f"PassContext opt_level must be an int in 0..4, got {opt_level!r}")
@@ -80,7 +79,6 @@ class PassContext:
         self.disabled_pass = tuple(disabled_pass)
         self.verify = verify
         self.timing = timing
-        self.config = dict(config or {})
         self.timings: list[PassTiming] = []
         self._depth = 0
 
