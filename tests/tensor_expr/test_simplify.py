@@ -301,7 +301,7 @@ _EXPRS = st.recursive(_leaf(), _combine, max_leaves=10)
 _RANGES = st.lists(st.tuples(st.integers(-20, 20), st.integers(1, 40)), min_size=4, max_size=4)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(_EXPRS, _RANGES, st.randoms(use_true_random=False))
 def test_simplify_preserves_value_inside_ranges(expr, ranges, rnd):
     ana = Analyzer()
@@ -313,7 +313,7 @@ def test_simplify_preserves_value_inside_ranges(expr, ranges, rnd):
         assert _eval(simple, env) == _eval(expr, env), (str(expr), str(simple), env)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_EXPRS, _EXPRS, _RANGES, st.randoms(use_true_random=False))
 def test_simplified_comparison_preserves_truth(a, b, ranges, rnd):
     ana = Analyzer()
@@ -329,7 +329,7 @@ def test_simplified_comparison_preserves_truth(a, b, ranges, rnd):
             assert _eval(cond, env)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_EXPRS, _RANGES, st.randoms(use_true_random=False))
 def test_const_int_bound_contains_every_value(expr, ranges, rnd):
     ana = Analyzer()
