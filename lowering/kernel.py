@@ -69,6 +69,15 @@ class Kernel:
         self._fn = _CALL(jit.address(generated.entry))
         threads = ctypes.c_int32.from_address(jit.address(generated.num_threads_symbol))
         threads.value = num_threads()
+        # parallel loops use the runtime's thread pool unless TESSEL_THREAD_POOL=0 (then
+        # the generated code starts its own pthreads on every call)
+        launch = ctypes.c_void_p.from_address(jit.address(generated.launch_symbol))
+        launch.value = None
+        if os.environ.get("TESSEL_THREAD_POOL", "1") != "0" and threads.value > 1:
+            from lowering.llvm.runtime import pool_launch_address
+
+            launch.value = pool_launch_address(threads.value - 1)
+        self.launch_address = launch.value or 0
         self._params = func.params
         self._written = written_buffers(func)
 

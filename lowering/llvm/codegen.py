@@ -60,6 +60,7 @@ class Generated:
     entry: str
     messages: list[str]
     num_threads_symbol: str
+    launch_symbol: str = "__tessel_launch"
 
 
 class CodeGen(ExprEmitter):
@@ -81,6 +82,11 @@ class CodeGen(ExprEmitter):
         g = ir.GlobalVariable(self.module, I32, self.nthreads_sym)
         g.initializer = ir.Constant(I32, 1)
         self.nthreads = g
+        self.launch_sym = "__tessel_launch"
+        launch = ir.GlobalVariable(self.module, PTR, self.launch_sym)
+        launch.initializer = ir.Constant(PTR, None)
+        launch.type = PTR
+        self.launch = launch
         self.functions: list[str] = []
         self.fail: Callable[[int], None] = self._fail_return
         self._uid = 0

@@ -122,6 +122,11 @@ def emit_parallel_for(cg: Any, s: lir.For) -> None:
     join = cg.extern("pthread_join", I32, [I64, PTR])
     worker_ptr = b.bitcast(worker, PTR)
 
+    def wait(t: ir.Value) -> None:
+        tid = b.load(_slot_ptr(b, tids, t), typ=I64, align=8)
+        with b.if_then(b.icmp_signed("!=", tid, ir.Constant(I64, 0))):
+            b.call(join, [tid, ir.Constant(PTR, None)])
+
     def record(t: ir.Value) -> ir.Value:
         rec = _slot_ptr(b, targs, b.mul(t, ir.Constant(I64, _TARG)))
         b.store(b.ptrtoint(closure, I64), rec, align=8)
@@ -138,15 +143,24 @@ def emit_parallel_for(cg: Any, s: lir.For) -> None:
             b.call(worker, [rec])  # no thread: run the chunk here
             b.store(ir.Constant(I64, 0), tid_slot, align=8)
 
+    launch = b.load(cg.launch, typ=PTR)
+    fn = b.function
+    pool_bb, own_bb, done_bb = (fn.append_basic_block(x) for x in
+                                ("par.pool", "par.threads", "par.done"))
+    b.cbranch(b.icmp_unsigned("!=", launch, ir.Constant(PTR, None)), pool_bb, own_bb)
+    # the runtime's persistent pool (lowering.llvm.runtime)
+    b.position_at_end(pool_bb)
+    cg.loop(ir.Constant(I64, 0), nt, record, name="records")
+    launch_t = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64]).as_pointer()
+    b.call(b.inttoptr(b.ptrtoint(launch, I64), launch_t), [worker_ptr, targs, nt])
+    b.branch(done_bb)
+    # no pool: start the threads here
+    b.position_at_end(own_bb)
     cg.loop(ir.Constant(I64, 1), nt, spawn, name="spawn")
     b.call(worker, [record(ir.Constant(I64, 0))])
-
-    def wait(t: ir.Value) -> None:
-        tid = b.load(_slot_ptr(b, tids, t), typ=I64, align=8)
-        with b.if_then(b.icmp_signed("!=", tid, ir.Constant(I64, 0))):
-            b.call(join, [tid, ir.Constant(PTR, None)])
-
     cg.loop(ir.Constant(I64, 1), nt, wait, name="join")
+    b.branch(done_bb)
+    b.position_at_end(done_bb)
     err = alloca(cg.entry_b, I64, "par.err", 8)
     b.store(ir.Constant(I64, 0), err)
 
@@ -158,7 +172,6 @@ def emit_parallel_for(cg: Any, s: lir.For) -> None:
 
     cg.loop(ir.Constant(I64, 0), nt, collect, name="collect")
     code = b.load(err, typ=I64)
-    fn = b.function
     bad = fn.append_basic_block("par.fail")
     ok = fn.append_basic_block("par.ok")
     b.cbranch(b.icmp_signed("!=", code, ir.Constant(I64, 0)), bad, ok)

@@ -3,6 +3,7 @@ the interpreter, and the shape of the generated code (vectors, unrolling, thread
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 
@@ -133,8 +134,10 @@ def test_parallel_loop_starts_threads(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_parallel_threads_really_run_concurrently(monkeypatch: pytest.MonkeyPatch) -> None:
-    # each chunk records the OS thread that ran it via a pthread_self store
+    # each chunk records the OS thread that ran it via a pthread_self store; without the
+    # pool every chunk but the first runs on a thread of its own
     monkeypatch.setenv("TESSEL_NUM_THREADS", "3")
+    monkeypatch.setenv("TESSEL_THREAD_POOL", "0")
     B = Buffer("B", (3,), "int64")
     i = te.var("i")
     f = PrimFunc("who", (B,), For(i, te.const(0), te.const(3), ForKind.PARALLEL,
@@ -148,6 +151,47 @@ def test_parallel_threads_really_run_concurrently(monkeypatch: pytest.MonkeyPatc
     b = np.zeros(3, "int64")
     k(b)
     assert len(set(b.tolist())) == 3
+
+
+def test_thread_pool_workers_exist_and_results_are_right(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "3")
+    func, make, ref = EXAMPLES["matmul_blocked"]
+    k = lowering.build(func)
+    from lowering.llvm.runtime import pool_launch_address
+
+    assert k.launch_address == pool_launch_address(0)
+    tasks = len(os.listdir("/proc/self/task"))
+    assert tasks >= threading.active_count() + 2  # two native workers beside Python's
+    for _ in range(20):  # back-to-back launches reuse the workers
+        arrays = make(np.random.default_rng())
+        k(*arrays)
+        np.testing.assert_allclose(arrays[2], ref(arrays)[2], rtol=2e-5, atol=1e-4)
+    assert len(os.listdir("/proc/self/task")) == tasks
+
+
+def test_pool_runs_kernels_called_from_several_python_threads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "2")
+    func, make, ref = EXAMPLES["elementwise_vec_par"]
+    k = lowering.build(func)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(30):
+                arrays = make(np.random.default_rng())
+                k(*arrays)
+                np.testing.assert_allclose(arrays[1], ref(arrays)[1], rtol=2e-5, atol=1e-4)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
 
 
 def generate_with_pthread_self(f: PrimFunc):
