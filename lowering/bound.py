@@ -207,34 +207,52 @@ def _val(v: Any) -> Fraction:
     return Fraction(v.get_num_si(), v.get_den_val().get_num_si())
 
 
-def aff_to_expr(aff: Any, names: _Names) -> E.PrimExpr | None:
-    """PrimExpr of an isl Aff (floordiv for divs); None when a name is unknown."""
+def _parts(aff: Any, names: _Names) -> tuple[list[tuple[E.PrimExpr, int]], int, int] | None:
+    """An Aff as (numerator terms, numerator constant, denominator), divs as floordivs."""
     den = _val(aff.get_denominator_val())
-    terms: list[E.PrimExpr] = []
+    terms: list[tuple[E.PrimExpr, int]] = []
     for dt in (isl.dim_type.in_, isl.dim_type.param):
         for i in range(aff.dim(dt)):
             c = _val(aff.get_coefficient_val(dt, i)) * den
-            if c == 0:
-                continue
-            v = names.vars.get(aff.get_dim_name(dt, i))
-            if v is None:
-                return None
-            terms.append(_scale(v, int(c)))
+            if c != 0:
+                v = names.vars.get(aff.get_dim_name(dt, i))
+                if v is None:
+                    return None
+                terms.append((v, int(c)))
     for i in range(aff.dim(isl.dim_type.div)):
-        c = _val(aff.get_coefficient_val(isl.dim_type.div, i)) * den
+        c = int(_val(aff.get_coefficient_val(isl.dim_type.div, i)) * den)
         if c == 0:
             continue
-        sub = aff_to_expr(aff.get_div(i), names)
+        sub = _parts(aff.get_div(i), names)
         if sub is None:
             return None
-        terms.append(_scale(sub, int(c)))
-    const = int(_val(aff.get_constant_val()) * den)
+        t, c0, d = sub
+        if d == 1:
+            terms.append((_sum(t, c0), c))
+        elif sum(co < 0 for _, co in t) > sum(co > 0 for _, co in t):
+            # isl writes floor(x/d) as -floor((d - 1 - x)/d); turn it back into floor(x/d)
+            flipped = [(e, -co) for e, co in t]
+            terms.append((E.floordiv(_sum(flipped, d - 1 - c0), E.const(d)), -c))
+        else:
+            terms.append((E.floordiv(_sum(t, c0), E.const(d)), c))
+    return terms, int(_val(aff.get_constant_val()) * den), int(den)
+
+
+def _sum(terms: list[tuple[E.PrimExpr, int]], const: int) -> E.PrimExpr:
     out: E.PrimExpr = E.const(const)
-    for t in terms:
-        out = out + t
-    if den != 1:
-        out = E.floordiv(out, E.const(int(den)))
+    for e, c in terms:
+        out = out + _scale(e, c)
     return simplify_expr(out)
+
+
+def aff_to_expr(aff: Any, names: _Names) -> E.PrimExpr | None:
+    """PrimExpr of an isl Aff (floordiv for divs); None when a name is unknown."""
+    parts = _parts(aff, names)
+    if parts is None:
+        return None
+    terms, const, den = parts
+    out = _sum(terms, const)
+    return out if den == 1 else simplify_expr(E.floordiv(out, E.const(den)))
 
 
 def _scale(e: E.PrimExpr, c: int) -> E.PrimExpr:

@@ -27,7 +27,7 @@ from lowering.passes.loop_partition import loop_partition
 from lowering.passes.remove_no_op import remove_no_op
 from lowering.passes.simplify import simplify, simplify_expr
 from lowering.passes.verify_loops import verify_loops
-from schedule.relations import Split, pass_down_extents, pass_up_values
+from schedule.relations import Fuse, Split, pass_down_extents, pass_up_values
 from schedule.schedule import Schedule
 from schedule.stage import INLINE, PLACEHOLDER, ROOT, SCOPE, Stage
 from schedule.tensorize import Region
@@ -166,11 +166,7 @@ class _Lowerer:
             if x.attach_type == INLINE:
                 raise LoweringError(f"stage '{st.name}' is computed at '{x.name}', which is "
                                     f"inlined; compute_at a stage that has loops")
-            if not any(v is lv for v in x.leaf_iter_vars):
-                raise LoweringError(
-                    f"stage '{st.name}' is computed at axis '{lv.var.name}' of '{x.name}', "
-                    "which was split or fused afterwards; call compute_at with the new axis")
-            self.attached.setdefault((x, lv), []).append(st)
+            self.attached.setdefault((x, _follow_to_leaf(x, lv)), []).append(st)
 
     def _assign_loops(self, st: Stage, prefix: list[tuple[Stage, E.IterVar]]) -> None:
         inf = self.info[st]
@@ -456,6 +452,22 @@ class _Lowerer:
             start = tuple(simplify_expr(substitute(i, zero)) for i in conv.indices)
             ins.append(Region(conv.buffer, start, ()))
         return ir.Evaluate(intrin.emit(outs, ins))
+
+
+def _follow_to_leaf(st: Stage, iv: E.IterVar) -> E.IterVar:
+    """The leaf that now stands for a compute_at axis split or fused afterwards: the inner
+    part of a split, the fused var of a fuse (the same or a finer attach point, as in TVM)."""
+    while not any(v is iv for v in st.leaf_iter_vars):
+        nxt = None
+        for r in st.relations:
+            if isinstance(r, Split) and r.parent is iv:
+                nxt = r.inner
+            elif isinstance(r, Fuse) and (r.outer is iv or r.inner is iv):
+                nxt = r.fused
+        if nxt is None:
+            raise LoweringError(f"axis '{iv.var.name}' of stage '{st.name}' is not a loop")
+        iv = nxt
+    return iv
 
 
 class _Inliner(ExprMutator):

@@ -262,3 +262,22 @@ def test_symbolic_compute_at_runs_in_llvm():
     a, c = _rand(rng, 11), np.zeros(11, "float32")
     kernel(a, c)
     np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
+
+
+def test_compute_at_axis_fused_or_split_afterwards_follows_the_new_loop():
+    rng = np.random.default_rng(13)
+    A = te.placeholder((8, 8), name="A")
+    B = te.compute((8, 8), lambda i, j: A[i, j] + 1.0, name="B")
+    C = te.compute((8, 8), lambda i, j: B[i, j] * 2.0, name="C")
+    s = create_schedule(C)
+    i, j = s[C].op.axis
+    io, jo, ii, ji = s[C].tile(i, j, 4, 4)
+    s[B].compute_at(s[C], jo)
+    f_ = s[C].fuse(io, jo)
+    s[C].split(f_, factor=2)
+    a, c = _rand(rng, 8, 8), np.zeros((8, 8), "float32")
+    f = _run(s, [A, C], a, c)
+    np.testing.assert_allclose(c, (a + 1) * 2, rtol=1e-6)
+    text = str(f)
+    first_alloc = text.index("allocate B[float32 * (4, 4)]")
+    assert text.index("for (i.outer.j.outer.fused.inner") < first_alloc

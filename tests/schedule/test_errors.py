@@ -250,16 +250,6 @@ def test_create_schedule_of_a_placeholder():
         create_schedule(te.placeholder((3,), name="X"))
 
 
-def test_compute_at_axis_split_afterwards_fails_at_lower():
-    A, B, C = _chain()
-    s = create_schedule(C)
-    i = C.op.axis[0]
-    s[B].compute_at(s[C], i)
-    s[C].split(i, factor=4)
-    with pytest.raises(LoweringError, match="which was split or fused afterwards"):
-        lowering.lower(s, [A, C])
-
-
 def test_vectorize_of_a_symbolic_extent_fails_at_lower():
     n = te.var("n")
     A = te.placeholder((n,), name="A")
