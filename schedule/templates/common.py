@@ -79,14 +79,25 @@ def walk_ops(outs: Sequence[Tensor]) -> list[Operation]:
     return order
 
 
-def find_anchor(outs: Sequence[Tensor], tag: str) -> Tensor:
-    """The output tensor of the (last) op tagged `tag` that `outs` are computed from."""
-    found = [op for op in walk_ops(outs) if isinstance(op, ComputeOp) and op.tag == tag]
+def find_anchor(outs: Sequence[Tensor], tag: str | Sequence[str]) -> Tensor:
+    """The output tensor of the (last) op tagged `tag` (or one of several tags) that `outs`
+    are computed from: `find_anchor(outs, ("dense", "gemm"))`."""
+    tags = (tag,) if isinstance(tag, str) else tuple(tag)
+    found = [op for op in walk_ops(outs) if isinstance(op, ComputeOp) and op.tag in tags]
     if not found:
         names = ", ".join(t.op.name for t in outs)
-        raise ScheduleError(f"no op tagged '{tag}' feeds the outputs {names}; this template "
-                            f"schedules {tag} groups")
+        raise ScheduleError(f"no op tagged {' or '.join(repr(g) for g in tags)} feeds the "
+                            f"outputs {names}; this template schedules such groups")
     return found[-1].output(0)
+
+
+def injective_inputs(anchor: Tensor) -> list[Tensor]:
+    """The anchor's inputs computed by injective stages (padding, packing): kept at root."""
+    out: list[Tensor] = []
+    for t in anchor.op.input_tensors:
+        if is_injective(t.op) and all(t.op is not o.op for o in out):
+            out.append(t)
+    return out
 
 
 def find_tagged(outs: Sequence[Tensor], tag: str) -> Tensor | None:

@@ -27,15 +27,15 @@ from schedule.templates.common import (
     fallback_split,
     fallback_value,
     find_anchor,
-    find_tagged,
     host_cpu,
+    injective_inputs,
     inline_injective,
     output_and_accumulator,
     parallel_fuse,
     schedule_copy_stage,
     shape_of,
 )
-from schedule.templates.conv_common import PAD, conv_attrs, pad_hw
+from schedule.templates.conv_common import conv_attrs, pad_hw
 from schedule.templates.registry import expect_args, placeholders, register_template
 from tensor_expr import tensor as T
 from tensor_expr.tensor import Tensor
@@ -106,8 +106,8 @@ def schedule_conv2d_nchw(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     outs = list(outs)
     s = create_schedule(outs)
     conv = find_anchor(outs, CONV)
-    dpad = find_tagged(outs, PAD)
-    inline_injective(s, outs, keep=[dpad] if dpad is not None else [])
+    pads = injective_inputs(conv)
+    inline_injective(s, outs, keep=pads)
     O, CC = output_and_accumulator(s, outs, conv)
     _, CO, OH, OW = shape_of(conv)
     C = const_extent(CC.op.reduce_axis[0].dom.extent)
@@ -151,8 +151,8 @@ def schedule_conv2d_nchw(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     s[CC].unroll(cco)
     s[CC].unroll(coh)
     s[CC].vectorize(cow)
-    if dpad is not None:
-        schedule_copy_stage(s, dpad)
+    for p in pads:
+        schedule_copy_stage(s, p)
     return s
 
 
@@ -161,8 +161,8 @@ def schedule_depthwise_nchw(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     outs = list(outs)
     s = create_schedule(outs)
     conv = find_anchor(outs, DEPTHWISE)
-    dpad = find_tagged(outs, PAD)
-    inline_injective(s, outs, keep=[dpad] if dpad is not None else [])
+    pads = injective_inputs(conv)
+    inline_injective(s, outs, keep=pads)
     O, CC = output_and_accumulator(s, outs, conv)
     _, CO, OH, OW = shape_of(conv)
     L = host_cpu().lanes
@@ -191,8 +191,8 @@ def schedule_depthwise_nchw(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         s[CC].unroll(rx)
     s[CC].unroll(coh)
     s[CC].vectorize(cow)
-    if dpad is not None:
-        schedule_copy_stage(s, dpad)
+    for p in pads:
+        schedule_copy_stage(s, p)
     return s
 
 

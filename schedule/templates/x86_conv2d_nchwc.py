@@ -31,8 +31,8 @@ from schedule.templates.common import (
     fallback_split,
     fallback_value,
     find_anchor,
-    find_tagged,
     host_cpu,
+    injective_inputs,
     inline_injective,
     output_and_accumulator,
     parallel_fuse,
@@ -172,9 +172,7 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     outs = list(outs)
     s = create_schedule(outs)
     conv = find_anchor(outs, CONV)
-    dpad = find_tagged(outs, PAD)
-    kvec = find_tagged(outs, PACK_KERNEL)
-    keep = [t for t in (dpad, kvec) if t is not None]
+    keep = injective_inputs(conv)
     out = outs[0]
     unpacked = len(out.shape) == 4
     if unpacked and out.op is not conv.op:
@@ -232,8 +230,8 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     # start, which on a loaded machine is worth more than the copy); vector loads only
     # where the source is contiguous along the last axis
     for t in keep:
-        schedule_copy_stage(s, t, vector_ok=(t is dpad and len(dpad.op.input_tensors[0].shape)
-                                             == 5))
+        src = t.op.input_tensors[0]
+        schedule_copy_stage(s, t, vector_ok=t.op.tag == PAD and len(src.shape) == 5)
     return s
 
 

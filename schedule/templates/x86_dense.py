@@ -25,11 +25,12 @@ from schedule.templates.common import (
     fallback_split,
     fallback_value,
     find_anchor,
-    find_tagged,
     host_cpu,
+    injective_inputs,
     inline_injective,
     output_and_accumulator,
     parallel_fuse,
+    schedule_copy_stage,
     shape_of,
 )
 from schedule.templates.registry import expect_args, placeholders, register_template
@@ -42,21 +43,25 @@ GEMM, PACK = "gemm", "gemm_pack"
 # The computation
 
 
+def _declare_tile_x(cfg: Any, M: int, N: int, K: int) -> int:
+    """The column split [-1, panels, nr]; nr is the register tile's width (and B's packing)."""
+    cfg.define_split("tile_x", N, num_outputs=3)
+    lanes = host_cpu().lanes
+    nr = best_divisor(N, [2 * lanes, lanes, 4 * lanes, lanes // 2 or 1])
+    panel = max(1, (256 * 1024) // (nr * K * 4))  # B panels that share L2
+    fallback_split(cfg, "tile_x", [divisor_at_most(N // nr, panel), nr])
+    return int(cfg["tile_x"].size[-1])
+
+
 def _gemm(cfg: Any, a: Tensor, b: Tensor, trans_b: bool, batch: bool, name: str) -> Tensor:
     """C[(bt,) i, j] = sum_k A[(bt,) i, k] * B[(bt,) k, j] (B[(bt,) j, k] if trans_b)."""
     ash, bsh = shape_of(a), shape_of(b)
     M, K = ash[-2], ash[-1]
     N = bsh[-2] if trans_b else bsh[-1]
     # the packing width is the micro-kernel's column count: a compute-changing knob
-    cfg.define_split("tile_x", N, num_outputs=3)
+    nr = _declare_tile_x(cfg, M, N, K)
     cfg.define_knob("pack_b", [True, False])
-    if isinstance(cfg, FallbackConfig):
-        lanes = host_cpu().lanes
-        nr = best_divisor(N, [2 * lanes, lanes, 4 * lanes, lanes // 2 or 1])
-        panel = max(1, (256 * 1024) // (nr * K * 4))  # B panels that share L2
-        fallback_split(cfg, "tile_x", [divisor_at_most(N // nr, panel), nr])
-        fallback_value(cfg, "pack_b", nr % lanes == 0 and M >= 4)
-    nr = cfg["tile_x"].size[-1]
+    fallback_value(cfg, "pack_b", nr % host_cpu().lanes == 0 and M >= 4)
     k = T.reduce_axis((0, K), name="k")
     lead = (bsh[0],) if batch else ()
 
@@ -110,13 +115,15 @@ def schedule_gemm(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     """Blocked GEMM: parallel outer tiles, mr x nr register tile, vectorized columns."""
     outs = list(outs)
     s = create_schedule(outs)
-    C = find_anchor(outs, GEMM)
-    bp = find_tagged(outs, PACK)
-    inline_injective(s, outs, keep=[bp] if bp is not None else [])
+    C = find_anchor(outs, (GEMM, "dense", "matmul", "batch_matmul"))
+    packs = injective_inputs(C)
+    inline_injective(s, outs, keep=packs)
     O, CC = output_and_accumulator(s, outs, C)
     M, N = shape_of(C)[-2:]
     K = const_extent(C.op.reduce_axis[0].dom.extent)
     lanes = host_cpu().lanes
+    if "tile_x" not in cfg.knobs:  # a graph from tensor_expr.ops: no packing knob
+        _declare_tile_x(cfg, M, N, K)
     nr = cfg["tile_x"].size[-1]
 
     cfg.define_split("tile_y", M, num_outputs=3)
@@ -154,10 +161,8 @@ def schedule_gemm(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     if vec > 1:
         s[CC].vectorize(cji)
 
-    if bp is not None:
-        pax = list(s[bp].op.axis)
-        s[bp].vectorize(pax[-1])
-        parallel_fuse(s, bp, pax[:-2])
+    for bp in packs:
+        schedule_copy_stage(s, bp, vector_ok=bp.op.tag == PACK)
     return s
 
 
