@@ -209,7 +209,10 @@ class Interpreter:
 
     def _eval_simple(self, expr: Expr, frame: _Frame) -> Any:
         if isinstance(expr, Constant):
-            return expr.data
+            # A read-only view: a caller writing into a result must not change the program.
+            view = expr.data.view()
+            view.flags.writeable = False
+            return view
         if isinstance(expr, Call):
             args = [self._eval(a, frame) for a in expr.args]
             if isinstance(expr.op, Op):

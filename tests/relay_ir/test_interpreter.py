@@ -290,3 +290,11 @@ def test_run_time_errors_point_at_the_source():
     with pytest.raises(RelayRuntimeError,
                        match=r"match failure at prog.rly:3:3: no clause matches the value Nil"):
         interpret(mod, np.ones(2, "float32"))
+
+
+def test_results_cannot_write_into_the_program_constants():
+    c = Constant(np.arange(3, dtype="float32"))
+    out = interpret(Function((), c))
+    with pytest.raises(ValueError):
+        out[0] = 7.0
+    assert c.data[0] == 0.0
