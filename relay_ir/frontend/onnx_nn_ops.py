@@ -385,7 +385,9 @@ def _dropout(ctx: Ctx, node: OnnxNode) -> list[Expr]:
         if training is None or bool(np.asarray(training)):
             raise node.error("training_mode must be a constant false (inference only)")
     x = ctx.input(node, 0)
-    return [x, T.ones_like(x, "bool")]  # inference: the identity, and an all-true mask
+    # inference: the identity; the mask is all true (bool) from opset 10, and before that
+    # x's dtype, which onnxruntime fills with zeros at inference
+    return [x, T.ones_like(x, "bool") if node.opset >= 10 else T.zeros_like(x)]
 
 
 @converter("Pad")

@@ -1,0 +1,11 @@
+"""Fixtures of the ONNX frontend tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng()
