@@ -33,7 +33,7 @@ import islpy as isl
 from lowering.interval import const_bounds, sym_interval
 from lowering.passes.simplify import simplify_expr
 from tensor_expr import expr as E
-from tensor_expr.visitor import collect_vars
+from tensor_expr.visitor import collect_vars, substitute
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,9 @@ def footprint(fixed: Sequence[Loop], consumers: Sequence[Consumer],
             got = per_dim[k]
             if got is None:
                 continue
-            mn = pwaff_to_expr(got[0], names)
+            mn = _nice_min(got[0], d, consumers, fixed, names)
+            if mn is None:
+                mn = pwaff_to_expr(got[0], names)
             ext = pwaff_to_expr(got[1], names)
             if mn is not None and ext is not None:
                 result[d] = (mn, ext)
@@ -152,6 +154,33 @@ def footprint(fixed: Sequence[Loop], consumers: Sequence[Consumer],
         r = result[d] or _interval_dim(d, fixed, consumers, fixed_ids)
         out.append(r if r is not None else (E.const(0, shape[d].dtype), shape[d]))
     return out
+
+
+def _nice_min(mn: Any, d: int, consumers: Sequence[Consumer], fixed: Sequence[Loop],
+              names: _Names) -> E.PrimExpr | None:
+    """A consumer's own index with its inner loops at 0, when isl proves it is the min.
+
+    isl may write 2*floor(f/2) as 2f - 2*floor((f+1)/2); the consumer's form is the one the
+    loop indices use, so differences such as `index - min` then cancel and guards fold."""
+    seen: set[str] = set()
+    fnames = ", ".join(names.names[id(lp.var)] for lp in fixed)
+    for c in consumers:
+        zero = {lp.var: E.const(0, lp.var.dtype) for lp in c.free}
+        for acc in c.accesses:
+            cand = simplify_expr(substitute(acc[d], zero))
+            key = str(cand)
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                body = to_isl(cand, names)
+                text = f"[{', '.join(names.params)}] -> {{ [{fnames}] -> [({body})] }}"
+                pw = isl.PwAff(text).intersect_domain(mn.domain())
+                if pw.is_equal(mn):
+                    return cand
+            except (NonAffine, isl.Error):
+                continue
+    return None
 
 
 def _is_affine(e: E.PrimExpr, names: _Names) -> bool:

@@ -72,7 +72,7 @@ class _Info:
         field(default_factory=list)
     bufs: list[ir.Buffer] = field(default_factory=list)
     buf_min: list[E.PrimExpr] = field(default_factory=list)
-    allocated: bool = True
+    allocate: list[ir.Buffer] = field(default_factory=list)  # the bufs that are not args
 
 
 def schedule_to_func(sch: Schedule, args: Sequence[Tensor], name: str = "main") -> ir.PrimFunc:
@@ -287,22 +287,20 @@ class _Lowerer:
                     raise LoweringError(f"argument '{t.name}' is computed at '{at}'; a stage "
                                         "passed as an argument is stored whole: compute_root it")
                 inf.bufs.append(arg)
-                inf.allocated = False
                 continue
             if st.scope == "local" and not all(isinstance(d, E.IntImm) for d in shape):
                 raise LoweringError(
                     f"local buffer of stage '{st.name}' has non-constant shape "
                     f"[{', '.join(str(d) for d in shape)}]; compute_at it inside a loop so that "
                     "its footprint is constant, or use scope 'global'")
-            inf.bufs.append(ir.Buffer(self._buf_name(t.name), shape, t.dtype, st.scope,
-                                      _strides(st, shape)))
+            buf = ir.Buffer(self._buf_name(t.name), shape, t.dtype, st.scope,
+                            _strides(st, shape))
+            inf.bufs.append(buf)
+            inf.allocate.append(buf)
 
     # ------------------------------------------------------------------ emission
     def _with_alloc(self, st: Stage, body: ir.Stmt) -> ir.Stmt:
-        inf = self.info[st]
-        if not inf.allocated:
-            return body
-        for b in reversed(inf.bufs):
+        for b in reversed(self.info[st].allocate):
             body = ir.Allocate(b, body)
         return body
 
@@ -436,7 +434,7 @@ class _Lowerer:
         zero = {inf.loopvar[lv]: E.const(0) for lv in st.leaf_iter_vars[pos:]}
         idx = tuple(simplify_expr(substitute(i, zero)) for i in self._store_index(inf))
         d_ext, _ = intrin.extents
-        outs = [Region(b, idx, tuple(d_ext)) for b in inf.bufs]
+        outs = [Region(b, idx, tuple(d_ext), ir.BufferLoad(b, idx)) for b in inf.bufs]
         ins: list[Region] = []
         seen: set[int] = set()
         body = inf.body[0].source[0] if isinstance(inf.body[0], E.Reduce) else inf.body[0]
@@ -450,7 +448,7 @@ class _Lowerer:
             conv = self._convert(ld, inf)
             assert isinstance(conv, ir.BufferLoad)
             start = tuple(simplify_expr(substitute(i, zero)) for i in conv.indices)
-            ins.append(Region(conv.buffer, start, ()))
+            ins.append(Region(conv.buffer, start, (), ir.BufferLoad(conv.buffer, start)))
         return ir.Evaluate(intrin.emit(outs, ins))
 
 

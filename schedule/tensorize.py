@@ -32,21 +32,22 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Region:
-    """The part of a buffer an intrinsic touches: its first element and the extents."""
+    """The part of a buffer an intrinsic touches: its first element and the extents.
+
+    `first` is the load of the first element (a lowering BufferLoad, built by lowering so
+    that this module needs no loop-IR types); it stands for the region's address."""
 
     buffer: Any  # lowering.ir.Buffer
-    start: tuple[PrimExpr, ...]  # a BufferLoad-able index tuple
+    start: tuple[PrimExpr, ...]
     extents: tuple[int, ...]
+    first: PrimExpr
 
 
 def default_emit(name: str) -> Callable[[Sequence[Region], Sequence[Region]], PrimExpr]:
-    """`name(out_start, in_starts...)`, each start a BufferLoad of the region's first element."""
+    """`name(out_first, in_firsts...)`: the first element of each region, outputs first."""
 
     def emit(outs: Sequence[Region], ins: Sequence[Region]) -> PrimExpr:
-        from lowering.ir import BufferLoad
-
-        args = tuple(BufferLoad(r.buffer, r.start) for r in list(outs) + list(ins))
-        return Call("int32", name, args)
+        return Call("int32", name, tuple(r.first for r in list(outs) + list(ins)))
 
     return emit
 

@@ -130,3 +130,21 @@ def test_cache_write_local_is_tile_sized():
     s[BL].compute_at(s[B], jo)
     f = lowering.lower(s, [A, B])
     assert _allocs(f) == [("B.local", ["8", "16"])]
+
+
+def test_region_min_under_a_fused_loop_uses_the_consumers_index_form():
+    A = te.placeholder((8, 6), name="A")
+    k = te.reduce_axis((0, 6), name="k")
+    C = te.compute((8, 6), lambda i, j: te.sum(A[i, k] * 2.0, axis=k), name="C")
+    s = create_schedule(C)
+    CC = s.cache_write(C, "local")
+    i, j = s[C].op.axis
+    io, ii = s[C].split(i, factor=2)
+    jo, ji = s[C].split(j, factor=3)
+    s[C].reorder(io, jo, ii, ji)
+    s[CC].compute_at(s[C], jo)
+    s[C].fuse(io, jo)
+    text = str(lowering.lower(s, [A, C]))
+    assert "if (" not in text  # isl's 2f - 2*floor((f+1)/2) would leave always-true guards
+    assert "A[((floordiv(i.outer.j.outer.fused, 2) * 2) + i), k]" in text
+    assert "= C.local[i.inner, j.inner]" in text

@@ -281,3 +281,16 @@ def test_compute_at_axis_fused_or_split_afterwards_follows_the_new_loop():
     text = str(f)
     first_alloc = text.index("allocate B[float32 * (4, 4)]")
     assert text.index("for (i.outer.j.outer.fused.inner") < first_alloc
+
+
+def test_multi_output_stage_with_some_outputs_in_args_allocates_the_rest():
+    rng = np.random.default_rng(14)
+    X = te.placeholder((4, 7), name="X")
+    k = te.reduce_axis((0, 7), name="k")
+    M = te.compute((4,), lambda i: te.argmax((k, X[i, k]), axis=k), name="M")
+    s = create_schedule(M[0])
+    f = lowering.lower(s, [X, M[0]])
+    assert "allocate M.v1[float32 * (4)] in global" in str(f)
+    x, idx = _rand(rng, 4, 7), np.zeros(4, "int32")
+    lowering.build(s, [X, M[0]], target="llvm")(x, idx)
+    np.testing.assert_array_equal(idx, x.argmax(axis=1))
