@@ -54,6 +54,8 @@ def _float_math(cg: Any, name: str, dtype: str, args: list[ir.Value]) -> ir.Valu
     b = cg.b
     t = args[0].type
     fmf = cg.fmf
+    if name == "exp" and dtype == "float32":
+        return _exp_f32(cg, args[0])
     if name in _LLVM_UNARY:
         return cg.intrinsic(_LLVM_UNARY[name], t, args[:1], [t])
     if name == "pow":
@@ -65,7 +67,7 @@ def _float_math(cg: Any, name: str, dtype: str, args: list[ir.Value]) -> ir.Valu
         return b.fdiv(const(t, 1.0), s, flags=fmf)
     if name == "sigmoid":
         neg = b.fsub(const(t, 0.0), args[0], flags=fmf)
-        e = cg.intrinsic("exp", t, [neg], [t])
+        e = _exp_f32(cg, neg) if dtype == "float32" else cg.intrinsic("exp", t, [neg], [t])
         return b.fdiv(const(t, 1.0), b.fadd(const(t, 1.0), e, flags=fmf), flags=fmf)
     if name == "tanh" and dtype == "float32":
         return _tanh_f32(cg, args[0])
@@ -108,3 +110,39 @@ def _tanh_f32(cg: Any, x: ir.Value) -> ir.Value:
     ax = cg.intrinsic("fabs", t, [x], [t])
     tiny = b.fcmp_ordered("<", ax, const(t, 0.0004))
     return b.select(tiny, x, r)
+
+
+# Cephes expf: exp(x) = 2^n * P(r), r = x - n ln2 (Cody-Waite split of ln2), |r| <= ln2/2
+_LN2_HI, _LN2_LO = 0.693359375, -2.12194440e-4
+_EXP_P = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+          1.6666665459e-1, 5.0000001201e-1)
+
+
+def _exp_f32(cg: Any, x: ir.Value) -> ir.Value:
+    """float32 exp in straight-line code, so that it vectorizes (LLVM would call expf
+    once per lane). About 1 ulp; overflow gives inf, underflow denormals then 0, NaN NaN."""
+    b, t = cg.b, x.type
+    n_lanes = lanes_of(t)
+    i32 = vec(I32, n_lanes) if n_lanes else I32
+
+    def fma(a: ir.Value, c: ir.Value, d: ir.Value) -> ir.Value:
+        return cg.intrinsic("fma", t, [a, c, d], [t])
+
+    hi, lo = const(t, 88.8), const(t, -104.0)
+    xc = b.select(b.fcmp_ordered(">", x, hi), hi, x)
+    xc = b.select(b.fcmp_ordered("<", xc, lo), lo, xc)
+    n = cg.intrinsic("roundeven", t, [b.fmul(xc, const(t, 1.4426950408889634))], [t])
+    r = fma(n, const(t, -_LN2_HI), xc)
+    r = fma(n, const(t, -_LN2_LO), r)
+    p = const(t, _EXP_P[0])
+    for c in _EXP_P[1:]:
+        p = fma(p, r, const(t, c))
+    y = b.fadd(fma(p, b.fmul(r, r), r), const(t, 1.0))
+    # 2^n as two factors so that results down to the denormals come out right
+    k = b.fptosi(n, i32)
+    k1 = b.ashr(k, const(i32, 1))
+    k2 = b.sub(k, k1)
+    for kk in (k1, k2):
+        scale = b.bitcast(b.shl(b.add(kk, const(i32, 127)), const(i32, 23)), t)
+        y = b.fmul(y, scale)
+    return b.select(b.fcmp_unordered("uno", x, x), x, y)

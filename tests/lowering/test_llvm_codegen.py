@@ -76,6 +76,23 @@ def test_tanh_float32_is_accurate_over_its_range() -> None:
         np.testing.assert_allclose(b, np.tanh(a.astype("float64")), rtol=3e-7, atol=3e-7)
 
 
+def test_exp_float32_is_accurate_over_its_range() -> None:
+    func, _, _ = X.intrinsic("exp", "float32", ForKind.VECTORIZED)
+    k = lowering.build(func)
+    rng = np.random.default_rng()
+    for lo, hi in ((-80.0, 80.0), (-1.0, 1.0), (-103.0, -87.0)):
+        a = rng.uniform(lo, hi, 37).astype("float32")
+        b = np.empty_like(a)
+        k(a, b)
+        want = np.exp(a.astype("float64"))
+        np.testing.assert_allclose(b, want, rtol=3e-7, atol=1e-44)
+    a = np.array([89.0, -105.0, np.inf, -np.inf, np.nan, 0.0] + [1.0] * 31, "float32")
+    b = np.empty_like(a)
+    k(a, b)
+    assert b[0] == np.inf and b[1] == 0.0 and b[2] == np.inf and b[3] == 0.0
+    assert np.isnan(b[4]) and b[5] == 1.0
+
+
 def vector_kernel() -> PrimFunc:
     """B[i, j] = A[i, j] * s[0] + 1 with j vectorized over 16 float32 lanes."""
     A, B, S = Buffer("A", (8, 16), "float32"), Buffer("B", (8, 16), "float32"), \
