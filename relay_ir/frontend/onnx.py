@@ -294,7 +294,7 @@ class _GraphConverter:
         name = node.inputs[i]
         if name not in self.statics:
             raise NonStaticInput(
-                f"{node.where()}: input {i} ({what or name!r}) must be known at conversion "
+                f"{node.where()}: input {i} ({what or repr(name)}) must be known at conversion "
                 f"time (a constant, an initializer, or computed from them and static shapes), "
                 f"but {name!r} "
                 f"depends on graph inputs; give static input shapes with from_onnx(shape=...)")
