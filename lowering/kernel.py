@@ -41,6 +41,20 @@ def num_threads() -> int:
         return os.cpu_count() or 1
 
 
+def _foreign_cpu(target: Any) -> str:
+    """The host CPU name when `target` names a different CPU (or features), else ""."""
+    from lowering.target import Target, host_cpu
+
+    t = Target.parse(target)
+    host = host_cpu()[0]
+    named = t.attrs.get("mcpu")
+    if os.environ.get("TESSEL_ALLOW_FOREIGN_CPU") == "1":
+        return ""
+    if (named and named not in (host, "native")) or t.attrs.get("mattr"):
+        return host
+    return ""
+
+
 def written_buffers(func: lir.PrimFunc) -> set[int]:
     """Ids of the parameter buffers that `func` stores into."""
     out: set[int] = set()
@@ -67,6 +81,7 @@ class Kernel:
         self.generated = generated
         self._jit = jit
         self._fn = _CALL(jit.address(generated.entry))
+        self.foreign = _foreign_cpu(target)
         threads = ctypes.c_int32.from_address(jit.address(generated.num_threads_symbol))
         threads.value = num_threads()
         # parallel loops use the runtime's thread pool unless TESSEL_THREAD_POOL=0 (then
@@ -95,6 +110,13 @@ class Kernel:
 
     def check_args(self, arrays: tuple[Any, ...]) -> list[int]:
         """Check `arrays` against the parameters; return all their dims in order."""
+        if self.foreign:
+            # code for another CPU may use instructions this one lacks (SIGILL would kill
+            # the interpreter); its source can still be read
+            raise KernelArgumentError(
+                f"kernel '{self.name}' was compiled for '{self.target}', not for this host "
+                f"CPU ({self.foreign}); read it with .source('asm') or rebuild for 'llvm' "
+                "(TESSEL_ALLOW_FOREIGN_CPU=1 runs it anyway)")
         return check_arguments(self.func, arrays, self._written)[0]
 
     # ------------------------------------------------------------------ inspection

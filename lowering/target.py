@@ -92,7 +92,7 @@ class Target:
     def mcpu(self) -> str:
         """The CPU to generate code for: `-mcpu` if given, else the (corrected) host CPU."""
         value = self.attrs.get("mcpu")
-        return str(value) if value else host_cpu()[0]
+        return str(value) if value and value != "native" else host_cpu()[0]
 
     @property
     def mattr(self) -> str:
@@ -100,7 +100,7 @@ class Target:
         value = self.attrs.get("mattr")
         if value:
             return str(value)
-        if "mcpu" in self.attrs and self.attrs["mcpu"] != host_cpu()[0]:
+        if self.mcpu != host_cpu()[0]:
             return ""  # a named foreign CPU: its own default features
         return host_cpu()[1]
 

@@ -199,3 +199,16 @@ def test_build_of_a_schedule_needs_args() -> None:
 def test_build_for_cuda_target_is_refused() -> None:
     with pytest.raises(CodegenError, match="target 'cuda -arch=sm_90' has its own backend"):
         lowering.build(matmul_func(), target="cuda -arch=sm_90")
+
+
+def test_kernel_for_a_foreign_cpu_refuses_to_run_but_shows_source() -> None:
+    from lowering.target import host_cpu
+
+    other = "znver4" if host_cpu()[0] != "znver4" else "skylake"
+    k = lowering.build(matmul_func(4), target=f"llvm -mcpu={other}")
+    assert "mm:" in k.source("asm")
+    a, b, c = arrays(4)
+    with pytest.raises(KernelArgumentError,
+                       match=f"kernel 'mm' was compiled for 'llvm -mcpu={other}', not for "
+                             f"this host CPU"):
+        k(a, b, c)

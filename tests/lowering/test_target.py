@@ -77,3 +77,8 @@ def test_device_key_names_target_cpu_and_features() -> None:
     assert device_key("llvm") == key
     assert device_key("llvm -fast-math") != key
     assert device_key("cuda -arch=sm_90") == "cuda -arch=sm_90|sm_90"
+
+
+def test_native_cpu_means_the_host() -> None:
+    t = Target.parse("llvm -mcpu=native")
+    assert t.mcpu == host_cpu()[0] and t.mattr == host_cpu()[1]
