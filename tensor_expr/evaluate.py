@@ -75,6 +75,7 @@ class _Evaluator:
             var = v.var if isinstance(v, E.IterVar) else v
             self.sizes[id(var)] = int(n)
         self.values: dict[int, tuple[Any, list[np.ndarray]]] = {}
+        self._memo: dict[tuple[int, int, int], tuple[Any, ...]] = {}
         for t, arr in inputs.items():
             if not isinstance(t, Tensor) or not isinstance(t.op, PlaceholderOp):
                 raise TensorExprError(
@@ -209,10 +210,25 @@ class _Evaluator:
     def ev(self, e: E.PrimExpr, env: dict[int, np.ndarray], mask: np.ndarray | None
            ) -> np.ndarray:
         """The value of `e` over the grid; `mask` marks where the value is actually used."""
-        with np.errstate(all="ignore"):
-            return np.asarray(self._ev(e, env, mask))
+        # memo per top-level call: programs are DAGs; entries hold env and mask alive so
+        # that their ids stay unique while the memo lives
+        saved, self._memo = self._memo, {}
+        try:
+            with np.errstate(all="ignore"):
+                return np.asarray(self._ev(e, env, mask))
+        finally:
+            self._memo = saved
 
     def _ev(self, e: Any, env: dict[int, np.ndarray], mask: np.ndarray | None) -> Any:
+        key = (id(e), id(env), id(mask))
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit[3]
+        out = self._ev_node(e, env, mask)
+        self._memo[key] = (e, env, mask, out)
+        return out
+
+    def _ev_node(self, e: Any, env: dict[int, np.ndarray], mask: np.ndarray | None) -> Any:
         if isinstance(e, (E.IntImm, E.FloatImm)):
             return np.asarray(e.value, "bool" if e.dtype == "bool" else e.dtype)
         if isinstance(e, E.Var):

@@ -54,6 +54,7 @@ class BoundAnalyzer:
         self.ana = ana
         self.memo: dict[int, tuple[Any, Interval]] = {}
         self.kmemo: dict[int, Any] = memo if memo is not None else {}
+        self.lmemo: dict[int, tuple[Any, Lin]] = {}
 
     def bound(self, e: E.PrimExpr) -> Interval:
         """The interval of `e`."""
@@ -78,7 +79,7 @@ class BoundAnalyzer:
             if isinstance(e, E.Mul) and not isinstance(e.a, E.IntImm) and not isinstance(
                     e.b, E.IntImm):
                 return imul(self.bound(e.a), self.bound(e.b))
-            return self.lin_bound(linearize(e, self.kmemo))
+            return self.lin_bound(linearize(e, self.kmemo, self.lmemo))
         if isinstance(e, E.FloorDiv) and is_integral(e.dtype):
             return ifloordiv(self.bound(e.a), self.bound(e.b))
         if isinstance(e, E.FloorMod) and is_integral(e.dtype):
@@ -124,7 +125,7 @@ class BoundAnalyzer:
             ends = ((lo_form, lo_e if c > 0 else hi_e), (hi_form, hi_e if c > 0 else lo_e))
             for form, end in ends:
                 del form.terms[key]
-                sub = linearize(end, self.kmemo).scaled(c)
+                sub = linearize(end, self.kmemo, self.lmemo).scaled(c)
                 for k2, a2, c2 in sub.items():
                     form.add_term(a2, c2, key=k2)
                 form.const += sub.const

@@ -137,18 +137,31 @@ class Lin:
         return out
 
 
-def linearize(e: PrimExpr, memo: _Memo | None = None) -> Lin:
-    """The linear form of `e` read structurally (no simplification of the atoms)."""
+def linearize(e: PrimExpr, memo: _Memo | None = None,
+              lmemo: dict[int, tuple[Any, Lin]] | None = None) -> Lin:
+    """The linear form of `e` read structurally (no simplification of the atoms).
+
+    `lmemo` caches forms by node identity (expressions are DAGs); a fresh copy is returned."""
+    if lmemo is None:
+        lmemo = {}
+    hit = lmemo.get(id(e))
+    if hit is None:
+        hit = (e, _linearize(e, memo, lmemo))
+        lmemo[id(e)] = hit
+    return hit[1].copy()
+
+
+def _linearize(e: PrimExpr, memo: _Memo | None, lmemo: dict[int, tuple[Any, Lin]]) -> Lin:
     dt = e.dtype
     if isinstance(e, IntImm):
         return Lin.constant(e.value, dt)
     if isinstance(e, Add):
-        return linearize(e.a, memo).plus(linearize(e.b, memo))
+        return linearize(e.a, memo, lmemo).plus(linearize(e.b, memo, lmemo))
     if isinstance(e, Sub):
-        return linearize(e.a, memo).plus(linearize(e.b, memo), -1)
+        return linearize(e.a, memo, lmemo).plus(linearize(e.b, memo, lmemo), -1)
     if isinstance(e, Mul):
         if isinstance(e.b, IntImm):
-            return linearize(e.a, memo).scaled(e.b.value)
+            return linearize(e.a, memo, lmemo).scaled(e.b.value)
         if isinstance(e.a, IntImm):
-            return linearize(e.b, memo).scaled(e.a.value)
+            return linearize(e.b, memo, lmemo).scaled(e.a.value)
     return Lin.atom(e, dt, memo)

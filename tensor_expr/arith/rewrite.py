@@ -21,8 +21,8 @@ import numpy as np
 
 from tensor_expr import expr as E
 from tensor_expr.arith.bound import BoundAnalyzer
-from tensor_expr.arith.linear import Lin, linearize, wrap_int
-from tensor_expr.arith.structural import struct_key, structural_equal
+from tensor_expr.arith.linear import Lin, wrap_int
+from tensor_expr.arith.structural import struct_key
 from tensor_expr.dtype import is_float, is_integral
 from tensor_expr.visitor import ExprMutator, substitute
 
@@ -70,6 +70,7 @@ class Simplifier(ExprMutator):
         super().__init__()
         self.ana = ana
         self.kmemo: dict[int, Any] = {}
+        self.lmemo: dict[int, tuple[Any, Lin]] = {}
         self.bounds = BoundAnalyzer(ana, self.kmemo)
 
     def visit(self, e: Any) -> Any:
@@ -78,10 +79,20 @@ class Simplifier(ExprMutator):
             self.memo.setdefault(id(out), (out, out))  # outputs are already simple
         return out
 
+    def _same(self, a: Any, b: Any) -> bool:
+        return a is b or struct_key(a, self.kmemo) == struct_key(b, self.kmemo)
+
     # ---- linear forms ------------------------------------------------------------------
 
     def lin_of(self, e: E.PrimExpr) -> Lin:
-        """The linear form of `e` with its atoms simplified."""
+        """The linear form of `e` with its atoms simplified (a fresh copy: callers mutate)."""
+        hit = self.lmemo.get(id(e))
+        if hit is None:
+            hit = (e, self._lin_of(e))
+            self.lmemo[id(e)] = hit
+        return hit[1].copy()
+
+    def _lin_of(self, e: E.PrimExpr) -> Lin:
         dt = e.dtype
         if isinstance(e, E.Add):
             return self.lin_of(e.a).plus(self.lin_of(e.b))
@@ -98,7 +109,7 @@ class Simplifier(ExprMutator):
         if isinstance(s, E.IntImm):
             return Lin.constant(s.value, dt)
         if isinstance(s, (E.Add, E.Sub, E.Mul)):
-            return linearize(s, self.kmemo)
+            return self.lin_of(s)
         return Lin.atom(s, dt, self.kmemo)
 
     def finish(self, lin: Lin) -> E.PrimExpr:
@@ -287,7 +298,7 @@ class Simplifier(ExprMutator):
                     return self._rebuild(e, a, b)
                 return E.FloatImm(float(v), dt)
             return E.IntImm(v, dt)
-        if structural_equal(a, b):
+        if self._same(a, b):
             return a
         if dt in INDEX_TYPES:
             lo, hi = self.bounds.lin_bound(self.lin_of(a).plus(self.lin_of(b), -1))
@@ -310,7 +321,7 @@ class Simplifier(ExprMutator):
         if _is_const(a) and _is_const(b):
             return _true(_CMP_FOLD[cls](a.value, b.value))
         if dt not in INDEX_TYPES:
-            if is_integral(dt) and structural_equal(a, b) and cls in (E.EQ, E.NE):
+            if is_integral(dt) and self._same(a, b) and cls in (E.EQ, E.NE):
                 return _true(cls is E.EQ)
             return self._rebuild(e, a, b)
         d = self.lin_of(a).plus(self.lin_of(b), -1)
@@ -357,14 +368,14 @@ class Simplifier(ExprMutator):
         for x, y in ((a, b), (b, a)):
             if isinstance(x, E.IntImm):
                 return y if x.value else _true(False)
-        return a if structural_equal(a, b) else self._rebuild(e, a, b)
+        return a if self._same(a, b) else self._rebuild(e, a, b)
 
     def visit_Or(self, e: E.Or) -> E.PrimExpr:
         a, b = self.visit(e.a), self.visit(e.b)
         for x, y in ((a, b), (b, a)):
             if isinstance(x, E.IntImm):
                 return _true(True) if x.value else y
-        return a if structural_equal(a, b) else self._rebuild(e, a, b)
+        return a if self._same(a, b) else self._rebuild(e, a, b)
 
     def visit_Not(self, e: E.Not) -> E.PrimExpr:
         a = self.visit(e.a)
@@ -383,7 +394,7 @@ class Simplifier(ExprMutator):
         if isinstance(cond, E.IntImm):
             return self.visit(e.true_value if cond.value else e.false_value)
         t, f = self.visit(e.true_value), self.visit(e.false_value)
-        if structural_equal(t, f):
+        if self._same(t, f):
             return t
         if cond is e.condition and t is e.true_value and f is e.false_value:
             return e
@@ -395,7 +406,7 @@ class Simplifier(ExprMutator):
             if isinstance(cond, E.IntImm):
                 return self.visit(e.args[1] if cond.value else e.args[2])
             t, f = self.visit(e.args[1]), self.visit(e.args[2])
-            if structural_equal(t, f):
+            if self._same(t, f):
                 return t
             args = (cond, t, f)
         else:

@@ -202,3 +202,17 @@ def test_unbound_shape_var_is_named():
     B = te.compute((n,), lambda i: i, name="B")
     with pytest.raises(TensorExprError, match="variable 'n' has no value"):
         te.evaluate(B, {})
+
+
+def test_shared_subexpressions_are_evaluated_once(rng):
+    A = te.placeholder((8,), name="A")
+
+    def body(i):
+        e = A[i]
+        for _ in range(40):  # a DAG of depth 40: 2**40 paths if walked as a tree
+            e = (e + e) * 0.5
+        return e
+
+    B = te.compute((8,), body, name="B")
+    a = rng.random(8, "float32")
+    np.testing.assert_allclose(te.evaluate(B, {A: a}), a, rtol=1e-6)

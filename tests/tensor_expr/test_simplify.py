@@ -350,3 +350,13 @@ def test_const_int_bound_contains_every_value(expr, ranges, rnd):
 def test_structural_equal_distinguishes_vars():
     assert structural_equal(I + 1, I + 1)
     assert not structural_equal(I + 1, J + 1)
+
+
+def test_shared_subexpressions_are_simplified_once():
+    e = I
+    for _ in range(60):  # a DAG: 2**60 paths if walked as a tree
+        e = (e + e) - e
+    ana = Analyzer()
+    ana.bind(I, (0, 10))
+    assert ana.simplify(e) is I
+    assert ana.const_int_bound(e) == (0, 9)
