@@ -38,6 +38,10 @@ if TYPE_CHECKING:
     from tensor_expr.arith.analyzer import Analyzer
 
 
+# Types whose arithmetic may wrap in practice: a bound past their range means "anything".
+_WRAPPING = frozenset({"int8", "int16", "uint8", "uint16"})
+
+
 def value_range(dtype: str) -> Interval:
     """What an unknown value of `dtype` may be: None-like (infinite) ends for wide types."""
     if dtype in ("int32", "int64") or not (is_integral(dtype) or dtype == "bool"):
@@ -62,7 +66,7 @@ class BoundAnalyzer:
         if hit is not None:
             return hit[1]
         out = self._bound(e)
-        if e.dtype in dtype_ranges_checked:
+        if e.dtype in _WRAPPING:
             # narrow types wrap: a sum past the type's range may be anything in it
             r = dtype_range(e.dtype)
             if out[0] < r[0] or out[1] > r[1]:
@@ -134,7 +138,4 @@ class BoundAnalyzer:
         lo = self.lin_bound(lo_form, depth - 1)[0]
         hi = self.lin_bound(hi_form, depth - 1)[1]
         return (max(out[0], lo), min(out[1], hi))
-
-
-dtype_ranges_checked = frozenset({"int8", "int16", "uint8", "uint16"})
 

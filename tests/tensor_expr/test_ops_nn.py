@@ -9,7 +9,7 @@ import tensor_expr as te
 from tensor_expr import ops
 from tessel_errors import TensorExprError
 from tests.tensor_expr import nn_ref
-from tests.tensor_expr.op_check import check, rand
+from tests.tensor_expr.op_check import check, rand, run_compiled
 
 
 @pytest.fixture
@@ -132,3 +132,14 @@ def test_bias_add(rng):
     x2 = rand(rng, (4, 5))
     X2 = te.placeholder(x2.shape, name="x2")
     check(ops.bias_add(X2, B, axis=-1), {X2: x2, B: b}, x2 + b)
+
+
+def test_symbolic_batch_through_matmul_and_softmax(rng):
+    m = te.var("m")
+    A, B = te.placeholder((m, 8), name="A"), te.placeholder((8, 5), name="B")
+    y = ops.softmax(ops.relu(ops.matmul(A, B)))
+    a, b = rand(rng, (6, 8)), rand(rng, (8, 5))
+    want = nn_ref.softmax(np.maximum(a.astype("float64") @ b, 0), -1)
+    np.testing.assert_allclose(te.evaluate(y, {A: a, B: b}), want, rtol=1e-5, atol=1e-6)
+    (got,) = run_compiled(y, {A: a, B: b}, out_shapes=[(6, 5)])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
