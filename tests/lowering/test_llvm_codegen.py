@@ -273,3 +273,30 @@ def test_unbound_variable_is_a_codegen_error() -> None:
                                       BufferStore(B, te.cast(z, "float32"), (i,))))
     with pytest.raises(CodegenError, match="variable 'z' is used but not bound"):
         lowering.build(f)
+
+
+def _child_runs_parallel_kernels(k, func, queue) -> None:  # noqa: ANN001
+    make, ref = EXAMPLES["matmul_blocked"][1], EXAMPLES["matmul_blocked"][2]
+    a = make(np.random.default_rng())
+    k(*a)  # the parent's kernel: the pool belongs to the parent, so this runs serially
+    k2 = lowering.build(func)  # a kernel built here gets a fresh pool
+    b = make(np.random.default_rng())
+    k2(*b)
+    queue.put(bool(np.allclose(a[2], ref(a)[2], rtol=2e-5, atol=1e-4)
+                   and np.allclose(b[2], ref(b)[2], rtol=2e-5, atol=1e-4)))
+
+
+def test_parallel_kernels_work_in_a_forked_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "2")
+    func = EXAMPLES["matmul_blocked"][0]
+    k = lowering.build(func)
+    k(*EXAMPLES["matmul_blocked"][1](np.random.default_rng()))  # start the parent's pool
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    p = ctx.Process(target=_child_runs_parallel_kernels, args=(k, func, queue))
+    p.start()
+    assert queue.get(timeout=60) is True
+    p.join(10)
+    assert p.exitcode == 0
