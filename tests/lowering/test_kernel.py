@@ -212,3 +212,12 @@ def test_kernel_for_a_foreign_cpu_refuses_to_run_but_shows_source() -> None:
                        match=f"kernel 'mm' was compiled for 'llvm -mcpu={other}', not for "
                              f"this host CPU"):
         k(a, b, c)
+
+
+def test_read_only_inputs_and_views_are_accepted(mm) -> None:
+    a, b, c = arrays()
+    a.flags.writeable = False
+    big = np.zeros((32, 16), "float32")
+    big[16:] = b
+    mm(a, big[16:], c)  # a contiguous view with an offset
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
