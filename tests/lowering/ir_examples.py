@@ -318,6 +318,19 @@ def long_vector() -> Example:
     return f, lambda rng: [rand(rng, (3, 256), "float64"), sentinel((3, 256), "float64")], ref
 
 
+def strided_alloc() -> Example:
+    """A local buffer with padded rows (storage_align-like strides (8, 1)), written by a
+    vectorized loop and read back transposed."""
+    A, B = Buffer("A", (4, 5), "float32"), Buffer("B", (5, 4), "float32")
+    T = Buffer("T", (4, 5), "float32", scope="local", strides=(c(8), c(1)))
+    i, j = te.var("i"), te.var("j")
+    fill = loop(i, 4, loop(j, 5, BufferStore(T, A[i, j] + 1.0, (i, j)), V))
+    read = loop(j, 5, loop(i, 4, BufferStore(B, T[i, j], (j, i)), V))
+    f = PrimFunc("stralloc", (A, B), Allocate(T, seq(fill, read)))
+    return (f, lambda rng: [rand(rng, (4, 5), "float32"), sentinel((5, 4), "float32")],
+            lambda x: {1: (x[0] + 1).T.copy()})
+
+
 def all_examples() -> dict[str, Example]:
     """Every example by name (the dtype and kind variants included)."""
     out: dict[str, Example] = {
@@ -336,6 +349,7 @@ def all_examples() -> dict[str, Example]:
         "lets_and_branches": lets_and_branches(),
         "strided_vector": strided_vector(),
         "long_vector": long_vector(),
+        "strided_alloc": strided_alloc(),
     }
     for dt in ("int8", "int16", "int32", "int64", "uint8"):
         out[f"ints_{dt}"] = int_arith(dt)

@@ -13,7 +13,7 @@ import pytest
 import lowering
 import tensor_expr as te
 from lowering.interpreter import run
-from lowering.ir import Buffer, BufferStore, For, ForKind, PrimFunc
+from lowering.ir import Buffer, BufferStore, Evaluate, For, ForKind, PrimFunc
 from lowering.llvm.codegen import generate
 from lowering.llvm.jit import emit_assembly
 from tessel_errors import CodegenError
@@ -300,3 +300,11 @@ def test_parallel_kernels_work_in_a_forked_child(monkeypatch: pytest.MonkeyPatch
     assert queue.get(timeout=60) is True
     p.join(10)
     assert p.exitcode == 0
+
+
+def test_unknown_intrinsic_is_a_codegen_error_naming_it() -> None:
+    B = Buffer("B", (4,), "float32")
+    f = PrimFunc("tz", (B,), Evaluate(te.Call("int32", "gemm_4x4_intrin", (B[0],))))
+    with pytest.raises(CodegenError, match="intrinsic 'gemm_4x4_intrin' is not supported by "
+                                           "the LLVM backend"):
+        lowering.build(f)
