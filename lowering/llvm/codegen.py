@@ -50,6 +50,7 @@ from tensor_expr import expr as E
 from tessel_errors import CodegenError
 
 STACK_LIMIT = 256 * 1024  # local buffers above this many bytes go on the heap
+MAX_UNROLL = 512  # longer "unrolled" loops stay loops (copies would only slow LLVM down)
 
 
 @dataclass
@@ -393,7 +394,7 @@ class CodeGen(ExprEmitter):
         if kind is lir.ForKind.PARALLEL and not self.in_parallel and self.vec is None:
             parallel.emit_parallel_for(self, s)
             return
-        if kind is lir.ForKind.UNROLLED and ext is not None:
+        if kind is lir.ForKind.UNROLLED and ext is not None and ext <= MAX_UNROLL:
             self._unrolled(s, ext)
             return
         if kind is lir.ForKind.VECTORIZED and ext is not None and self.vec is None:
