@@ -106,6 +106,17 @@ def _schedule_loops(data, stage, allow_parallel):
         stage.parallel(leaves[0])
 
 
+def _attach_points(stage):
+    """Leaves a stage can be computed at: not inside a vector loop (its body must be stores)."""
+    out = []
+    for lv in stage.leaf_iter_vars:
+        attr = stage.iter_attrs.get(lv)
+        if attr is not None and attr.kind == "vectorize":
+            break
+        out.append(lv)
+    return out
+
+
 def _first_computed_reader(s, stage):
     q = s.readers(stage)[0]
     while q.attach_type == INLINE:
@@ -122,10 +133,10 @@ def _random_schedule(data, out, chain):
                                                label="scope"))]
     _schedule_loops(data, out_stage, allow_parallel=True)
     if cache is not None:
-        at_root = data.draw(st.booleans(), label="cache at root")
+        points = _attach_points(out_stage)
+        at_root = not points or data.draw(st.booleans(), label="cache at root")
         if not at_root:
-            cache.compute_at(out_stage, data.draw(st.sampled_from(out_stage.leaf_iter_vars),
-                                                  label="cache attach"))
+            cache.compute_at(out_stage, data.draw(st.sampled_from(points), label="cache attach"))
         _schedule_loops(data, cache, allow_parallel=at_root)
     for t in reversed(chain[:-1]):
         stage = s[t]
@@ -137,7 +148,11 @@ def _random_schedule(data, out, chain):
             continue
         if choice == "at":
             q = _first_computed_reader(s, stage)
-            stage.compute_at(q, data.draw(st.sampled_from(q.leaf_iter_vars), label="at axis"))
+            points = _attach_points(q)
+            if points:
+                stage.compute_at(q, data.draw(st.sampled_from(points), label="at axis"))
+            else:
+                choice = "root"
         _schedule_loops(data, stage, allow_parallel=choice == "root")
     return s
 
