@@ -249,11 +249,16 @@ class CodeGen(ExprEmitter):
         if c == 1:
             ptr = self.b.gep(info.ptr, [self.lane0_index(s.buffer, s.indices)],
                              source_etype=mt)
-            self.b.store(value, ptr, align=align)
+            if vc.mask is None:
+                self.b.store(value, ptr, align=align)
+            else:
+                self.intrinsic("masked.store", ir.VoidType(),
+                               [value, ptr, ir.Constant(I32, align), vc.mask],
+                               [value.type, PTR])
             return
         idx = self.splat(self.flat_index(s.buffer, s.indices), vc.lanes)
         ptrs = self.vgep(info.ptr, idx, mt)
-        mask = const(vec(I1, vc.lanes), 1)
+        mask = vc.mask if vc.mask is not None else const(vec(I1, vc.lanes), 1)
         self.intrinsic("masked.scatter", ir.VoidType(),
                        [value, ptrs, ir.Constant(I32, align), mask], [value.type, ptrs.type])
 
@@ -293,8 +298,8 @@ class CodeGen(ExprEmitter):
     def _s_IfThenElse(self, s: lir.IfThenElse) -> None:
         cond = self.emit(s.condition)
         if isinstance(cond.type, ir.VectorType):
-            raise CodegenError(f"branch on a lane-varying condition '{s.condition}' inside a "
-                               "vectorized loop")
+            self._masked_if(s, cond)
+            return
         fn = self.b.function
         then_bb = fn.append_basic_block("if.then")
         end_bb = fn.append_basic_block("if.end")
@@ -308,6 +313,21 @@ class CodeGen(ExprEmitter):
             self.stmt(s.else_case)
             self.b.branch(end_bb)
         self.b.position_at_end(end_bb)
+
+    def _masked_if(self, s: lir.IfThenElse, cond: ir.Value) -> None:
+        # both sides run, each with the lanes where it is taken; stores and loads are masked
+        vc = self.vec
+        assert vc is not None
+        outer = vc.mask
+        neg = self.b.not_(cond)
+        try:
+            vc.mask = cond if outer is None else self.b.and_(outer, cond)
+            self.stmt(s.then_case)
+            if s.else_case is not None:
+                vc.mask = neg if outer is None else self.b.and_(outer, neg)
+                self.stmt(s.else_case)
+        finally:
+            vc.mask = outer
 
     def _s_Allocate(self, s: lir.Allocate) -> None:
         buf = s.buffer

@@ -5,8 +5,9 @@ vector code at all.
 A vectorized loop over `v` becomes straight-line code on `<N x T>` values: loads whose flat
 index moves by 1 per lane are vector loads, by 0 a scalar load broadcast, otherwise a
 gather. When the body holds something we do not emit in vector form (a nested loop, a
-store that does not move with the lane, a branch on a lane-varying condition) the loop is
-emitted as a scalar loop and LLVM's loop vectorizer gets it instead.
+store that does not move with the lane) the loop is emitted as a scalar loop and LLVM's
+loop vectorizer gets it instead. A branch on a lane-varying condition (the guard of a
+non-dividing split) becomes a lane mask: masked loads and stores.
 
     >>> import tensor_expr as te
     >>> i, v = te.var("i"), te.var("v")
@@ -100,8 +101,7 @@ def vector_body_ok(body: lir.Stmt, v: E.Var, const_strides: Any) -> bool:
                 varying.add(id(s.var))
             return ok(s.body)
         if isinstance(s, lir.IfThenElse):
-            if uses_any(s.condition, varying):
-                return False
+            # a lane-varying condition becomes a lane mask on the stores and loads below
             return ok(s.then_case) and (s.else_case is None or ok(s.else_case))
         return False
 

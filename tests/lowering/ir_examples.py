@@ -331,6 +331,27 @@ def strided_alloc() -> Example:
             lambda x: {1: (x[0] + 1).T.copy()})
 
 
+def guarded_vector() -> Example:
+    """A non-dividing split (20 = 3 x 8 - 4) with its guard inside the vectorized loop:
+    `if (jo * 8 + ji < 20) { B[...] = A[...] * 2 } else-free`, plus an else branch."""
+    A, B, D = Buffer("A", (3, 20), "float32"), Buffer("B", (3, 20), "float32"), \
+        Buffer("D", (3, 24), "float32")
+    i, jo, ji = te.var("i"), te.var("jo"), te.var("ji")
+    j = jo * 8 + ji
+    guard = IfThenElse(j < 20, seq(BufferStore(B, A[i, j] * 2.0, (i, j)),
+                                   BufferStore(D, A[i, j], (i, j))),
+                       BufferStore(D, te.const(-1.0), (i, j)))
+    f = PrimFunc("guardv", (A, B, D), loop(i, 3, loop(jo, 3, loop(ji, 8, guard, V))))
+
+    def ref(x: list[np.ndarray]) -> dict[int, np.ndarray]:
+        d = np.full((3, 24), -1.0, "float32")
+        d[:, :20] = x[0]
+        return {1: x[0] * 2, 2: d}
+
+    return f, lambda rng: [rand(rng, (3, 20), "float32"), sentinel((3, 20), "float32"),
+                           sentinel((3, 24), "float32")], ref
+
+
 def all_examples() -> dict[str, Example]:
     """Every example by name (the dtype and kind variants included)."""
     out: dict[str, Example] = {
@@ -350,6 +371,7 @@ def all_examples() -> dict[str, Example]:
         "strided_vector": strided_vector(),
         "long_vector": long_vector(),
         "strided_alloc": strided_alloc(),
+        "guarded_vector": guarded_vector(),
     }
     for dt in ("int8", "int16", "int32", "int64", "uint8"):
         out[f"ints_{dt}"] = int_arith(dt)

@@ -308,3 +308,8 @@ def test_unknown_intrinsic_is_a_codegen_error_naming_it() -> None:
     with pytest.raises(CodegenError, match="intrinsic 'gemm_4x4_intrin' is not supported by "
                                            "the LLVM backend"):
         lowering.build(f)
+
+
+def test_guard_in_vectorized_loop_becomes_masked_vector_code() -> None:
+    text = generate(EXAMPLES["guarded_vector"][0], "llvm").text
+    assert "llvm.masked.store.v8f32" in text and "llvm.masked.load.v8f32" in text
