@@ -106,7 +106,7 @@ class CodeGen(ExprEmitter):
             slot = b.gep(args, [ir.Constant(I64, k)], source_etype=PTR)
             ptrs.append(b.load(slot, typ=PTR, align=8))
         b.ret(b.call(body, ptrs + [shapes]))
-        text = self._add_function_attrs(str(self.module))
+        text = _fix_loop_ids(self._add_function_attrs(str(self.module)))
         return Generated(text, f.name, self.messages, self.nthreads_sym)
 
     def _body_function(self) -> ir.Function:
@@ -371,8 +371,9 @@ class CodeGen(ExprEmitter):
 
     # ------------------------------------------------------------------ loops
     def loop(self, lo: ir.Value, hi: ir.Value, body: Callable[[ir.Value], None],
-             name: str = "for") -> None:
-        """Emit `for (c = lo; c < hi; ++c) body(c)` with an i64 counter."""
+             name: str = "for", hint: str = "") -> None:
+        """Emit `for (c = lo; c < hi; ++c) body(c)` with an i64 counter; `hint`
+        "vectorize" or "unroll" asks LLVM's loop passes for it (loop metadata)."""
         fn = self.b.function
         pre = self.b.block
         head = fn.append_basic_block(name + ".head")
@@ -390,8 +391,20 @@ class CodeGen(ExprEmitter):
         self.memo = saved
         nxt = self.b.add(phi, ir.Constant(I64, 1), flags=["nsw"])
         phi.add_incoming(nxt, self.b.block)
-        self.b.branch(head)
+        latch = self.b.branch(head)
+        if hint:
+            latch.set_metadata("llvm.loop", self._loop_md(hint))
         self.b.position_at_end(exit_bb)
+
+    def _loop_md(self, hint: str) -> ir.MDValue:
+        # LLVM wants `!L = distinct !{!L, !{...}}`; llvmlite cannot write a self-reference,
+        # so the node is emitted as `!{!"tessel.loop.self", ...}` and fixed up in the text
+        key = {"vectorize": "llvm.loop.vectorize.enable",
+               "unroll": "llvm.loop.unroll.enable"}[hint]
+        opt = self.module.add_metadata([ir.MetaDataString(self.module, key),
+                                        ir.Constant(I1, 1)])
+        return self.module.add_metadata([ir.MetaDataString(self.module, "tessel.loop.self"),
+                                         opt])
 
     def bind_loop_var(self, var: E.Var, value64: ir.Value) -> tuple[Any, Any]:
         """Bind `var` to the i64 `value64` (and its own dtype); returns what to restore."""
@@ -422,10 +435,11 @@ class CodeGen(ExprEmitter):
             if lanes > 1 and vector_body_ok(s.body, s.var, self.const_strides):
                 self._vectorized(s, ext, lanes)
                 return
-        self.serial(s)
+        hint = {lir.ForKind.VECTORIZED: "vectorize", lir.ForKind.UNROLLED: "unroll"}
+        self.serial(s, hint.get(kind, ""))
 
-    def serial(self, s: lir.For) -> None:
-        """Emit `s` as an ordinary loop."""
+    def serial(self, s: lir.For, hint: str = "") -> None:
+        """Emit `s` as an ordinary loop (with a vectorize/unroll hint for LLVM)."""
         lo = self.emit_index(s.min)
         hi = self.b.add(lo, self.emit_index(s.extent), flags=["nsw"])
 
@@ -434,7 +448,7 @@ class CodeGen(ExprEmitter):
             self.stmt(s.body)
             self._restore(id(s.var), *old)
 
-        self.loop(lo, hi, body, name="for." + s.var.name)
+        self.loop(lo, hi, body, name="for." + s.var.name, hint=hint)
 
     def _unrolled(self, s: lir.For, ext: int) -> None:
         lo = self.emit_index(s.min)
@@ -474,6 +488,12 @@ class CodeGen(ExprEmitter):
             one_chunk(base)
 
         self.loop(ir.Constant(I64, 0), ir.Constant(I64, ext // lanes), chunk, name="vec")
+
+
+def _fix_loop_ids(text: str) -> str:
+    """Turn `!N = !{ !"tessel.loop.self", ...}` into LLVM's self-referential loop ids."""
+    return re.sub(r'^(!\d+) = !\{\s*!"tessel\.loop\.self"\s*,', r"\1 = distinct !{\1,",
+                  text, flags=re.M)
 
 
 def generate(func: lir.PrimFunc, target: Any = "llvm") -> Generated:

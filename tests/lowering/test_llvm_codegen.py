@@ -313,3 +313,10 @@ def test_unknown_intrinsic_is_a_codegen_error_naming_it() -> None:
 def test_guard_in_vectorized_loop_becomes_masked_vector_code() -> None:
     text = generate(EXAMPLES["guarded_vector"][0], "llvm").text
     assert "llvm.masked.store.v8f32" in text and "llvm.masked.load.v8f32" in text
+
+
+def test_unvectorizable_vector_loop_gets_loop_vectorize_metadata() -> None:
+    # extent 67 fits no vector width: a scalar loop that asks LLVM's loop vectorizer
+    text = generate(EXAMPLES["long_vector"][0], "llvm").text
+    assert re.search(r'!(\d+) = distinct !\{!\1, !\d+ ?\}', text)
+    assert '!"llvm.loop.vectorize.enable", i1 1' in text
