@@ -1,5 +1,10 @@
 """Differential test: random small TE programs under random legal schedules give the same
-result through the loop-IR interpreter, the LLVM kernel, te.evaluate and numpy."""
+result through the loop-IR interpreter, the LLVM kernel, te.evaluate and numpy.
+
+Programs: chains of 1-3 stages (elementwise, broadcast, padding via if_then_else, a 3-tap
+reduction window, matmul). Schedules: splits (factor or nparts, often non-dividing),
+reorders, fuse, unroll, vectorize, parallel, compute_at, compute_inline, cache_write,
+cache_read, rfactor."""
 
 from __future__ import annotations
 
@@ -124,13 +129,35 @@ def _first_computed_reader(s, stage):
     return q
 
 
-def _random_schedule(data, out, chain):
+def _maybe_rfactor(data, s, stage):
+    """Split the first reduction axis and rfactor its inner part (a root stage)."""
+    if not stage.op.reduce_axis or not data.draw(st.booleans(), label="rfactor"):
+        return
+    ko, ki = stage.split(stage.op.reduce_axis[0],
+                         factor=data.draw(st.integers(1, 4), label="rf factor"))
+    rf = s[s.rfactor(stage.op.output(0), data.draw(st.sampled_from([ko, ki]), label="rf axis"))]
+    _schedule_loops(data, rf, allow_parallel=True)
+
+
+def _attach(data, s, stage):
+    """compute_at the first computed reader at a random legal loop; False: left at root."""
+    q = _first_computed_reader(s, stage)
+    points = _attach_points(q)
+    if not points:
+        return False
+    stage.compute_at(q, data.draw(st.sampled_from(points), label="at axis"))
+    return True
+
+
+def _random_schedule(data, out, chain, source):
     s = create_schedule(out)
     out_stage = s[out]
     cache = None
     if data.draw(st.booleans(), label="cache_write"):
         cache = s[s.cache_write(out, data.draw(st.sampled_from(["local", "global"]),
                                                label="scope"))]
+    else:
+        _maybe_rfactor(data, s, out_stage)
     _schedule_loops(data, out_stage, allow_parallel=True)
     if cache is not None:
         points = _attach_points(out_stage)
@@ -146,14 +173,15 @@ def _random_schedule(data, out, chain):
         if choice == "inline":
             stage.compute_inline()
             continue
-        if choice == "at":
-            q = _first_computed_reader(s, stage)
-            points = _attach_points(q)
-            if points:
-                stage.compute_at(q, data.draw(st.sampled_from(points), label="at axis"))
-            else:
-                choice = "root"
-        _schedule_loops(data, stage, allow_parallel=choice == "root")
+        _maybe_rfactor(data, s, stage)
+        at = choice == "at" and _attach(data, s, stage)
+        _schedule_loops(data, stage, allow_parallel=not at)
+    if data.draw(st.booleans(), label="cache_read"):
+        readers = s.readers(s[source])
+        cached = s[s.cache_read(source, data.draw(st.sampled_from(["local", "global"]),
+                                                  label="read scope"), readers[:1])]
+        at = data.draw(st.booleans(), label="read at") and _attach(data, s, cached)
+        _schedule_loops(data, cached, allow_parallel=not at)
     return s
 
 
@@ -165,7 +193,7 @@ def _case(data):
         chain.append(t)
         t = t.op.input_tensors[0]
     chain.reverse()
-    s = _random_schedule(data, out, chain)
+    s = _random_schedule(data, out, chain, inputs[0])
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed"))
     feeds = {x: rng.standard_normal([d.value for d in x.shape]).astype("float32")
              for x in inputs}
