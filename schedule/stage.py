@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,6 @@ from tensor_expr.expr import (
     PrimExpr,
     StringImm,
     Var,
-    as_expr,
     const,
 )
 from tensor_expr.tensor import ComputeOp, Operation, PlaceholderOp
@@ -389,12 +387,4 @@ def _positive_int(v: Any) -> int | PrimExpr | None:
     return None
 
 
-def leaf_positions(stage: Stage, axes: Sequence[IterVar]) -> list[int]:
-    """Positions of `axes` among the stage's leaves (-1 for absent ones)."""
-    out = []
-    for a in axes:
-        out.append(next((n for n, v in enumerate(stage.leaf_iter_vars) if v is a), -1))
-    return out
-
-
-__all__ = ["Stage", "IterAttr", "ROOT", "INLINE", "SCOPE", "PLACEHOLDER", "as_expr"]
+__all__ = ["Stage", "IterAttr", "ROOT", "INLINE", "SCOPE", "PLACEHOLDER"]
