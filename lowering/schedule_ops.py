@@ -211,7 +211,11 @@ class _Lowerer:
         inf = self.info[st]
         outs = {id(t) for t in st.op.outputs}
         prefix = inf.chain[:len(inf.chain) - len(st.leaf_iter_vars)]
-        fixed = [self._loop(e) for e in prefix]
+        # a shared buffer serves all threads of a block: its region is relaxed over the
+        # threadIdx loops around it (the producer's loops are meant to be bound to them)
+        relaxed = [e for e in prefix if st.scope == "shared" and _thread_tag(e).startswith(
+            "threadIdx")]
+        fixed = [self._loop(e) for e in prefix if e not in relaxed]
         consumers = []
         for c in self.compute:
             if c is st:
@@ -235,7 +239,7 @@ class _Lowerer:
                     "at a loop enclosing all its consumers, or compute_root it")
             vmap = cinf.rootval
             accs = [tuple(simplify_expr(substitute(i, vmap)) for i in a) for a in accesses]
-            free = [self._loop(e) for e in cinf.chain[len(prefix):]]
+            free = [self._loop(e) for e in relaxed + cinf.chain[len(prefix):]]
             cons = []
             seen: list[Stage] = []
             for s2, _ in cinf.chain:
@@ -450,6 +454,12 @@ class _Lowerer:
             start = tuple(simplify_expr(substitute(i, zero)) for i in conv.indices)
             ins.append(Region(conv.buffer, start, (), ir.BufferLoad(conv.buffer, start)))
         return ir.Evaluate(intrin.emit(outs, ins))
+
+
+def _thread_tag(entry: tuple[Stage, E.IterVar]) -> str:
+    attr = entry[0].iter_attrs.get(entry[1])
+    thread = attr.bind_thread if attr is not None else None
+    return thread.thread_tag if thread is not None else ""
 
 
 def _follow_to_leaf(st: Stage, iv: E.IterVar) -> E.IterVar:

@@ -148,3 +148,21 @@ def test_region_min_under_a_fused_loop_uses_the_consumers_index_form():
     assert "if (" not in text  # isl's 2f - 2*floor((f+1)/2) would leave always-true guards
     assert "A[((floordiv(i.outer.j.outer.fused, 2) * 2) + i), k]" in text
     assert "= C.local[i.inner, j.inner]" in text
+
+
+def test_shared_buffer_region_is_relaxed_over_thread_loops():
+    A = te.placeholder((64,), name="A")
+    B = te.compute((64,), lambda i: A[i] * 2.0, name="B")
+    s = create_schedule(B)
+    AS = s.cache_read(A, "shared", [B])
+    AL = s.cache_read(AS, "local", [B])
+    bx, tx = s[B].split(s[B].op.axis[0], factor=16)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    s[AS].compute_at(s[B], tx)
+    s[AL].compute_at(s[B], tx)
+    f = lowering.lower(s, [A, B])
+    assert sorted(_allocs(f)) == [("A.shared", ["16"]), ("A.shared.local", ["1"])]
+    a, b = np.arange(64, dtype="float32"), np.zeros(64, "float32")
+    lowering.interpret(f, a, b)
+    np.testing.assert_allclose(b, a * 2)
