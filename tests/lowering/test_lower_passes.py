@@ -1,0 +1,88 @@
+"""The loop passes on hand-built loop IR: simplify, loop_partition, remove_no_op, verify."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lowering
+import tensor_expr as te
+from lowering import ir
+from lowering.passes import loop_partition, remove_no_op, simplify, simplify_expr, verify_loops
+from tessel_errors import LoweringError
+
+i, j = te.var("i"), te.var("j")
+B = ir.Buffer("B", (te.const(10),), "float32")
+
+
+def _for(v, lo, ext, body, kind=ir.ForKind.SERIAL):
+    return ir.For(v, te.const(lo), te.const(ext), kind, body)
+
+
+def _func(body):
+    return ir.PrimFunc("f", (B,), body)
+
+
+def test_simplify_cancels_split_indices_and_folds_constant_guards():
+    assert str(simplify_expr((i * 4 + j) - i * 4)) == "j"
+    assert str(simplify_expr((i * 8 + j * 4) // 4)) == "((i * 2) + j)"
+    assert str(simplify_expr((i * 8 + j) % 4)) == "floormod(j, 4)"
+    body = _for(i, 0, 4, ir.IfThenElse(i * 2 + 1 < i * 2 + 3, ir.BufferStore(B, te.const(1.0),
+                                                                            (i,))))
+    assert str(simplify(_func(body)).body) == "for (i, 0, 4) {\n  B[i] = 1.0\n}"
+
+
+def test_simplify_uses_loop_ranges():
+    f = _func(_for(i, 0, 2, _for(j, 0, 4, ir.BufferStore(B, te.const(1.0),
+                                                         (((i * 4 + j) // 4) * 4 + j,)))))
+    assert "B[((i * 4) + j)]" in str(simplify(f))
+
+
+def test_loop_partition_splits_off_a_guarded_head_and_tail():
+    # 2 <= i + 1 < 9 holds for i in [1, 8): head i=0 and tail i=8, 9 are dropped
+    store = ir.BufferStore(B, te.const(1.0), (i,))
+    body = _for(i, 0, 10, ir.IfThenElse(te.all(i + 1 >= 2, i + 1 < 9), store))
+    out = remove_no_op(simplify(loop_partition(_func(body))))
+    assert str(out.body) == "for (i, 1, 7) {\n  B[i] = 1.0\n}"
+
+
+def test_loop_partition_keeps_the_guard_in_a_tail_that_it_cannot_decide():
+    n = te.var("n")
+    store = ir.BufferStore(B, te.const(1.0), (i,))
+    body = _for(i, 0, 10, ir.IfThenElse(i < n, store))
+    assert loop_partition(_func(body)).body is body
+
+
+def test_loop_partition_preserves_results():
+    A = te.placeholder((13, 7), name="A")
+    C = te.compute((13, 7), lambda y, x: A[y, x] * 2.0, name="C")
+    from schedule import create_schedule
+
+    s = create_schedule(C)
+    yo, xo, yi, xi = s[C].tile(*C.op.axis, 4, 3)
+    a = np.random.default_rng(0).standard_normal((13, 7)).astype("float32")
+    outs = []
+    for partition in (True, False):
+        c = np.zeros((13, 7), "float32")
+        f = lowering.lower(s, [A, C], partition=partition)
+        lowering.interpret(f, a, c)
+        outs.append((c, str(f).count("if (")))
+    np.testing.assert_array_equal(outs[0][0], a * 2)
+    np.testing.assert_array_equal(outs[1][0], a * 2)
+    assert outs[0][1] == 0 and outs[1][1] > 0
+
+
+def test_remove_no_op_drops_empty_and_zero_trip_loops_and_inlines_unit_loops():
+    store = ir.BufferStore(B, te.const(2.0), (j,))
+    body = ir.seq(_for(i, 0, 0, store), _for(i, 0, 3, ir.SeqStmt(())), _for(j, 5, 1, store))
+    assert str(remove_no_op(_func(body)).body) == "B[5] = 2.0"
+
+
+def test_verify_rejects_nested_vector_loops_and_symbolic_vector_extent():
+    store = ir.BufferStore(B, te.const(1.0), (i,))
+    vec = ir.ForKind.VECTORIZED
+    with pytest.raises(LoweringError, match="vectorized loop 'i' is inside vectorized loop 'j'"):
+        verify_loops(_func(_for(j, 0, 2, _for(i, 0, 4, store, vec), vec)))
+    n = te.var("n")
+    with pytest.raises(LoweringError, match="vectorized loop 'i' has non-constant extent n"):
+        verify_loops(_func(ir.For(i, te.const(0), n, vec, store)))
