@@ -118,6 +118,7 @@ def to_isl(e: E.PrimExpr, names: _Names) -> str:
 # parsed maps and their per-dim results, keyed by the isl text (parsing dominates the cost)
 _CACHE: dict[str, list[tuple[Any, Any] | None]] = {}
 _CACHE_LIMIT = 4096
+_NICE: dict[tuple[str, int, str], bool] = {}  # (map text, dim, candidate) -> is the min
 
 
 def footprint(fixed: Sequence[Loop], consumers: Sequence[Consumer],
@@ -142,7 +143,7 @@ def footprint(fixed: Sequence[Loop], consumers: Sequence[Consumer],
             got = per_dim[k]
             if got is None:
                 continue
-            mn = _nice_min(got[0], d, consumers, fixed, names)
+            mn = _nice_min(got[0], d, consumers, fixed, names, text, k)
             if mn is None:
                 mn = pwaff_to_expr(got[0], names)
             ext = pwaff_to_expr(got[1], names)
@@ -157,7 +158,7 @@ def footprint(fixed: Sequence[Loop], consumers: Sequence[Consumer],
 
 
 def _nice_min(mn: Any, d: int, consumers: Sequence[Consumer], fixed: Sequence[Loop],
-              names: _Names) -> E.PrimExpr | None:
+              names: _Names, text: str, k: int) -> E.PrimExpr | None:
     """A consumer's own index with its inner loops at 0, when isl proves it is the min.
 
     isl may write 2*floor(f/2) as 2f - 2*floor((f+1)/2); the consumer's form is the one the
@@ -174,12 +175,21 @@ def _nice_min(mn: Any, d: int, consumers: Sequence[Consumer], fixed: Sequence[Lo
             seen.add(key)
             try:
                 body = to_isl(cand, names)
-                text = f"[{', '.join(names.params)}] -> {{ [{fnames}] -> [({body})] }}"
-                pw = isl.PwAff(text).intersect_domain(mn.domain())
-                if pw.is_equal(mn):
-                    return cand
-            except (NonAffine, isl.Error):
+            except NonAffine:
                 continue
+            ckey = (text, k, body)
+            ok = _NICE.get(ckey)
+            if ok is None:
+                try:
+                    ctext = f"[{', '.join(names.params)}] -> {{ [{fnames}] -> [({body})] }}"
+                    ok = isl.PwAff(ctext).intersect_domain(mn.domain()).is_equal(mn)
+                except isl.Error:
+                    ok = False
+                if len(_NICE) > _CACHE_LIMIT:
+                    _NICE.clear()
+                _NICE[ckey] = ok
+            if ok:
+                return cand
     return None
 
 
