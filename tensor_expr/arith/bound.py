@@ -133,9 +133,29 @@ class BoundAnalyzer:
                 for k2, a2, c2 in sub.items():
                     form.add_term(a2, c2, key=k2)
                 form.const += sub.const
-        if not used:
-            return out
-        lo = self.lin_bound(lo_form, depth - 1)[0]
-        hi = self.lin_bound(hi_form, depth - 1)[1]
-        return (max(out[0], lo), min(out[1], hi))
+        if used:
+            lo = self.lin_bound(lo_form, depth - 1)[0]
+            hi = self.lin_bound(hi_form, depth - 1)[1]
+            out = (max(out[0], lo), min(out[1], hi))
+        alt = self._divmod_form(lin)
+        if alt is not None:
+            out = iintersect(out, self.lin_bound(alt, depth - 1))
+        return out
+
+    def _divmod_form(self, lin: Lin) -> Lin | None:
+        """`lin` with every (c*k) * floordiv(X, c) written k*X - k*floormod(X, c), so that X
+        can cancel (`32*floordiv(n, 32) - n` is within [-31, 0])."""
+        out, changed = lin.copy(), False
+        for key, atom, coeff in lin.items():
+            if not (isinstance(atom, E.FloorDiv) and isinstance(atom.b, E.IntImm)):
+                continue
+            c = atom.b.value
+            if c <= 0 or coeff % c:
+                continue
+            k = coeff // c
+            del out.terms[key]
+            out = out.plus(linearize(atom.a, self.kmemo, self.lmemo), k)
+            out.add_term(E.FloorMod(atom.a, atom.b), -k, self.kmemo)
+            changed = True
+        return out if changed else None
 

@@ -360,3 +360,17 @@ def test_shared_subexpressions_are_simplified_once():
     ana.bind(I, (0, 10))
     assert ana.simplify(e) is I
     assert ana.const_int_bound(e) == (0, 9)
+
+
+def test_guard_of_partitioned_main_loop_is_proved():
+    # the main loop of a split of n by 32 runs io over [0, n // 32): no guard needed there
+    ana = Analyzer()
+    ana.bind(IO, (0, N // 32))
+    ana.bind(II, (0, 32))
+    assert ana.can_prove(IO * 32 + II < N)
+    assert not ana.can_prove(IO * 32 + II < N - 1)
+    assert _text(ana.simplify(te.min(IO * 32 + II, N - 1))) == "((io * 32) + ii)"
+
+
+def test_floor_multiple_bound_uses_the_remainder():
+    assert Analyzer().const_int_bound(N - (N // 8) * 8) == (0, 7)
