@@ -42,7 +42,7 @@ declared the compute-side knobs on the same cfg first (`build_compute` does both
 Intermediate injective stages of the chain are inlined into the output stage.
 """
 
-from schedule.templates import x86_conv2d, x86_conv2d_nchwc, x86_dense  # noqa: F401  (fill TEMPLATES)
+from schedule.templates import x86_conv2d, x86_conv2d_nchwc, x86_dense, x86_injective  # noqa: F401  (fill TEMPLATES)
 from schedule.templates.registry import (
     TEMPLATES,
     Epilogue,
