@@ -221,10 +221,12 @@ def schedule_softmax(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
             continue
         if is_injective(op) and any(c is op for c in _readers_of(op, reds)):
             st.compute_at(s[out], par)
+            st.set_scope("local")  # one row: on the stack, not malloc'd per row
             if len(op.axis) - nkept == 1:
                 st.vectorize(list(st.op.axis)[-1])
         elif op.reduce_axis:
             st.compute_at(s[out], par)
+            st.set_scope("local")
         else:
             st.compute_inline()
     return s

@@ -1,0 +1,66 @@
+"""Tunable x86 templates: the fallback and random points of each space equal numpy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from schedule.templates import config_space, instantiate
+from tests.schedule.templates.refs import close, conv2d_nchw, depthwise_nchw, rand, run
+
+CASES: list[tuple[str, list[Any], dict[str, Any], Any]] = [
+    ("dense.x86", [((12, 20), "float32"), ((32, 20), "float32")], {},
+     lambda a, b: a @ b.T),
+    ("matmul.x86", [((16, 24), "float32"), ((24, 40), "float32")], {},
+     lambda a, b: a @ b),
+    ("batch_matmul.x86", [((2, 8, 12), "float32"), ((2, 12, 16), "float32")], {},
+     lambda a, b: np.matmul(a, b)),
+    ("batch_matmul.x86", [((2, 8, 12), "float32"), ((2, 16, 12), "float32")],
+     {"transpose_b": True}, lambda a, b: np.matmul(a, b.transpose(0, 2, 1))),
+    ("conv2d_nchw.x86", [((1, 4, 10, 10), "float32"), ((8, 4, 3, 3), "float32")],
+     {"padding": 1}, lambda x, w: conv2d_nchw(x, w, 1, 1)),
+    ("conv2d_nchw.x86", [((1, 3, 9, 9), "float32"), ((4, 3, 3, 3), "float32")],
+     {"strides": 2}, lambda x, w: conv2d_nchw(x, w, 2, 0)),
+    ("conv2d_NCHWc.x86", [((1, 16, 8, 8), "float32"), ((16, 16, 3, 3), "float32")],
+     {"padding": 1}, lambda x, w: conv2d_nchw(x, w, 1, 1)),
+    ("depthwise_conv2d_nchw.x86", [((1, 8, 10, 10), "float32"), ((8, 1, 3, 3), "float32")],
+     {"padding": 1}, lambda x, w: depthwise_nchw(x, w, 1, 1)),
+]
+IDS = [f"{c[0]}-{n}" for n, c in enumerate(CASES)]
+
+
+@pytest.mark.parametrize("name,args,attrs,ref", CASES, ids=IDS)
+def test_fallback_schedule_equals_numpy(name: str, args: list[Any], attrs: dict[str, Any],
+                                        ref: Any) -> None:
+    rng = np.random.default_rng()
+    s, tensors = instantiate(name, args, attrs)
+    inputs = [rand(rng, shape) for shape, _ in args]
+    close(run(s, tensors, inputs), ref(*inputs))
+
+
+@pytest.mark.parametrize("name,args,attrs,ref", CASES[::2] + CASES[5:6], ids=IDS[::2] + IDS[5:6])
+def test_random_points_of_the_space_equal_numpy(name: str, args: list[Any],
+                                                attrs: dict[str, Any], ref: Any) -> None:
+    rng = np.random.default_rng()
+    space = config_space(name, args, attrs)
+    inputs = [rand(rng, shape) for shape, _ in args]
+    for index in space.sample(rng, 2):
+        s, tensors = instantiate(name, args, attrs, cfg=space.get(index))
+        close(run(s, tensors, inputs), ref(*inputs))
+
+
+def test_nchwc_with_packed_layouts_equals_numpy() -> None:
+    rng = np.random.default_rng()
+    x, w = rand(rng, (1, 16, 6, 6)), rand(rng, (16, 16, 3, 3))
+    bn = 8
+    xc = np.ascontiguousarray(x.reshape(1, 2, bn, 6, 6).transpose(0, 1, 3, 4, 2))
+    wc = np.ascontiguousarray(w.reshape(2, bn, 2, bn, 3, 3).transpose(0, 2, 4, 5, 3, 1))
+    attrs = {"padding": 1, "data_layout": "NCHWc", "kernel_layout": "OIHWio",
+             "out_layout": "NCHWc"}
+    s, tensors = instantiate("conv2d_NCHWc.x86", [(xc.shape, "float32"), (wc.shape, "float32")],
+                             attrs)
+    got = run(s, tensors, [xc, wc])  # [1, 16/bn, 6, 6, bn]
+    want = conv2d_nchw(x, w, 1, 1)
+    close(got.transpose(0, 1, 4, 2, 3).reshape(want.shape), want)
