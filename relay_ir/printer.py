@@ -210,15 +210,17 @@ class _Printer:
         self.counter = 0
         self.refs: dict[int, int] = {}
         self.free_annot: set[int] = set()
+        self.uses: dict[int, int] = {}
         for node in post_order(root):
             for c in children(node):
                 self.refs[id(c)] = self.refs.get(id(c), 0) + 1
 
     def name_of(self, v: Var, binding: bool = False) -> str:
         key = id(v)
+        if not binding:
+            self.uses[key] = self.uses.get(key, 0) + 1
         if key in self.names:
-            text = "%" + self.names[key]
-            return text
+            return "%" + self.names[key]
         base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in v.name_hint)
         if not base or not (base[0].isalpha() or base[0] == "_"):
             base = "v" + base
@@ -236,6 +238,9 @@ class _Printer:
         return text
 
     def binder(self, v: Var) -> str:
+        # A var bound a second time (say, a pass duplicated a let) gets a fresh name from
+        # here on, so the text reads back as the distinct binding it is.
+        self.names.pop(id(v), None)
         text = self.name_of(v, binding=True)
         if v.type_annotation is not None:
             text += f": {type_text(v.type_annotation)}"
@@ -248,12 +253,26 @@ class _Printer:
 
     # --- expressions ---------------------------------------------------------------------
 
-    def block(self, e: Expr) -> str:
-        """A block's lines: bindings, lets, then the result (a let chain in a loop)."""
+    def block(self, e: Expr, own_let: bool = False) -> str:
+        """A block's lines: bindings, lets, then the result (a let chain in a loop).
+
+        A shared let is printed by its own block (own_let) and bound as a whole."""
         lines: list[str] = []
-        while isinstance(e, Let) and self.refs.get(id(e), 0) <= 1 and id(e) not in self.text:
-            value = self.expr(e.value, lines)
-            lines.append(f"let {self.binder(e.var)} = {value};{self.type_comment(e.value)}")
+        while isinstance(e, Let) and id(e) not in self.text and (
+            own_let or self.refs.get(id(e), 0) <= 1
+        ):
+            own_let = False
+            name = self.binder(e.var)
+            before = self.uses.get(id(e.var), 0)
+            value_lines: list[str] = []
+            value = self.expr(e.value, value_lines)
+            if value_lines and self.uses.get(id(e.var), 0) > before:
+                # A recursive let: the value's bindings mention the var, which is only in
+                # scope from the let on, so they go in a block inside the value.
+                value = "{\n" + _indent("\n".join(value_lines + [value])) + "\n}"
+            else:
+                lines.extend(value_lines)
+            lines.append(f"let {name} = {value};{self.type_comment(e.value)}")
             e = e.body
         lines.append(self.expr(e, lines))
         return "\n".join(lines)
@@ -284,7 +303,10 @@ class _Printer:
         shared = self.refs.get(id(e), 0) > 1
         # Constructor applications read best inline: Cons(1, Cons(2, Nil)).
         ctor_call = isinstance(e, Call) and isinstance(e.op, Constructor)
-        if shared or (not root and not ctor_call and isinstance(e, _BIND_WHEN_NESTED)):
+        nest = not ctor_call and isinstance(e, _BIND_WHEN_NESTED)
+        # Text holding a block (a function, say) is bound at once when nested: a binding
+        # made inside that block must come, in the text, before any later line using it.
+        if shared or (not root and (nest or "\n" in text)):
             name = f"%{self.counter}"
             self.counter += 1
             lines.append(f"{name} = {text};{self.type_comment(e)}")
@@ -332,7 +354,8 @@ class _Printer:
 
     def postfix_operand(self, e: Any, lines: list[str]) -> str:
         text = self.nested(e, lines)
-        if text.startswith(("fn ", "fn[", "{", "if ", "match", "-")):
+        # `12.0` would read as a float, `fn {...}(x)` as a call of the body: parenthesize.
+        if isinstance(e, Constant) or text.startswith(("fn ", "fn[", "{", "if ", "match", "-")):
             return f"({text})"
         return text
 
@@ -394,7 +417,7 @@ class _Printer:
             inner = _indent("\n".join(clauses))
             return f"{kw} {data} {{\n{inner}\n}}"
         if isinstance(e, Let):
-            return "{\n" + _indent(self.block(e)) + "\n}"
+            return "{\n" + _indent(self.block(e, own_let=True)) + "\n}"
         raise RelayError(f"astext: cannot print a {type(e).__name__} node")
 
     def function_text(self, fn: Function, head: str) -> str:

@@ -183,3 +183,13 @@ def test_deep_dataflow_chain_prints_without_recursion_error():
         e = Call(get_op("nn.relu"), (e,))
     text = r.astext(e)
     assert text.count("\n") == 4999 and text.endswith("nn.relu(%4998)")
+
+
+def test_a_var_bound_twice_prints_as_two_bindings():
+    x = Var("x")
+    one = Constant(np.int32(1))
+    e = Let(x, one, Let(x, Tuple((x,)), x))
+    text = r.astext(e)
+    # a let var is in scope in its own value (recursive closures), so the inner use is %x_1
+    assert text == "let %x = 1;\nlet %x_1 = (%x_1,);\n%x_1"
+    assert r.astext(r.parse_expr(text)) == text
