@@ -26,6 +26,7 @@ from tensor_expr.arith.interval import Interval, iintersect, to_public
 from tensor_expr.arith.modular import ModularAnalyzer, ModularSet
 from tensor_expr.arith.rewrite import Simplifier
 from tensor_expr.arith.structural import structural_equal
+from tensor_expr.visitor import uses_var
 from tessel_errors import TensorExprError
 
 
@@ -134,6 +135,8 @@ class Analyzer:
             a, b = b, a
             cls = {E.LT: E.GT, E.GT: E.LT, E.LE: E.GE, E.GE: E.LE, E.EQ: E.EQ}[cls]
         if not isinstance(a, E.Var) or a.dtype not in ("int32", "int64"):
+            return None
+        if uses_var(b, a):  # `v <= f(v)` says nothing usable about v's range
             return None
         old = self._ranges.get(id(a))
         lo = old.lo if old is not None else None

@@ -59,6 +59,7 @@ class BoundAnalyzer:
         self.memo: dict[int, tuple[Any, Interval]] = {}
         self.kmemo: dict[int, Any] = memo if memo is not None else {}
         self.lmemo: dict[int, tuple[Any, Lin]] = {}
+        self.substituting = 0  # nesting of symbolic-range substitutions in progress
 
     def bound(self, e: E.PrimExpr) -> Interval:
         """The interval of `e`."""
@@ -119,6 +120,14 @@ class BoundAnalyzer:
             out = iadd(out, iscale(self.bound(atom), c))
         if depth <= 0:
             return out
+        if self.substituting < 2:  # var ranges may mention other vars: stop the chain
+            out = self._symbolic(lin, out, depth)
+        alt = self._divmod_form(lin)
+        if alt is not None:
+            out = iintersect(out, self.lin_bound(alt, depth - 1))
+        return out
+
+    def _symbolic(self, lin: Lin, out: Interval, depth: int) -> Interval:
         lo_form, hi_form, used = lin.copy(), lin.copy(), False
         for key, atom, c in lin.items():
             sym = self.ana._symbolic_range(atom) if isinstance(atom, E.Var) else None
@@ -134,12 +143,13 @@ class BoundAnalyzer:
                     form.add_term(a2, c2, key=k2)
                 form.const += sub.const
         if used:
-            lo = self.lin_bound(lo_form, depth - 1)[0]
-            hi = self.lin_bound(hi_form, depth - 1)[1]
+            self.substituting += 1
+            try:
+                lo = self.lin_bound(lo_form, depth - 1)[0]
+                hi = self.lin_bound(hi_form, depth - 1)[1]
+            finally:
+                self.substituting -= 1
             out = (max(out[0], lo), min(out[1], hi))
-        alt = self._divmod_form(lin)
-        if alt is not None:
-            out = iintersect(out, self.lin_bound(alt, depth - 1))
         return out
 
     def _divmod_form(self, lin: Lin) -> Lin | None:

@@ -389,11 +389,27 @@ class Simplifier(ExprMutator):
 
     # ---- selects, casts, calls -----------------------------------------------------------
 
+    def _branches(self, cond: E.PrimExpr, t: E.PrimExpr, f: E.PrimExpr
+                  ) -> tuple[E.PrimExpr, E.PrimExpr]:
+        """Simplify each side of a select knowing which way the condition went."""
+        neg = None
+        if isinstance(cond, E.CmpOp) and type(cond) in _NEGATE:
+            neg = _NEGATE[type(cond)](cond.a, cond.b)
+        return self._under(cond, t), self._under(neg, f)
+
+    def _under(self, fact: E.PrimExpr | None, e: E.PrimExpr) -> E.PrimExpr:
+        if fact is None or not _has_var_fact(fact):
+            return self.visit(e)
+        # a fresh walk: its results hold only where `fact` does, so they must not reach
+        # this walk's memo (the same node may also occur outside the branch)
+        with self.ana.constraint_scope(fact):
+            return Simplifier(self.ana).visit(e)
+
     def visit_Select(self, e: E.Select) -> E.PrimExpr:
         cond = self.visit(e.condition)
         if isinstance(cond, E.IntImm):
             return self.visit(e.true_value if cond.value else e.false_value)
-        t, f = self.visit(e.true_value), self.visit(e.false_value)
+        t, f = self._branches(cond, e.true_value, e.false_value)
         if self._same(t, f):
             return t
         if cond is e.condition and t is e.true_value and f is e.false_value:
@@ -405,7 +421,7 @@ class Simplifier(ExprMutator):
             cond = self.visit(e.args[0])
             if isinstance(cond, E.IntImm):
                 return self.visit(e.args[1] if cond.value else e.args[2])
-            t, f = self.visit(e.args[1]), self.visit(e.args[2])
+            t, f = self._branches(cond, e.args[1], e.args[2])
             if self._same(t, f):
                 return t
             args = (cond, t, f)
@@ -453,6 +469,15 @@ class Simplifier(ExprMutator):
         finally:
             self.ana._pop_ranges(saved)
             self.bounds = BoundAnalyzer(self.ana, self.kmemo)
+
+
+def _has_var_fact(cond: E.PrimExpr) -> bool:
+    """True when a conjunct of `cond` compares an index var (a fact the analyzer can use)."""
+    if isinstance(cond, E.And):
+        return _has_var_fact(cond.a) or _has_var_fact(cond.b)
+    if isinstance(cond, (E.LT, E.LE, E.GT, E.GE, E.EQ)):
+        return any(isinstance(x, E.Var) and x.dtype in INDEX_TYPES for x in (cond.a, cond.b))
+    return False
 
 
 def _widens(small: str, big: str) -> bool:

@@ -374,3 +374,29 @@ def test_guard_of_partitioned_main_loop_is_proved():
 
 def test_floor_multiple_bound_uses_the_remainder():
     assert Analyzer().const_int_bound(N - (N // 8) * 8) == (0, 7)
+
+
+def test_branches_are_simplified_under_their_condition():
+    A = te.placeholder((8,), name="A")
+    e = te.if_then_else(I < 8, A[te.min(I, 7)], A[te.max(I - 8, 0)] * 2.0)
+    assert _text(te.simplify(e, {I: (0, 16)})) == \
+        "if_then_else((i < 8), A[i], (A[(i - 8)] * 2.0))"
+
+
+def test_branch_facts_do_not_leak_into_shared_nodes():
+    shared = te.min(I, 7)
+    e = te.select(I < 8, shared, shared + 100)
+    out = te.simplify(e, {I: (0, 16)})
+    assert _text(out) == "select((i < 8), i, 107)"
+
+
+def test_self_referencing_branch_fact_terminates():
+    v2, v3 = te.var("v2"), te.var("v3")
+    e = te.select(v3 <= (v3 - v2 - te.min(-1, v3)) % 32, v2 + 36, v2 // 4 // 16 * te.min(v3, 7))
+    ana = Analyzer()
+    for v in (v2, v3):
+        ana.bind(v, (-5, 20))
+    out = ana.simplify(e)
+    for a in range(-5, 20, 3):
+        for b in range(-5, 20, 2):
+            assert _eval(out, {v2: a, v3: b}) == _eval(e, {v2: a, v3: b})
