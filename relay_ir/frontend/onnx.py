@@ -28,7 +28,11 @@ import numpy as np
 
 from relay_ir.builder import const, var
 from relay_ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
-from relay_ir.frontend import onnx_nn_ops, onnx_tensor_ops  # noqa: F401  (register converters)
+from relay_ir.frontend import (  # noqa: F401  (importing registers the converters)
+    onnx_misc_ops,
+    onnx_nn_ops,
+    onnx_tensor_ops,
+)
 from relay_ir.frontend.onnx_common import (
     CONVERTERS,
     NonStaticInput,

@@ -193,7 +193,7 @@ def _batch_norm(ctx: Ctx, node: OnnxNode) -> Expr:
     return TupleGetItem(out, 0)
 
 
-def _normalize(ctx: Ctx, node: OnnxNode, x: Expr, axes: list[int],
+def normalize_over(ctx: Ctx, node: OnnxNode, x: Expr, axes: list[int],
                eps: float) -> tuple[Expr, Expr, Expr]:
     """((x - mean) * inv_std, mean, inv_std) over `axes`, kept as size-1 dims."""
     dt = dtype_of(ctx, x, node)
@@ -207,7 +207,7 @@ def _normalize(ctx: Ctx, node: OnnxNode, x: Expr, axes: list[int],
 def _instance_norm(ctx: Ctx, node: OnnxNode) -> Expr:
     x = ctx.input(node, 0)
     ndim = len(ctx.shape(x, node))
-    y, _, _ = _normalize(ctx, node, x, list(range(2, ndim)), float(node.attr("epsilon", 1e-5)))
+    y, _, _ = normalize_over(ctx, node, x, list(range(2, ndim)), float(node.attr("epsilon", 1e-5)))
     scale = tf.expand_dims(ctx.input(node, 1), 1, ndim - 2)
     bias = tf.expand_dims(ctx.input(node, 2), 1, ndim - 2)
     return T.add(T.multiply(y, scale), bias)
@@ -228,7 +228,7 @@ def _layer_norm(ctx: Ctx, node: OnnxNode) -> list[Expr]:
         beta = bias if bias is not None else scale
         return [norm.layer_norm(x, scale, beta, axis=-1, epsilon=eps,
                                 center=bias is not None)]
-    y, mean, inv = _normalize(ctx, node, x, list(range(axis, len(shape))), eps)
+    y, mean, inv = normalize_over(ctx, node, x, list(range(axis, len(shape))), eps)
     y = T.multiply(y, scale)
     if bias is not None:
         y = T.add(y, bias)
@@ -396,12 +396,15 @@ def _pad(ctx: Ctx, node: OnnxNode) -> Expr:
     shape = ctx.shape(x, node)
     ndim = len(shape)
     mode = node.attr("mode", "constant")
+    dynamic_value = None
     if node.opset < 11:
         pads, value = node.ints("pads") or node.ints("paddings"), float(node.attr("value", 0.0))
     else:
         pads = [int(p) for p in ctx.static(node, 1, "pads")]
         value = 0.0
-        if ctx.has(node, 2):
+        if ctx.has(node, 2) and ctx.maybe_static(node, 2) is None:
+            dynamic_value = ctx.input(node, 2)
+        elif ctx.has(node, 2):
             value = float(np.asarray(ctx.static(node, 2, "constant_value")).reshape(()))
     axes = list(range(ndim))
     if node.opset >= 18 and ctx.has(node, 3):
@@ -422,4 +425,9 @@ def _pad(ctx: Ctx, node: OnnxNode) -> Expr:
         widths = [[max(w[0], 0), max(w[1], 0)] for w in widths]
     if not any(w[0] or w[1] for w in widths):
         return x
-    return norm.pad(x, tuple(tuple(w) for w in widths), value, mode)
+    widths_t = tuple(tuple(w) for w in widths)
+    if dynamic_value is not None and mode == "constant":
+        # a value known only at run time: pad, then select the value where padding went
+        inside = norm.pad(T.ones_like(x, "bool"), widths_t)
+        return T.where(inside, norm.pad(x, widths_t), tf.reshape(dynamic_value, ()))
+    return norm.pad(x, widths_t, value, mode)

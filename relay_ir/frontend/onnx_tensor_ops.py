@@ -368,9 +368,17 @@ def _reduce(ctx: Ctx, node: OnnxNode) -> Expr:
 
 @converter("ArgMax", "ArgMin")
 def _argmax(ctx: Ctx, node: OnnxNode) -> Expr:
-    if node.attr("select_last_index", 0):
-        raise node.error("select_last_index=1 is not supported")
     x = ctx.input(node, 0)
-    axis = normalize_axis(int(node.attr("axis", 0)), len(ctx.shape(x, node)), node)
+    shape = ctx.shape(x, node)
+    axis = normalize_axis(int(node.attr("axis", 0)), len(shape), node)
     fn = red.argmax if node.op_type == "ArgMax" else red.argmin
-    return T.cast(fn(x, [axis], bool(node.attr("keepdims", 1))), "int64")
+    keep = bool(node.attr("keepdims", 1))
+    if not node.attr("select_last_index", 0):
+        return T.cast(fn(x, [axis], keep), "int64")
+    # the last extremum is the first one of the reversed axis, counted from the end
+    d = shape[axis]
+    if not isinstance(d, int):
+        raise node.error(f"select_last_index=1 needs dim {axis} to be static")
+    rev = tf.strided_slice(x, [-1], [-_BIG], [-1], [axis])
+    idx = T.cast(fn(rev, [axis], keep), "int64")
+    return T.subtract(scalar(d - 1, "int64"), idx)
