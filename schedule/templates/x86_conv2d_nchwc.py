@@ -167,6 +167,12 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
 # The schedule
 
 
+# Fallback, measured (python -m tests.schedule.templates.bench_templates) on the 2-core EPYC
+# (Zen 3, AVX2, 8 fp32 lanes) build machine, shared: load average 4-5, so compare ratios.
+# ResNet-18 3x3 layers, batch 1, NCHW in/out (layout stages included), 1 thread:
+# 64@56 31.6 GFLOP/s, 128@28 23.4, 256@14 24.0 (numpy GEMM 23.2 in the same run);
+# pre-packed NCHW8c in/out: 27.4, 26.1, 23.5. 2 threads (load 4.2): 17.1, 23.4, 25.2
+# (numpy GEMM 17.9). ONNX Runtime's ~300 GFLOP/s in FACTS.md is from an AVX-512 machine.
 def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     """NCHWc conv: parallel (n, oc-chunk, oh), reg_n x oc_bn register tile, vector oc_bn."""
     outs = list(outs)
