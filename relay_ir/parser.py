@@ -20,7 +20,6 @@ Every ParseError names the line and column and shows the source line with a care
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import numpy as np
@@ -63,40 +62,23 @@ from relay_ir.lexer import (
     tokenize,
 )
 from relay_ir.module import IRModule
-from relay_ir.span import Span
+from relay_ir.parse_base import (
+    DTYPES,
+    KEYWORDS,
+    MAX_DEPTH,
+    RESERVED_TYPE_NAMES,
+    ParserBase,
+)
 from relay_ir.ty import (
-    ANY,
-    FuncType,
     GlobalTypeVar,
-    RefType,
-    ShapeVar,
-    TensorType,
-    TupleType,
     Type,
-    TypeCall,
     TypeData,
     TypeVar,
 )
 from tessel_errors import ParseError, RelayError
 
-DTYPES = frozenset(
-    "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64".split()
-)
-KEYWORDS = frozenset(
-    "def fn let if else match match? type ref ref_read ref_write True False meta".split()
-)
-# Names a type, type parameter or constructor may not take: they mean something else.
-RESERVED_TYPE_NAMES = KEYWORDS | DTYPES | {"Tensor", "Ref", "_", "None"}
-_SUFFIX_DTYPES = {
-    "f": "float32", "f16": "float16", "f32": "float32", "f64": "float64",
-    "i": "int32", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
-    "u": "uint32", "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
-}
-# Nesting deeper than this is refused with a ParseError (instead of a RecursionError).
-MAX_DEPTH = 120
 
-
-class _Parser:
+class _Parser(ParserBase):
     def __init__(
         self, text: str, name: str, init: IRModule | None, free_vars_ok: bool
     ) -> None:
@@ -118,51 +100,6 @@ class _Parser:
         self.ctors = {c.name_hint: c for td in self.typedefs.values() for c in td.constructors}
         self.meta = self._parse_metadata(meta_text, meta_line)
         self.meta_nodes: dict[int, Constant] = {}
-
-    # --- token helpers -------------------------------------------------------------------
-
-    def peek(self, k: int = 0) -> Token:
-        return self.toks[min(self.pos + k, len(self.toks) - 1)]
-
-    def next(self) -> Token:
-        tok = self.toks[self.pos]
-        if tok.kind != EOF:
-            self.pos += 1
-        return tok
-
-    def at(self, value: str, kind: str | None = None, k: int = 0) -> bool:
-        tok = self.peek(k)
-        if kind is None:
-            return tok.kind in (PUNCT, IDENT) and tok.value == value
-        return tok.kind == kind and tok.value == value
-
-    def error(self, message: str, tok: Token | None = None) -> ParseError:
-        tok = tok or self.peek()
-        return parse_error(
-            message, self.text, tok.line, tok.col, max(1, tok.end_col - tok.col), self.name
-        )
-
-    def expect(self, value: str, what: str = "") -> Token:
-        if not self.at(value):
-            tok = self.peek()
-            ctx = f" {what}" if what else ""
-            raise self.error(f"expected '{value}'{ctx}, got {tok.describe()}", tok)
-        return self.next()
-
-    def expect_kind(self, kind: str, what: str) -> Token:
-        tok = self.peek()
-        if tok.kind != kind:
-            raise self.error(f"expected {what}, got {tok.describe()}", tok)
-        return self.next()
-
-    def span(self, start: Token) -> Span:
-        end = self.toks[self.pos - 1] if self.pos > 0 else start
-        return Span(self.name, start.line, start.col, end.line, end.end_col, self.text)
-
-    def enter(self) -> None:
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise self.error(f"expression nested deeper than {MAX_DEPTH} levels")
 
     # --- module --------------------------------------------------------------------------
 
@@ -274,22 +211,6 @@ class _Parser:
         self.typedefs[gtv] = TypeData(gtv, tvars, tuple(ctors))
         del start  # typedefs carry no span
 
-    def _parse_type_params(self) -> tuple[TypeVar, ...]:
-        self.expect("[")
-        out: list[TypeVar] = []
-        while not self.at("]"):
-            tok = self.expect_kind(IDENT, "a type parameter name")
-            if tok.value in RESERVED_TYPE_NAMES or tok.value in self.type_names:
-                raise self.error(
-                    f"{tok.value!r} cannot be a type parameter name (reserved or a type)", tok
-                )
-            out.append(TypeVar(tok.value))
-            if not self.at("]"):
-                self.expect(",", "between type parameters")
-        self.next()
-        return tuple(out)
-
-    # --- functions -----------------------------------------------------------------------
 
     def _parse_function_rest(self, start: Token) -> Function:
         tparams = self._parse_type_params() if self.at("[") else ()
@@ -636,231 +557,8 @@ class _Parser:
         self.depth -= 1
         return p
 
-    # --- literals ------------------------------------------------------------------------
-
-    def parse_number_const(self) -> Constant:
-        start = self.peek()
-        value, dtype = self.parse_number()
-        return Constant(np.array(value, dtype=dtype), span=self.span(start))
-
-    def parse_number(self) -> tuple[Any, str]:
-        neg = False
-        start = self.peek()
-        if self.at("-"):
-            self.next()
-            neg = True
-        tok = self.expect_kind(NUMBER, "a number after '-'" if neg else "a number")
-        text = tok.value
-        suffix = ""
-        for i, ch in enumerate(text):
-            if ch in "fiu":
-                text, suffix = text[:i], text[i:]
-                break
-        is_float = "." in text or "e" in text or "E" in text
-        if suffix:
-            if suffix not in _SUFFIX_DTYPES:
-                raise self.error(f"unknown number suffix {suffix!r}", tok)
-            dtype = _SUFFIX_DTYPES[suffix]
-        else:
-            dtype = "float32" if is_float else "int32"
-        if dtype.startswith(("int", "uint")):
-            if is_float:
-                raise self.error(f"an integer suffix on the float literal {tok.value}", tok)
-            value: Any = -int(text) if neg else int(text)
-            info = np.iinfo(dtype)
-            if not info.min <= value <= info.max:
-                raise self.error(f"{value} is out of range for {dtype}", start)
-            return value, dtype
-        fvalue = -float(text) if neg else float(text)
-        if not np.isfinite(fvalue) or not np.isfinite(_cast_float(fvalue, dtype)):
-            raise self.error(f"{tok.value} is out of range for {dtype}", start)
-        return fvalue, dtype
-
-    def parse_attr_value(self) -> Any:
-        self.enter()
-        tok = self.peek()
-        if tok.kind == STRING:
-            self.next()
-            value: Any = tok.value
-        elif tok.kind == NUMBER or self.at("-"):
-            num, dtype = self.parse_number()
-            value = float(num) if dtype.startswith("float") else int(num)
-        elif tok.kind == IDENT and tok.value in ("True", "False", "None"):
-            self.next()
-            value = {"True": True, "False": False, "None": None}[tok.value]
-        elif self.at("[") or self.at("("):
-            close = "]" if self.next().value == "[" else ")"
-            items = []
-            while not self.at(close):
-                items.append(self.parse_attr_value())
-                if not self.at(close):
-                    self.expect(",", "between list items")
-            self.next()
-            value = tuple(items)
-        else:
-            raise self.error(
-                f"expected an attribute value (number, string, True/False/None or a list), "
-                f"got {tok.describe()}"
-            )
-        self.depth -= 1
-        return value
-
-    def parse_meta_ref(self) -> Constant:
-        start = self.next()
-        self.expect("[", "after 'meta'")
-        kind = self.expect_kind(IDENT, "relay.Constant")
-        if kind.value != "relay.Constant":
-            raise self.error("only meta[relay.Constant][i] references exist", kind)
-        self.expect("]")
-        self.expect("[")
-        itok = self.expect_kind(NUMBER, "a metadata index")
-        if not itok.value.isdigit():
-            raise self.error("a metadata index is a plain integer", itok)
-        self.expect("]")
-        index = int(itok.value)
-        if index not in self.meta:
-            raise self.error(
-                f"meta[relay.Constant][{index}] is not in the #[metadata] section "
-                f"({len(self.meta)} constant(s) there)",
-                start,
-            )
-        if index not in self.meta_nodes:  # the same index is the same (shared) node
-            self.meta_nodes[index] = Constant(self.meta[index], span=self.span(start))
-        return self.meta_nodes[index]
-
-    def _parse_metadata(self, text: str, first_line: int) -> dict[int, np.ndarray]:
-        out: dict[int, np.ndarray] = {}
-        for offset, line in enumerate(text.split("\n")):
-            lineno = first_line + 1 + offset
-            if not line.strip() or line.strip().startswith("//"):
-                continue
-            parts = line.split()
-            try:
-                if len(parts) != 5 or parts[0] != "relay.Constant":
-                    raise ValueError("expected 'relay.Constant <index> <dtype> (<shape>) <base64>'")
-                index = int(parts[1])
-                dtype = np.dtype(parts[2])
-                if dtype.kind not in "biufc":
-                    raise ValueError(f"dtype {parts[2]} is not numeric")
-                body = parts[3].strip("()")
-                shape = tuple(int(d) for d in body.split(",") if d) if body else ()
-                # "-" stands for the empty payload of an array with no elements
-                raw = b"" if parts[4] == "-" else base64.b64decode(parts[4], validate=True)
-                arr = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
-            except (ValueError, TypeError) as e:
-                raise parse_error(
-                    f"bad metadata line: {e}", self.text, lineno, 1, len(line), self.name
-                ) from None
-            if index in out:
-                raise parse_error(
-                    f"metadata constant {index} given twice", self.text, lineno, 1, 1, self.name
-                )
-            out[index] = arr
-        return out
-
-    # --- types ---------------------------------------------------------------------------
-
-    def parse_type_list(self, open_: str, close: str) -> tuple[Type, ...]:
-        self.expect(open_)
-        out: list[Type] = []
-        while not self.at(close):
-            out.append(self.parse_type())
-            if not self.at(close):
-                self.expect(",", "between types")
-        self.next()
-        return tuple(out)
-
-    def parse_type(self) -> Type:
-        self.enter()
-        t = self._parse_type()
-        self.depth -= 1
-        return t
-
-    def _parse_type(self) -> Type:
-        tok = self.peek()
-        if self.at("("):
-            self.next()
-            fields: list[Type] = []
-            trailing = False
-            while not self.at(")"):
-                fields.append(self.parse_type())
-                trailing = False
-                if not self.at(")"):
-                    self.expect(",", "between tuple field types")
-                    trailing = True
-            self.next()
-            if len(fields) == 1 and not trailing:
-                return fields[0]
-            return TupleType(tuple(fields))
-        if tok.kind != IDENT:
-            raise self.error(f"expected a type, got {tok.describe()}")
-        v = tok.value
-        self.next()
-        if v == "fn":
-            tparams = self._parse_type_params() if self.at("[") else ()
-            self.type_scopes.append({tv.name: tv for tv in tparams})
-            args = self.parse_type_list("(", ")")
-            self.expect("->", "after the argument types of a function type")
-            ret = self.parse_type()
-            self.type_scopes.pop()
-            return FuncType(args, ret, tparams)
-        if v == "Tensor":
-            self.expect("[", "after Tensor")
-            self.expect("(", "to start the shape, as in Tensor[(1, 3), float32]")
-            dims: list[Any] = []
-            while not self.at(")"):
-                dims.append(self.parse_dim())
-                if not self.at(")"):
-                    self.expect(",", "between dimensions")
-            self.next()
-            self.expect(",", "between the shape and the dtype")
-            dtok = self.expect_kind(IDENT, "a dtype such as float32")
-            if dtok.value not in DTYPES:
-                raise self.error(f"unknown dtype {dtok.value!r}; known: {sorted(DTYPES)}", dtok)
-            self.expect("]", "to close Tensor[...]")
-            return TensorType(tuple(dims), dtok.value)
-        if v == "Ref":
-            self.expect("[", "after Ref")
-            inner = self.parse_type()
-            self.expect("]", "to close Ref[...]")
-            return RefType(inner)
-        if v in DTYPES:
-            return TensorType((), v)
-        for scope in reversed(self.type_scopes):
-            if v in scope:
-                return scope[v]
-        if v in self.type_names:
-            gtv = self.type_names[v]
-            if self.at("["):
-                return TypeCall(gtv, self.parse_type_list("[", "]"))
-            return gtv
-        raise self.error(
-            f"unknown type {v!r}: not a dtype, a type parameter in scope, or a defined type", tok
-        )
-
-    def parse_dim(self) -> Any:
-        tok = self.peek()
-        if self.at("?"):
-            self.next()
-            return ANY
-        if tok.kind == NUMBER and tok.value.isdigit():
-            self.next()
-            return int(tok.value)
-        if tok.kind == IDENT and tok.value.isidentifier() and "." not in tok.value:
-            self.next()
-            return ShapeVar(tok.value)
-        raise self.error(
-            f"expected a dimension (an integer, '?' or a name), got {tok.describe()}"
-        )
-
-
 def _is_op(x: Any) -> bool:
     return not isinstance(x, Expr) and hasattr(x, "make_attrs")
-
-
-def _cast_float(value: float, dtype: str) -> float:
-    with np.errstate(over="ignore"):
-        return float(np.array(value, dtype=dtype))
 
 
 def _guard(fn: Any, text: str, name: str) -> Any:
