@@ -9,7 +9,8 @@ import pytest
 
 MODULES = [
     "relay_ir", "relay_ir.span", "relay_ir.ty", "relay_ir.expr", "relay_ir.module",
-    "relay_ir.visitor", "relay_ir.structural", "relay_ir.lexer", "relay_ir.parse_base", "relay_ir.parser",
+    "relay_ir.visitor", "relay_ir.structural", "relay_ir.lexer", "relay_ir.parse_base",
+    "relay_ir.parser",
     "relay_ir.printer", "relay_ir.prelude", "relay_ir.builder",
 ]
 
