@@ -24,6 +24,7 @@ import numpy as np
 from relay_ir.expr import Call, Expr
 from relay_ir.op._common import (
     ARG_NAMES,
+    Refined,
     RelationError,
     dim_str,
     freeze_fields,
@@ -59,7 +60,10 @@ def _check_shape_rel(types: list[Type], attrs: CheckShapeAttrs) -> Type:
             raise RelationError(f"dim {i} is statically {dim_str(have)}, the check wants "
                                 f"{want}", arg=0, got=t)
         shape.append(merged)
-    return TensorType(tuple(shape), t.dtype)
+    out = TensorType(tuple(shape), t.dtype)
+    # the input is refined too: after the check passes, the value has this shape (so a
+    # second inference of a checked program gives the same types and no new checks)
+    return Refined(out, (out,)) if out != t else out
 
 
 def shape_fits(shape: Sequence[int], expected: Sequence[int]) -> bool:

@@ -32,7 +32,7 @@ from typing import Any
 from relay_ir.expr import Expr
 from relay_ir.module import IRModule
 from relay_ir.ty import Type
-from relay_ir.typing.checks import Rebuilder
+from relay_ir.typing.checks import Rebuilder, is_checked
 from relay_ir.typing.infer import Inferencer
 
 
@@ -64,7 +64,7 @@ def _infer_module(mod: IRModule, insert_checks: bool) -> IRModule:
         functions[rb.global_var(gv)] = rb.rebuild(fn)
     new = mod.with_functions(functions)
     new.type_report = TypeInferenceReport(
-        [str(r) for r in inf.u.refinements], list(rb.inserted)
+        [str(r) for r in inf.u.refinements if not is_checked(r)], list(rb.inserted)
     )
     new.refinements = new.type_report.refinements
     return new

@@ -62,11 +62,19 @@ def check_message(origin: Origin, items: list[tuple[int, int, str]]) -> str:
     return f"{origin.what}: " + ", ".join(parts)
 
 
+def is_checked(r: Refinement) -> bool:
+    """Whether a refinement came from a run-time check itself (nothing left to check)."""
+    return r.cause.startswith(CHECK_CAUSE)
+
+
+CHECK_CAUSE = "runtime.check_shape"
+
+
 def plan_checks(refinements: list[Refinement]) -> dict[Any, tuple[Origin, list]]:
     """Group the refinements that need a run-time check by their source node."""
     plan: dict[Any, tuple[Origin, list]] = {}
     for r in refinements:
-        if not isinstance(r.value, int):
+        if not isinstance(r.value, int) or is_checked(r):
             continue
         entry = plan.setdefault(r.origin.node, (r.origin, []))
         if all(axis != r.origin.axis for axis, _, _ in entry[1]):

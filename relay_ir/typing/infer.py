@@ -242,7 +242,7 @@ class Inferencer:
     def _unify(self, a: Type, b: Type, node: Any, message: Callable[[str], str],
                cause: str | None = None) -> Type:
         try:
-            return self.u.unify(a, b, cause or f"{describe_expr(node)}{line_of(node)}")
+            return self.u.unify(a, b, cause or f"{_construct(node)}{line_of(node)}")
         except UnifyError as e:
             raise type_error(message(e.detail), node, expected=self._show(b),
                              got=self._show(a)) from None
@@ -368,7 +368,7 @@ class Inferencer:
         if isinstance(call.op, Op):
             args = [self.visit(a) for a in call.args]
             if call.op.num_inputs >= 0 and len(args) != call.op.num_inputs:
-                raise type_error(f"{call.op.name}: takes {call.op.num_inputs} arguments, "
+                raise type_error(f"{call.op.name}: takes {_count(call.op.num_inputs)}, "
                                  f"got {len(args)}", call)
             out = self.u.fresh_type()
             c = OpConstraint(call.op, call, args, out)
@@ -394,9 +394,9 @@ class Inferencer:
         if ft.type_params:
             ft = self.instantiate(ft)  # type: ignore[assignment]
         assert isinstance(ft, FuncType)
-        what = f"the call of {describe_expr(callee)}"
+        what = f"the call of {_construct(callee)}"
         if len(ft.arg_types) != len(call.args):
-            raise type_error(f"{what}: expects {len(ft.arg_types)} arguments, got "
+            raise type_error(f"{what}: expects {_count(len(ft.arg_types))}, got "
                              f"{len(call.args)}", call)
         names = _param_names(callee, self.funcs)
         for i, (a, pt) in enumerate(zip(call.args, ft.arg_types)):
@@ -411,7 +411,7 @@ class Inferencer:
         ctor = call.op
         inputs, result = self.constructor_type(ctor, call)
         if len(inputs) != len(call.args):
-            raise type_error(f"constructor {ctor.name_hint} takes {len(inputs)} arguments, "
+            raise type_error(f"constructor {ctor.name_hint} takes {_count(len(inputs))}, "
                              f"got {len(call.args)}", call)
         for i, (a, it) in enumerate(zip(call.args, inputs)):
             at = self.visit(a)
@@ -426,7 +426,7 @@ class Inferencer:
         ret = body
         if fn.ret_type is not None:
             ret = self.u.holeify(fn.ret_type)
-            self._unify(body, ret, fn.body, lambda d: (
+            self._unify(body, ret, fn, lambda d: (
                 f"the function body has type {self._show(body)}, but the function is "
                 f"annotated to return {self._show(ret)}: {d}"))
         return FuncType(params, ret, fn.type_params)
@@ -437,7 +437,7 @@ class Inferencer:
         while isinstance(e, Let) and e not in self.types:  # long chains without recursion
             vt = self.bind_var(e.var, origin=False)
             val = self.visit(e.value)
-            self._unify(val, vt, e.value, lambda d, v=e.var, val=val, vt=vt: (
+            self._unify(val, vt, e, lambda d, v=e.var, val=val, vt=vt: (
                 f"let %{v.name_hint}: the value has type {self._show(val)}, the annotation "
                 f"says {self._show(vt)}: {d}"))
             chain.append(e)
@@ -535,3 +535,20 @@ def _param_names(callee: Any, funcs: dict[str, Function]) -> list[str]:
     if isinstance(fn, Function):
         return [f"%{p.name_hint}" for p in fn.params]
     return []
+
+
+def _count(n: int) -> str:
+    return f"{n} argument" if n == 1 else f"{n} arguments"
+
+
+def _construct(node: Any) -> str:
+    """A cheap name for what caused a unification (never prints a whole subtree)."""
+    if isinstance(node, Let):
+        return f"let %{node.var.name_hint}"
+    if isinstance(node, Var | GlobalVar | Constant):
+        return describe_expr(node)
+    if isinstance(node, Call):
+        op = node.op
+        return getattr(op, "name", None) or f"the call of {_construct(op)}"
+    return {If: "if", Match: "match", Function: "a function", Tuple: "a tuple",
+            TupleGetItem: "a tuple projection"}.get(type(node), type(node).__name__)
