@@ -11,6 +11,22 @@ outputs)` plus one schedule function `schedule(cfg, outs) -> Schedule` that both
 its knobs (cfg is a ConfigSpace) and applies them (a ConfigEntity, or a FallbackConfig
 with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
 
+## The templates (x86, target kind "llvm")
+
+- dense.x86, matmul.x86, batch_matmul.x86: knobs tile_x (3-way; its inner factor is the
+  register tile width and B's packing width), pack_b, tile_y, tile_k, unroll_kw, parallel.
+  Args: data [M,K] + weight [N,K]; A [M,K] + B [K,N] (attr transpose_b); [b,M,K] + [b,K,N].
+- conv2d_nchw.x86: tile_co, tile_oh, tile_ow, tile_rc, reduce_order, unroll_kw. Args data
+  NCHW, kernel OIHW; attrs strides, padding, dilation.
+- conv2d_NCHWc.x86: tile_ic, tile_oc, tile_ow, reduce_order, unroll_kw; attrs data_layout
+  (NCHW / NCHWc), kernel_layout (OIHW / OIHWio), out_layout (NCHW / NCHWc).
+- depthwise_conv2d_nchw.x86: tile_oh, tile_ow, unroll_kw; kernel [C*m, 1, KH, KW].
+- injective.x86, reduce.x86, softmax.x86, pool2d.x86, global_pool2d.x86: fixed schedules;
+  attrs op (relu / add / ..., sum / mean / max / ..., max / avg), axis, pool_size, ...
+
+Default tile sizes follow the host's vector width (`common.host_cpu()`: AVX2 8 lanes and
+16 registers, AVX-512 16 and 32; override with $TESSEL_VECTOR_BITS).
+
 ## The epilogue: fusing elementwise consumers into dense / conv2d
 
 The output stage of dense, matmul, batch_matmul and the conv2d templates can compute a

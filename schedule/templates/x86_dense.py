@@ -134,6 +134,8 @@ def schedule_gemm(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     cfg.define_split("tile_y", M, num_outputs=3)
     cfg.define_split("tile_k", K, num_outputs=2)
     cfg.define_knob("unroll_kw", [True, False])
+    # parallel granularity: the fused (row-block, column-block) loop, or row blocks only
+    cfg.define_knob("parallel", ["rows_cols", "rows"])
     if isinstance(cfg, FallbackConfig):
         vecs = max(1, nr // lanes)
         budget = max(1, (host_cpu().registers - 4) // vecs)  # accumulators that fit
@@ -149,7 +151,7 @@ def schedule_gemm(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     s[CC].compute_at(s[O], xm)
     if nr > 1:
         s[O].vectorize(xi)
-    parallel_fuse(s, O, [*lead, yo, xo])
+    parallel_fuse(s, O, [*lead, yo, xo] if cfg["parallel"].val == "rows_cols" else [*lead, yo])
 
     # the micro-kernel: k outside, rows unrolled, columns split into unrolled vectors
     caxes = list(s[CC].op.axis)

@@ -24,7 +24,7 @@ def test_registry_holds_the_x86_templates() -> None:
 
 def test_dense_space_declares_tiles_packing_and_unroll() -> None:
     space = config_space("dense.x86", DENSE)
-    assert {"tile_x", "tile_y", "tile_k", "pack_b", "unroll_kw"} <= set(space.knobs)
+    assert {"tile_x", "tile_y", "tile_k", "pack_b", "unroll_kw", "parallel"} <= set(space.knobs)
     assert [e.val for e in space.knobs["pack_b"].entities] == [True, False]
     assert space.flop == 2.0 * 16 * 32 * 24
 
