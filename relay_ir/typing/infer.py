@@ -247,11 +247,15 @@ class Inferencer:
             raise type_error(message(e.detail), node, expected=self._show(b),
                              got=self._show(a)) from None
 
-    def instantiate(self, t: Type, ret_origin: Callable[[int], Origin] | None = None) -> Type:
-        """A fresh copy of a generic type: type parameters and `?` dims become unknowns."""
+    def instantiate(self, t: Type, ret_origin: Callable[[int], Origin] | None = None,
+                    type_args: tuple[Type, ...] = ()) -> Type:
+        """A fresh copy of a generic type: type parameters (unless given explicitly in
+        `type_args`, as in `@id[int32](%x)`) and `?` dims become unknowns."""
         if not isinstance(t, FuncType):
             return self.u.holeify(t)
-        sub = {tp: self.u.fresh_type() for tp in t.type_params}
+        given = [self.u.holeify(a) for a in type_args]
+        given += [self.u.fresh_type() for _ in t.type_params[len(given):]]
+        sub = dict(zip(t.type_params, given))
         args = tuple(self.u.holeify(substitute(a, sub)) for a in t.arg_types)
         ret = self.u.holeify(substitute(t.ret_type, sub), ret_origin)
         return FuncType(args, ret)
@@ -380,8 +384,15 @@ class Inferencer:
         callee = call.op
         if isinstance(callee, GlobalVar) and callee.name_hint in self.generic:
             self.visit(callee)  # records the generic type on the node
-            ft = self.instantiate(self.global_types[callee.name_hint], lambda axis: Origin(
-                "call", call, axis, f"the result of @{callee.name_hint}{line_of(call)}"))
+            generic = self.global_types[callee.name_hint]
+            n_params = len(generic.type_params) if isinstance(generic, FuncType) else 0
+            if len(call.type_args) > n_params:
+                raise type_error(f"the call of @{callee.name_hint}: {len(call.type_args)} "
+                                 f"type arguments given, the function has {n_params} type "
+                                 f"parameters", call)
+            ft = self.instantiate(generic, lambda axis: Origin(
+                "call", call, axis, f"the result of @{callee.name_hint}{line_of(call)}"),
+                call.type_args)
         else:
             ft = self.u.shallow(self.visit(callee))
         if isinstance(ft, IncompleteType):
@@ -392,7 +403,7 @@ class Inferencer:
             raise type_error(f"{describe_expr(callee)} is called but is not a function",
                              call, got=self._show(ft))
         if ft.type_params:
-            ft = self.instantiate(ft)  # type: ignore[assignment]
+            ft = self.instantiate(ft, type_args=call.type_args)  # type: ignore[assignment]
         assert isinstance(ft, FuncType)
         what = f"the call of {_construct(callee)}"
         if len(ft.arg_types) != len(call.args):

@@ -258,3 +258,21 @@ def test_inference_is_idempotent() -> None:
 def test_unknown_dims_stay_unknown_when_nothing_fixes_them() -> None:
     t = main_type("def @main(%x: Tensor[(?, 4), float32]) { nn.relu(%x) }")
     assert t == FuncType((T((ANY, 4)),), T((ANY, 4)))
+
+
+def test_explicit_type_arguments_instantiate_a_polymorphic_call() -> None:
+    import pytest
+
+    from tessel_errors import RelayTypeError
+
+    pre = relay_ir.IRModule().import_prelude()
+    x = relay_ir.var("x", shape=(2,))
+    ident = pre.get_global_var("id")
+
+    def main_with(targs: tuple) -> relay_ir.IRModule:
+        return pre.with_function("main", Function((x,), Call(ident, (x,), type_args=targs)))
+
+    assert infer_type(main_with((T((2,)),)))["main"].checked_type.ret_type == T((2,))
+    with pytest.raises(RelayTypeError, match=r"the call of @id: argument 0 \(%x, %x\) has the "
+                       r"wrong type: dim 0: 2 vs 3"):
+        infer_type(main_with((T((3,)),)))
