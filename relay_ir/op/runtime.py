@@ -101,3 +101,40 @@ def check_shape(data: Expr, shape: Sequence[int], message: str = "") -> Call:
     """A run-time shape check that returns data: check_shape(x, (-1, 3), "dense: ...")."""
     return make_call(check_shape_op, [data], shape=tuple(int(s) for s in shape),
                      message=message)
+
+
+def _value_type(v: Any) -> Type:
+    from relay_ir.ty import TupleType
+
+    if isinstance(v, tuple | list):
+        return TupleType(tuple(_value_type(x) for x in v))
+    a = np.asarray(v)
+    return TensorType(tuple(int(d) for d in a.shape), str(a.dtype))
+
+
+def check_op_arguments(op: Any, values: Sequence[Any], attrs: Any) -> None:
+    """Run `op`'s type relation on the exact types of run-time values; RelayRuntimeError
+    naming the op and argument if they do not fit (the dynamic half of gradual typing,
+    for what check_shape cannot express: `?` vs `?`, broadcasting of a `?`).
+
+    >>> import numpy as np
+    >>> from relay_ir.op.registry import get_op
+    >>> check_op_arguments(get_op("add"), [np.zeros(2), np.zeros(2)], None)
+    """
+    from relay_ir.op._common import NotReady, RelationError, arg_name
+    from relay_ir.op.registry import TYPE_RELATIONS
+
+    rel = TYPE_RELATIONS.get(op)
+    if rel is None:
+        return
+    types = [_value_type(v) for v in values]
+    try:
+        rel(types, attrs)
+    except NotReady:
+        return
+    except RelationError as e:
+        where = f"argument {e.arg} ({arg_name(op, e.arg)}) " if e.arg is not None else ""
+        shown = ", ".join(str(t) for t in types)
+        raise RelayRuntimeError(
+            f"{op.name}: {where}{e.message} (at run time, with arguments {shown})"
+        ) from None

@@ -42,3 +42,15 @@ def test_check_shape_is_opaque_and_has_a_builder() -> None:
     c = relay_ir.check_shape(x, (-1, 3), "msg")
     assert c.attrs.shape == (-1, 3) and c.attrs.message == "msg"
     assert PATTERNS[c.op] == OpPattern.OPAQUE
+
+
+def test_check_op_arguments_runs_the_relation_on_values() -> None:
+    from relay_ir.op.runtime import check_op_arguments
+
+    rng = np.random.default_rng()
+    op = relay_ir.get_op("nn.dense")
+    check_op_arguments(op, [rand(rng, 2, 3), rand(rng, 4, 3)], op.make_attrs())
+    with pytest.raises(RelayRuntimeError, match=r"nn.dense: argument 1 \(weight\) the reduction "
+                       r"dim does not match: .*at run time, with arguments "
+                       r"Tensor\[\(2, 3\), float32\], Tensor\[\(4, 5\), float32\]"):
+        check_op_arguments(op, [rand(rng, 2, 3), rand(rng, 4, 5)], op.make_attrs())
