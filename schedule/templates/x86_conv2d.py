@@ -21,7 +21,6 @@ from typing import Any
 from schedule.schedule import Schedule, create_schedule
 from schedule.space import FallbackConfig
 from schedule.templates.common import (
-    best_divisor,
     const_extent,
     divisor_at_most,
     fallback_split,
@@ -98,14 +97,19 @@ def _depthwise_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
 
 
 def _width_block(OW: int, lanes: int) -> int:
-    return best_divisor(OW, [2 * lanes, lanes, 14, 28, 12, 7, 4 * lanes, 6, 4])
+    """Whole vectors when the width allows, else one partial vector: a <14 x float> tile
+    measured 4x slower than <7 x float> (128@28: 4.7 against 17-44 GFLOP/s, 1 thread)."""
+    for p in (2 * lanes, lanes):
+        if OW % p == 0:
+            return p
+    return divisor_at_most(OW, lanes)
 
 
 # Fallback, measured (python -m tests.schedule.templates.bench_templates) on the 2-core EPYC
-# (Zen 3, AVX2, 8 fp32 lanes) build machine, shared: load average 4-5, so compare ratios.
-# ResNet-18 3x3 layers, batch 1, 1 thread: 64@56 17.4 GFLOP/s, 128@28 8.9, 256@14 14.0
-# (numpy GEMM 23.2; conv2d_NCHWc.x86 24-32 on the same layers): widths 28 and 14 leave
-# vector lanes idle. 2 threads (load 4.2): 11.3, 6.9, 9.6.
+# (Zen 3, AVX2, 8 fp32 lanes) build machine, shared with other jobs (load average 3-5):
+# figures swing 2x between runs, so compare with numpy's GEMM from the same run.
+# ResNet-18 3x3 layers, batch 1, 1 thread: 64@56 41.1 GFLOP/s, 128@28 53.0, 256@14 52.5
+# (numpy GEMM 74.2, load 3.3); 2 threads (load 3.2): 47.4, 27.2, 57.0 (numpy GEMM 29.7).
 def schedule_conv2d_nchw(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     """Direct NCHW conv: parallel (n, co-block, oh-block), cb x hb x wb register tile."""
     outs = list(outs)
@@ -162,8 +166,9 @@ def schedule_conv2d_nchw(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
 
 
 # Fallback, measured (python -m tests.schedule.templates.bench_templates) on the 2-core EPYC
-# (Zen 3, AVX2, 8 fp32 lanes) build machine, shared: load average 4-5, so compare ratios.
-# 128@56 3x3: 24.5 GFLOP/s (0.30 ms) on 1 thread, 13.3 on 2 threads (load 4.2).
+# (Zen 3, AVX2, 8 fp32 lanes) build machine, shared with other jobs (load average 3-5):
+# figures swing 2x between runs, so compare with numpy's GEMM from the same run.
+# 128@56 3x3: 29.4-35.2 GFLOP/s (0.21-0.25 ms) on 1 thread, 34.0 on 2 threads.
 def schedule_depthwise_nchw(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     """Depthwise NCHW: parallel (n, c), rows in blocks, the width vectorized."""
     outs = list(outs)

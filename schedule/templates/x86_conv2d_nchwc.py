@@ -53,26 +53,31 @@ CONV, PACK_DATA, PACK_KERNEL, UNPACK = "conv2d_NCHWc", "pack_data", "pack_kernel
 
 def pick_blocks(C: int, CO: int, OW: int, oc_fixed: int | None = None
                 ) -> tuple[int, int, int]:
-    """(ic_bn, oc_bn, reg_n): the register tile with the most accumulators that fit."""
+    """(ic_bn, oc_bn, reg_n): at least 8 accumulators (FMA latency x ports), no spills,
+    then the fewest loads per FMA; e.g. (8, 16, 4) for 64@56 on AVX2.
+
+    Measured on 64@56, 1 thread (GFLOP/s): (8, 16, 4) 57.5, (8, 8, 7) 40.1, (8, 8, 14)
+    31.6 (14 accumulators leave no room for the loads), (16, 16, 4) 28.8.
+    """
     cpu = host_cpu()
     lanes = cpu.lanes
-    best: tuple[float, int, int] = (-1.0, 1, 1)
+    budget = cpu.registers - 4
+    cands = []
     for oc_bn in ((oc_fixed,) if oc_fixed else (2 * lanes, lanes)):
         if CO % oc_bn:
             continue
-        vecs = oc_bn // lanes
+        vecs = max(1, oc_bn // lanes)
         for reg_n in range(1, min(OW, 32) + 1):
             acc = reg_n * vecs
-            if OW % reg_n or acc > cpu.registers - 1 - vecs:
-                continue
-            score = acc - 0.01 * (reg_n + vecs) / acc  # most FMAs, then fewest loads each
-            if score > best[0]:
-                best = (score, oc_bn, reg_n)
-    if best[0] < 0:  # channels not a multiple of the vector width
+            if OW % reg_n == 0 and acc <= budget:
+                cands.append((acc >= 8, -(reg_n + vecs) / acc if acc >= 8 else acc,
+                              oc_bn, reg_n))
+    if cands:
+        _, _, oc_bn, reg_n = max(cands)
+    else:  # channels not a multiple of the vector width
         oc_bn = oc_fixed or divisor_at_most(CO, lanes)
-        best = (0.0, oc_bn, divisor_at_most(OW, 8))
-    _, oc_bn, reg_n = best
-    ic_bn = best_divisor(C, [oc_bn, lanes, 2 * lanes, 4])
+        reg_n = divisor_at_most(OW, 8)
+    ic_bn = best_divisor(C, [lanes, 2 * lanes, 4])
     return ic_bn, oc_bn, reg_n
 
 
@@ -168,11 +173,13 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
 
 
 # Fallback, measured (python -m tests.schedule.templates.bench_templates) on the 2-core EPYC
-# (Zen 3, AVX2, 8 fp32 lanes) build machine, shared: load average 4-5, so compare ratios.
-# ResNet-18 3x3 layers, batch 1, NCHW in/out (layout stages included), 1 thread:
-# 64@56 31.6 GFLOP/s, 128@28 23.4, 256@14 24.0 (numpy GEMM 23.2 in the same run);
-# pre-packed NCHW8c in/out: 27.4, 26.1, 23.5. 2 threads (load 4.2): 17.1, 23.4, 25.2
-# (numpy GEMM 17.9). ONNX Runtime's ~300 GFLOP/s in FACTS.md is from an AVX-512 machine.
+# (Zen 3, AVX2, 8 fp32 lanes) build machine, shared with other jobs (load average 3-5):
+# figures swing 2x between runs, so compare with numpy's GEMM from the same run.
+# ResNet-18 3x3 layers, batch 1, NCHW in/out (layout stages included), 1 thread (load 3.3):
+# 64@56 55.9 GFLOP/s, 128@28 71.1, 256@14 14.9 (numpy GEMM 74.2 in the same run); in a
+# busier run 27.8, 27.0, 21.7 (numpy 32.2). 2 threads (load 3.2): 26.7, 72.6, 46.4;
+# pre-packed NCHW8c in/out 57.0, 35.9, 48.9 (numpy GEMM 29.7). ONNX Runtime's ~300 GFLOP/s
+# in FACTS.md was measured on an AVX-512 machine, not this one.
 def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     """NCHWc conv: parallel (n, oc-chunk, oh), reg_n x oc_bn register tile, vector oc_bn."""
     outs = list(outs)

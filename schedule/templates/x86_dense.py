@@ -112,10 +112,12 @@ def _batch_matmul_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
 
 
 # Fallback, measured (python -m tests.schedule.templates.bench_templates) on the 2-core EPYC
-# (Zen 3, AVX2, 8 fp32 lanes) build machine, shared: load average 4-5, so compare ratios.
-# 1024^3 fp32, 1 thread: dense 24.9 GFLOP/s, matmul 26.8 (numpy/OpenBLAS 1 thread 23.2);
-# 2 threads: dense 18.0, matmul 17.0 (numpy 17.9): 1.0-1.15x numpy in the same run.
-# batch_matmul 8x256^3: 24.3 (1 thread), 15.8 (2 threads).
+# (Zen 3, AVX2, 8 fp32 lanes) build machine, shared with other jobs (load average 3-5):
+# figures swing 2x between runs, so compare with numpy's GEMM from the same run.
+# 1024^3 fp32, 1 thread: dense 40.9-44.3 GFLOP/s, matmul 44.2-67.5 (numpy/OpenBLAS 1 thread
+# 55.7-68.2): 0.6-1.0 of numpy. 2 threads: dense 40.0, matmul 62.6 (numpy 35.9, load 2.9).
+# dense pays for packing its [N, K] weight each call (a model packs constant weights once).
+# batch_matmul 8x256^3: 26.7-50.7 (1 thread), 55.3 (2 threads).
 def schedule_gemm(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     """Blocked GEMM: parallel outer tiles, mr x nr register tile, vectorized columns."""
     outs = list(outs)
