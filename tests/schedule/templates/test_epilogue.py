@@ -97,3 +97,18 @@ def test_ops_library_graph_schedules_with_the_dense_template() -> None:
     s = TEMPLATES["dense.x86"].schedule(FallbackConfig(), [out])
     xa, wa, ba = rand(rng, (8, 16)), rand(rng, (24, 16)), rand(rng, (24,))
     close(run(s, [x, w, b, out], [xa, wa, ba]), np.maximum(xa @ wa.T + ba, 0))
+
+
+def test_ops_library_conv_graph_schedules_with_the_nchw_template() -> None:
+    from schedule.space import FallbackConfig
+    from schedule.templates import TEMPLATES
+    from tensor_expr import ops
+
+    rng = np.random.default_rng()
+    x, w = te.placeholder((1, 4, 8, 8), name="x"), te.placeholder((8, 4, 3, 3), name="w")
+    b = te.placeholder((8,), name="b")
+    out = ops.relu(ops.bias_add(ops.conv2d_nchw(x, w, padding=1), b, axis=1))
+    s = TEMPLATES["conv2d_nchw.x86"].schedule(FallbackConfig(), [out])
+    xa, wa, ba = rand(rng, (1, 4, 8, 8)), rand(rng, (8, 4, 3, 3)), rand(rng, (8,))
+    want = np.maximum(conv2d_nchw(xa, wa, 1, 1) + ba[None, :, None, None], 0)
+    close(run(s, [x, w, b, out], [xa, wa, ba]), want)
