@@ -174,6 +174,11 @@ class Kernel:
         raise KernelArgumentError(
             f"unknown source kind {kind!r}; expected 'llvm', 'llvm-opt', 'asm' or 'ir'")
 
+    def object_code(self) -> bytes:
+        """The kernel's machine code as an object file (lowering.llvm.jit.ObjectModule loads
+        it back without recompiling)."""
+        return self._jit.emit_object()
+
     def time(self, *arrays: Any, number: int = 10, repeat: int = 3,
              warmup: int = 1) -> float:
         """Median seconds per call over `repeat` runs of `number` calls, after warm-up."""

@@ -141,3 +141,9 @@ from relay_ir.typing import TypeInferenceReport, infer_expr_type, infer_type
 # --- R3 exports ---
 from relay_ir.interpreter import Closure, ConstructorValue, Interpreter, RefValue, interpret
 from relay_ir import transform
+
+# --- M1 exports ---
+from relay_ir import strategy
+from relay_ir.build import CompiledModel, MemoryPlan, ProfileTable
+from relay_ir.build import load as load_compiled
+from relay_ir.build import build  # the function; the package stays importable by path

@@ -117,6 +117,33 @@ class JitModule:
             self._asm = self._tm.emit_assembly(self._module)
         return self._asm
 
+    def emit_object(self) -> bytes:
+        """The optimised module as a relocatable object file (for `load_object` later)."""
+        return self._tm.emit_object(parse(self.optimized_ir, self._tm))
+
+
+class ObjectModule:
+    """An object file (from `JitModule.emit_object`) loaded into its own MCJIT engine.
+
+    `ObjectModule(data, "llvm").address("one")`
+    """
+
+    def __init__(self, data: bytes, target: Any) -> None:
+        ensure_llvm()
+        self._engine = llvm.create_mcjit_compiler(
+            llvm.parse_assembly(""), new_target_machine(*_cpu_features(target)))
+        self._engine.add_object_file(llvm.ObjectFileRef.from_data(bytes(data)))
+        self._engine.finalize_object()
+
+    def address(self, name: str) -> int:
+        """The address of function or global `name` in the loaded code."""
+        addr = self._engine.get_function_address(name)
+        if not addr:
+            addr = self._engine.get_global_value_address(name)
+        if not addr:
+            raise CodegenError(f"symbol {name!r} is not in the loaded object code")
+        return addr
+
 
 def compile_ir(text: str, target: Any = "llvm") -> JitModule:
     """Parse, optimise (O3) and JIT-load LLVM IR text for `target`."""

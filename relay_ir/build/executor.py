@@ -1,0 +1,203 @@
+"""The graph executor: a compiled model is a list of kernel calls over numbered values
+(inputs, constants, planned intermediates, outputs), run on numpy arrays.
+
+    >>> lib = relay_ir.build(mod)                       # doctest: +SKIP
+    >>> y = lib.run(x=np.ones((4, 16), "float32"))      # doctest: +SKIP
+    >>> lib.memory_plan.peak_bytes <= lib.memory_plan.total_bytes   # doctest: +SKIP
+    True
+
+Intermediates live in storage blocks from the memory plan (allocated once per compiled
+model; `run` is therefore not reentrant across threads); outputs are fresh arrays each
+run. Inputs are checked by name, shape and dtype before any kernel runs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from relay_ir.build.memory_plan import MemoryPlan, plan_memory
+from tessel_errors import KernelArgumentError, RelayError
+
+_CALL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
+Spec = tuple[tuple[int, ...], str]
+
+
+class KernelFn:
+    """A kernel entry point in loaded code, called with arrays of known shapes (the graph
+    executor checks the shapes once, at the model's inputs)."""
+
+    def __init__(self, jit: Any, name: str, entry: str, num_threads_symbol: str,
+                 launch_symbol: str, messages: Sequence[str], specs: Sequence[Spec]) -> None:
+        from lowering.kernel import num_threads
+
+        self.jit, self.name, self.entry = jit, name, entry
+        self.num_threads_symbol, self.launch_symbol = num_threads_symbol, launch_symbol
+        self.messages = list(messages)
+        self.specs = [(tuple(int(d) for d in s), str(dt)) for s, dt in specs]
+        self._fn = _CALL(jit.address(entry))
+        threads = ctypes.c_int32.from_address(jit.address(num_threads_symbol))
+        threads.value = num_threads()
+        launch = ctypes.c_void_p.from_address(jit.address(launch_symbol))
+        launch.value = None
+        if os.environ.get("TESSEL_THREAD_POOL", "1") != "0" and threads.value > 1:
+            from lowering.llvm.runtime import pool_launch_address
+
+            launch.value = pool_launch_address(threads.value - 1)
+        dims = [d for s, _ in self.specs for d in s]
+        self._dims = (ctypes.c_int64 * max(1, len(dims)))(*dims)
+        self._ptrs = ctypes.c_void_p * max(1, len(self.specs))
+
+    @classmethod
+    def from_kernel(cls, kernel: Any, specs: Sequence[Spec]) -> KernelFn:
+        """Wrap a lowering.Kernel (keeps its JIT module alive)."""
+        g = kernel.generated
+        k = cls(kernel._jit, kernel.name, g.entry, g.num_threads_symbol, g.launch_symbol,
+                g.messages, specs)
+        k.kernel = kernel
+        return k
+
+    def __call__(self, arrays: Sequence[np.ndarray]) -> None:
+        """Run on C-contiguous arrays of the kernel's parameter shapes, in order."""
+        rc = self._fn(self._ptrs(*[a.ctypes.data for a in arrays]), self._dims)
+        if rc != 0:
+            what = self.messages[rc - 1] if 0 < rc <= len(self.messages) else f"code {rc}"
+            raise KernelArgumentError(f"kernel '{self.name}': run-time check failed: {what}")
+
+
+@dataclass
+class Value:
+    """A value of the graph: kind is "input", "const", "temp" or "output"."""
+
+    kind: str
+    shape: tuple[int, ...]
+    dtype: str
+    name: str = ""
+    data: np.ndarray | None = None
+
+
+@dataclass
+class Step:
+    """One kernel call: kernel index, input value ids, output value ids."""
+
+    kernel: int
+    inputs: list[int]
+    outputs: list[int]
+    group: str
+
+
+class GraphPlan:
+    """Kernels, values and steps of one compiled (static-shape) model."""
+
+    def __init__(self, kernels: list[KernelFn], values: list[Value], steps: list[Step],
+                 inputs: list[int], outputs: Any) -> None:
+        self.kernels, self.values, self.steps = kernels, values, steps
+        self.inputs, self.outputs = inputs, outputs  # outputs: an id or nested lists
+        temps = [v for v, val in enumerate(values) if val.kind == "temp"]
+        spans = []
+        for v in temps:
+            start = next(k for k, s in enumerate(steps) if v in s.outputs)
+            end = max([k for k, s in enumerate(steps) if v in s.inputs], default=start)
+            val = values[v]
+            spans.append((start, end, int(np.prod(val.shape)) * np.dtype(val.dtype).itemsize))
+        self.memory_plan: MemoryPlan = plan_memory(spans)
+        self._blocks = [np.empty(n // 4 + 1, np.float32) for n in self.memory_plan.block_bytes]
+        self._views: dict[int, np.ndarray] = {}
+        for v, b in zip(temps, self.memory_plan.storage_of):
+            val = values[v]
+            n = int(np.prod(val.shape)) * np.dtype(val.dtype).itemsize
+            raw = self._blocks[b].view(np.uint8)[:n]
+            self._views[v] = raw.view(val.dtype).reshape(val.shape)
+
+    def bind(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray | None]:
+        """The array of every value for one run (inputs given in order)."""
+        env: list[np.ndarray | None] = [None] * len(self.values)
+        for v, a in zip(self.inputs, arrays):
+            env[v] = a
+        for v, val in enumerate(self.values):
+            if val.kind == "const":
+                env[v] = val.data
+            elif val.kind == "temp":
+                env[v] = self._views[v]
+            elif val.kind == "output":
+                env[v] = np.empty(val.shape, val.dtype)
+        return env
+
+    def execute(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray | None]:
+        """Run every step; returns the value arrays."""
+        env = self.bind(arrays)
+        kernels = self.kernels
+        for s in self.steps:
+            kernels[s.kernel]([env[v] for v in s.inputs] + [env[v] for v in s.outputs])
+        return env
+
+    def result(self, env: list[np.ndarray | None]) -> Any:
+        """The model's outputs from the value arrays: one array or a tuple."""
+        def get(o: Any) -> Any:
+            if isinstance(o, list):
+                return tuple(get(x) for x in o)
+            a = env[o]
+            return a.copy() if self.values[o].kind in ("input", "const") else a
+        return get(self.outputs)
+
+
+def _fmt_shape(shape: Sequence[Any]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ")"
+
+
+def check_inputs(params: Sequence[tuple[str, tuple[Any, ...], str]], args: Sequence[Any],
+                 kwargs: dict[str, Any]) -> list[np.ndarray]:
+    """The model's inputs as C-contiguous arrays, checked by name, shape and dtype.
+
+    `params` are (name, shape with None for `?`, dtype); shape vars bind consistently.
+    """
+    names = [p[0] for p in params]
+    if len(args) > len(params):
+        raise KernelArgumentError(f"run() takes {len(params)} inputs ({', '.join(names)}), "
+                                  f"got {len(args)} positional")
+    given = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names:
+            raise KernelArgumentError(f"run(): unknown input {k!r}; the model's inputs are "
+                                      f"{', '.join(names)}")
+        if k in given:
+            raise KernelArgumentError(f"run(): input {k!r} given twice")
+        given[k] = v
+    missing = [n for n in names if n not in given]
+    if missing:
+        raise KernelArgumentError(f"run(): missing input(s) {', '.join(missing)}; the model's "
+                                  f"inputs are {', '.join(names)}")
+    out, bound = [], {}
+    for name, shape, dtype in params:
+        a = given[name]
+        if not isinstance(a, np.ndarray):
+            a = np.asarray(a)
+        if a.dtype != np.dtype(dtype):
+            raise KernelArgumentError(f"run(): input {name!r} must have dtype {dtype}, got "
+                                      f"{a.dtype} (convert with .astype('{dtype}'))")
+        ok = len(a.shape) == len(shape)
+        for d, n in zip(shape, a.shape) if ok else ():
+            if isinstance(d, int):
+                ok = ok and d == n
+            elif isinstance(d, str):
+                ok = ok and bound.setdefault(d, n) == n
+        if not ok:
+            raise KernelArgumentError(
+                f"run(): input {name!r} must have shape "
+                f"{_fmt_shape(['?' if d is None else d for d in shape])}, got "
+                f"{_fmt_shape(a.shape)}")
+        out.append(np.ascontiguousarray(a))
+    return out
+
+
+def not_dataflow_error(what: str) -> RelayError:
+    """The error for programs the graph executor does not run."""
+    return RelayError(
+        f"relay_ir.build compiles dataflow-only programs (@main of tensor ops, tuples and "
+        f"lets); this one uses {what}. Run it with relay_ir.interpret(mod, ...) instead "
+        "(a VM for control flow comes later)")

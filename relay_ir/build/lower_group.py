@@ -1,0 +1,233 @@
+"""Lower one fused group (a Function with ("Primitive", 1) from FuseOps) into ONE kernel.
+
+Every group parameter becomes a placeholder (static shapes after InferType; a tuple
+parameter becomes one placeholder per field), the body is walked in post order mapping
+each call to its op strategy's TE compute. A group with an anchor (conv2d, dense, matmul,
+batch_matmul) is built through the anchor's x86 template: the template's compute gives
+the anchor, the rest of the group is its epilogue (bias, batch-norm scale/shift, relu,
+residual add, clip) computed in the anchor's output stage, and the template's fallback
+config schedules it. Reductions, pooling and softmax get the reduction schedules, the
+rest the injective schedule (inlined, vectorized, parallel). If a schedule cannot be
+applied, the group falls back to a plain schedule (injective stages inlined), so every
+group compiles.
+
+    >>> from relay_ir.build.lower_group import lower_group   # doctest: +SKIP
+    >>> gk = lower_group(fused_fn, "llvm")                    # doctest: +SKIP
+    >>> gk.name, gk.in_specs, gk.out_specs                    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import lowering
+from relay_ir.expr import Call, Constant, Function, Tuple, TupleGetItem, Var
+from relay_ir.op.registry import Op
+from relay_ir.strategy import out_shape, strategy_of
+from relay_ir.ty import TensorType, TupleType, Type
+from relay_ir.visitor import post_order
+from schedule.schedule import Schedule, create_schedule
+from schedule.space import FallbackConfig
+from schedule.templates import get_template
+from schedule.templates.common import inline_injective
+from schedule.templates.x86_conv2d import schedule_conv2d_nchw, schedule_depthwise_nchw
+from schedule.templates.x86_dense import schedule_gemm
+from schedule.templates.x86_injective import (
+    schedule_injective,
+    schedule_reduce,
+    schedule_softmax,
+)
+from tensor_expr.expr import const
+from tensor_expr.tensor import Tensor, compute, placeholder
+from tessel_errors import RelayError, ScheduleError, TesselError
+
+Spec = tuple[tuple[int, ...], str]
+_KIND_RANK = {"injective": 0, "reduce": 1, "softmax": 2, "anchor": 3}
+
+
+@dataclass
+class GroupKernel:
+    """A compiled group: kernel args are the flattened inputs then the outputs."""
+
+    name: str
+    kernel: Any
+    in_specs: list[Spec]
+    out_specs: list[Spec]
+    schedule: str  # which schedule it got: a template name, a group kind, or "plain"
+
+
+def flatten_types(t: Type) -> list[TensorType]:
+    """The tensor types of a (possibly nested) tuple type, in order."""
+    if isinstance(t, TupleType):
+        return [x for f in t.fields for x in flatten_types(f)]
+    if not isinstance(t, TensorType):
+        raise RelayError(f"relay_ir.build compiles tensors and tuples of tensors, got {t}")
+    return [t]
+
+
+def _spec(t: TensorType) -> Spec:
+    return out_shape(t), t.dtype
+
+
+def group_ops(fn: Function) -> list[Call]:
+    """The op calls of a group body, in post order."""
+    return [e for e in post_order(fn.body) if isinstance(e, Call) and isinstance(e.op, Op)]
+
+
+def group_name(fn: Function) -> str:
+    """A readable name: `fused_conv2d_multiply_add_relu`."""
+    names = [c.op.name.split(".")[-1] for c in group_ops(fn)]
+    short = names[:5] + (["etc"] if len(names) > 5 else [])
+    return re.sub(r"[^A-Za-z0-9_]", "_", "fused_" + "_".join(short or ["copy"]))
+
+
+def _evaluate(fn: Function, env: dict[Var, Any], override: dict[int, Tensor]) -> Any:
+    memo: dict[int, Any] = {}
+    for e in post_order(fn.body):
+        if id(e) in override:
+            memo[id(e)] = override[id(e)]
+        elif isinstance(e, Var):
+            memo[id(e)] = env[e]
+        elif isinstance(e, Constant):
+            memo[id(e)] = _scalar_const(e)
+        elif isinstance(e, Tuple):
+            memo[id(e)] = [memo[id(f)] for f in e.fields]
+        elif isinstance(e, TupleGetItem):
+            memo[id(e)] = memo[id(e.tuple_value)][e.index]
+        elif isinstance(e, Call) and isinstance(e.op, Op):
+            args = [memo[id(a)] for a in e.args]
+            memo[id(e)] = strategy_of(e.op).compute(args, e.attrs, e.checked_type)
+        elif isinstance(e, Op):
+            continue
+        else:
+            raise RelayError(f"relay_ir.build: a fused group holds a {type(e).__name__}, "
+                             "which kernels do not compute; use relay_ir.interpret")
+    return memo[id(fn.body)]
+
+
+def _scalar_const(c: Constant) -> Tensor:
+    data = np.asarray(c.data)
+    if data.ndim != 0:
+        raise RelayError(f"relay_ir.build: a non-scalar constant of shape {data.shape} inside "
+                         "a fused group (FuseOps should make it a parameter)")
+    return compute((), lambda: const(data.item(), str(data.dtype)), name="const")
+
+
+def _flat(v: Any) -> list[Tensor]:
+    return [x for f in v for x in _flat(f)] if isinstance(v, list) else [v]
+
+
+def _placeholders(fn: Function) -> tuple[dict[Var, Any], list[Tensor]]:
+    env: dict[Var, Any] = {}
+    flat: list[Tensor] = []
+    for k, p in enumerate(fn.params):
+        tys = flatten_types(p.checked_type or p.type_annotation)
+        phs = [placeholder(out_shape(t), t.dtype, name=f"p{k}_{j}" if len(tys) > 1 else f"p{k}")
+               for j, t in enumerate(tys)]
+        flat += phs
+        env[p] = phs[0] if isinstance(p.checked_type or p.type_annotation, TensorType) else \
+            _nest(p.checked_type or p.type_annotation, iter(phs))
+    return env, flat
+
+
+def _nest(t: Type, it: Any) -> Any:
+    return [_nest(f, it) for f in t.fields] if isinstance(t, TupleType) else next(it)
+
+
+def _template_path(fn: Function, anchor: Call) -> tuple[Schedule, list[Tensor], str] | None:
+    """The anchor's template with the rest of the group as its epilogue, or None."""
+    strat = strategy_of(anchor.op)
+    a0, a1 = anchor.args
+    if not (isinstance(a0, Var) and isinstance(a1, Var) and a0 is not a1
+            and a0 in fn.params and a1 in fn.params):
+        return None
+    specs = [_spec(a0.checked_type), _spec(a1.checked_type)]
+    picked = strat.template(specs, anchor.attrs) if strat.template else None
+    if picked is None:
+        return None
+    name, tattrs = picked
+    tpl = get_template(name)
+    cfg = FallbackConfig()
+    ins, outs = tpl.compute(cfg, specs, tattrs)
+    env, flat = _placeholders(fn)
+    pos = {p: k for k, p in enumerate(fn.params)}
+    env[a0], env[a1] = ins[0], ins[1]
+    flat[pos[a0]], flat[pos[a1]] = ins[0], ins[1]
+    final = _evaluate(fn, env, {id(anchor): outs[0]})
+    if isinstance(final, list) or tuple(final.shape) != tuple(outs[0].shape):
+        return None
+    return tpl.schedule(cfg, [final]), flat + [final], name
+
+
+_ANCHOR_SCHEDULES = {"conv2d_nchw": schedule_conv2d_nchw,
+                     "depthwise_conv2d_nchw": schedule_depthwise_nchw,
+                     "dense": schedule_gemm, "matmul": schedule_gemm,
+                     "batch_matmul": schedule_gemm}
+_KIND_SCHEDULES = {"injective": schedule_injective, "reduce": schedule_reduce,
+                   "softmax": schedule_softmax}
+
+
+def _generic_path(fn: Function, calls: list[Call], plain: bool
+                  ) -> tuple[Schedule, list[Tensor], str]:
+    env, flat = _placeholders(fn)
+    outs = _flat(_evaluate(fn, env, {}))
+    if plain:
+        s = create_schedule(outs)
+        inline_injective(s, outs)
+        return s, flat + outs, "plain"
+    kind = max((strategy_of(c.op).kind for c in calls), key=_KIND_RANK.__getitem__,
+               default="injective")
+    if kind == "anchor":
+        anchor = next(c for c in calls if strategy_of(c.op).kind == "anchor")
+        tag = _anchor_tag(outs)
+        sched = _ANCHOR_SCHEDULES.get(tag or "", None)
+        if sched is None:
+            raise ScheduleError(f"no x86 schedule for the anchor {anchor.op.name}")
+        return sched(FallbackConfig(), outs), flat + outs, f"{tag} (ops graph)"
+    return _KIND_SCHEDULES[kind](FallbackConfig(), outs), flat + outs, kind
+
+
+def _anchor_tag(outs: list[Tensor]) -> str | None:
+    from schedule.templates.common import walk_ops
+
+    for op in reversed(walk_ops(outs)):
+        tag = getattr(op, "tag", "")
+        if tag in _ANCHOR_SCHEDULES:
+            return tag
+    return None
+
+
+def lower_group(fn: Function, target: Any = "llvm") -> GroupKernel:
+    """Compile one Primitive function into a GroupKernel (template, group kind, or plain).
+
+    `gk = lower_group(fn); gk.kernel(*inputs, *outputs)`
+    """
+    name = group_name(fn)
+    calls = group_ops(fn)
+    in_specs = [_spec(t) for p in fn.params
+                for t in flatten_types(p.checked_type or p.type_annotation)]
+    out_specs = [_spec(t) for t in flatten_types(fn.body.checked_type)]
+    anchors = [c for c in calls if strategy_of(c.op).kind == "anchor"]
+    attempts: list[Any] = []
+    if len(anchors) == 1:
+        attempts.append(lambda: _template_path(fn, anchors[0]))
+    attempts.append(lambda: _generic_path(fn, calls, plain=False))
+    attempts.append(lambda: _generic_path(fn, calls, plain=True))
+    last: Exception | None = None
+    for attempt in attempts:
+        try:
+            got = attempt()
+            if got is None:
+                continue
+            s, args, how = got
+            kernel = lowering.build(s, args, target=target, name=name)
+            return GroupKernel(name, kernel, in_specs, out_specs, how)
+        except RelayError:
+            raise
+        except TesselError as e:  # a schedule that does not apply: try the next one
+            last = e
+    raise RelayError(f"relay_ir.build could not compile the fused group {name}: {last}")

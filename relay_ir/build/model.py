@@ -1,0 +1,98 @@
+"""CompiledModel: what relay_ir.build returns; runs, profiles and saves a compiled graph.
+
+    >>> lib = relay_ir.build(mod)                  # doctest: +SKIP
+    >>> y = lib.run(x=x)                           # numpy in, numpy out (tuple for several)
+    >>> lib.memory_plan                            # doctest: +SKIP
+    MemoryPlan(peak_bytes=..., total_bytes=..., blocks=..., values=...)
+    >>> print(lib.profile(x=x))                    # doctest: +SKIP
+    >>> lib.save("model.tessel"); lib2 = relay_ir.load_compiled("model.tessel")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from relay_ir.build.executor import GraphPlan, check_inputs
+from relay_ir.build.memory_plan import MemoryPlan
+from relay_ir.build.profile import ProfileTable, profile_plan
+from tessel_errors import RelayError
+
+
+class CompiledModel:
+    """A compiled dataflow model: `run(**inputs)`, `profile(**inputs)`, `memory_plan`,
+    `save(path)`; `kernels_compiled` counts distinct kernels (identical groups share one)."""
+
+    def __init__(self, mod: Any, target: Any, input_specs: list[tuple[str, tuple, str]],
+                 static: Any = None) -> None:
+        self.mod, self.target = mod, target
+        self.input_specs = input_specs
+        self._plans: dict[tuple, GraphPlan] = {}
+        self._last: GraphPlan | None = None
+        self.kernels_compiled = 0
+        self.group_schedules: list[tuple[str, str]] = []
+        if static is not None:
+            plan, planner = static
+            self._add(tuple(s for _, s, _ in input_specs), plan, planner)
+
+    def _add(self, key: tuple, plan: GraphPlan, planner: Any = None) -> None:
+        self._plans[key] = plan
+        self._last = plan
+        if planner is not None:
+            self.kernels_compiled += planner.compiled
+            self.group_schedules += [(g.name, g.schedule) for g in planner.group_kernels]
+
+    @property
+    def input_names(self) -> list[str]:
+        """The names of the model's inputs, in order."""
+        return [n for n, _, _ in self.input_specs]
+
+    def _plan_for(self, arrays: list[Any]) -> GraphPlan:
+        key = tuple(a.shape for a in arrays)
+        plan = self._plans.get(key)
+        if plan is None:
+            if self.mod is None:
+                raise RelayError("this loaded model holds kernels for its saved shapes only")
+            from relay_ir.build.pipeline import compile_static, specialize
+
+            plan, planner = compile_static(specialize(self.mod, list(key)), self.target)
+            self._add(key, plan, planner)
+        self._last = plan
+        return plan
+
+    def run(self, *args: Any, **inputs: Any) -> Any:
+        """Run the model: inputs by name (or position); returns an array or a tuple."""
+        arrays = check_inputs(self.input_specs, args, inputs)
+        plan = self._plan_for(arrays)
+        return plan.result(plan.execute(arrays))
+
+    __call__ = run
+
+    def profile(self, *args: Any, repeat: int = 10, **inputs: Any) -> ProfileTable:
+        """Per-kernel times (median of `repeat` runs): a table of group, shape, time, share."""
+        arrays = check_inputs(self.input_specs, args, inputs)
+        return profile_plan(self._plan_for(arrays), arrays, repeat)
+
+    @property
+    def memory_plan(self) -> MemoryPlan:
+        """The static memory plan (of the last shapes run, for models with `?` dims)."""
+        if self._last is None:
+            raise RelayError("this model has `?` input dims: run it once to plan its memory")
+        return self._last.memory_plan
+
+    @property
+    def plan(self) -> GraphPlan:
+        """The graph plan (kernels, values, steps) of the last shapes run."""
+        if self._last is None:
+            raise RelayError("this model has `?` input dims: run it once first")
+        return self._last
+
+    def save(self, path: str) -> None:
+        """Write kernels (object code), graph (JSON) and constants (npz) to folder `path`."""
+        from relay_ir.build.serialize import save
+
+        save(self, path)
+
+    def __repr__(self) -> str:
+        n = len(self._last.steps) if self._last else "?"
+        return (f"<CompiledModel inputs={self.input_names} steps={n} "
+                f"kernels={self.kernels_compiled} target={self.target}>")

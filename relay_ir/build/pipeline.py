@@ -1,0 +1,261 @@
+"""`relay_ir.build`: a dataflow @main -> a CompiledModel of fused kernels and a graph plan.
+
+    >>> lib = relay_ir.build(mod, target="llvm", params={"w": w})   # doctest: +SKIP
+    >>> y = lib.run(x=x)                                            # doctest: +SKIP
+    >>> print(lib.profile(x=x))                                     # doctest: +SKIP
+
+Pipeline: bind params as constants, InferType, SimplifyInference, FoldConstant, FuseOps,
+InferType; every Primitive group lowers into one kernel (identical groups, by
+structural_equal, compile once); the graph's values get a static memory plan. A @main
+with `?` dims is compiled per concrete input shape at the first run with that shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from relay_ir import transform as T
+from relay_ir.build.executor import (
+    GraphPlan,
+    KernelFn,
+    Step,
+    Value,
+    check_inputs,
+    not_dataflow_error,
+)
+from relay_ir.build.lower_group import flatten_types, lower_group
+from relay_ir.expr import (
+    Call,
+    Constant,
+    Constructor,
+    Expr,
+    Function,
+    GlobalVar,
+    If,
+    Let,
+    Match,
+    RefCreate,
+    RefRead,
+    RefWrite,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
+from relay_ir.module import IRModule
+from relay_ir.op.registry import Op
+from relay_ir.structural import structural_equal, structural_hash
+from relay_ir.transform.rewrite import substitute
+from relay_ir.ty import ShapeVar, TensorType
+from relay_ir.visitor import post_order
+from tessel_errors import RelayError
+
+
+def _main_of(mod: Any) -> IRModule:
+    if isinstance(mod, IRModule):
+        return mod
+    if isinstance(mod, Expr):
+        return IRModule.from_expr(mod)
+    raise RelayError(f"relay_ir.build takes an IRModule (or an expression), got "
+                     f"{type(mod).__name__}")
+
+
+def check_dataflow(fn: Function) -> None:
+    """A RelayError pointing to the interpreter unless `fn` is dataflow-only."""
+    for p in fn.params:
+        t = p.type_annotation or p.checked_type
+        if t is not None and not isinstance(t, TensorType):
+            raise not_dataflow_error(f"a parameter %{p.name_hint} of type {t} (inputs must be "
+                                     "tensors)")
+    for e in post_order(fn.body):
+        what = None
+        if isinstance(e, (If, Match)):
+            what = "control flow (if / match)"
+        elif isinstance(e, (RefCreate, RefRead, RefWrite)):
+            what = "references (ref / ref_read / ref_write)"
+        elif isinstance(e, Function) and not e.attr("Primitive"):
+            what = "closures (a function value inside @main)"
+        elif isinstance(e, Call) and isinstance(e.op, Constructor):
+            what = f"algebraic data types (constructor {e.op.name_hint})"
+        elif isinstance(e, Call) and isinstance(e.op, (GlobalVar, Var)):
+            what = f"calls of functions ({e.op.name_hint})"
+        elif isinstance(e, Constructor):
+            what = f"algebraic data types (constructor {e.name_hint})"
+        if what:
+            raise not_dataflow_error(what)
+
+
+def bind_params(mod: IRModule, params: dict[str, Any] | None) -> IRModule:
+    """@main with the named params replaced by constants (unknown names are an error)."""
+    main = mod["main"]
+    if not params:
+        return mod
+    by_name = {p.name_hint: p for p in main.params}
+    unknown = [k for k in params if k not in by_name]
+    if unknown:
+        raise RelayError(f"relay_ir.build: params {', '.join(map(repr, unknown))} are not "
+                         f"parameters of @main ({', '.join(by_name)})")
+    mapping = {by_name[k]: Constant(np.asarray(v)) for k, v in params.items()}
+    body = substitute(main.body, mapping)
+    rest = tuple(p for p in main.params if p not in mapping)
+    return mod.with_function("main", Function(rest, body, main.ret_type, main.type_params,
+                                              main.attrs))
+
+
+def optimize_for_build(mod: IRModule) -> IRModule:
+    """InferType, SimplifyInference, FoldConstant, FuseOps, InferType (graph form first)."""
+    mod = T.InferType()(mod)
+    if any(isinstance(e, Let) for e in post_order(mod["main"].body)):
+        mod = T.InferType()(T.ToGraphNormalForm()(mod))
+    mod = T.InferType()(T.SimplifyInference()(mod))
+    mod = T.InferType()(T.FoldConstant()(mod))
+    return T.InferType()(T.FuseOps()(mod))
+
+
+class _Planner:
+    """Turns the fused @main into kernels, values and steps."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+        self.kernels: list[KernelFn] = []
+        self.group_kernels: list[Any] = []
+        self.by_hash: dict[int, list[tuple[Function, int]]] = {}
+        self.values: list[Value] = []
+        self.steps: list[Step] = []
+        self.compiled = 0
+
+    def value(self, kind: str, t: TensorType, name: str = "", data: Any = None) -> int:
+        shape = tuple(int(d) for d in t.shape)
+        self.values.append(Value(kind, shape, t.dtype, name, data))
+        return len(self.values) - 1
+
+    def kernel_for(self, fn: Function) -> int:
+        h = structural_hash(fn)
+        for other, k in self.by_hash.get(h, []):
+            if structural_equal(other, fn):
+                return k
+        gk = lower_group(fn, self.target)
+        self.compiled += 1
+        self.group_kernels.append(gk)
+        self.kernels.append(KernelFn.from_kernel(gk.kernel, gk.in_specs + gk.out_specs))
+        k = len(self.kernels) - 1
+        self.by_hash.setdefault(h, []).append((fn, k))
+        return k
+
+    def plan(self, main: Function) -> GraphPlan:
+        memo: dict[int, Any] = {}
+        inputs = []
+        for p in main.params:
+            memo[id(p)] = self.value("input", p.checked_type, p.name_hint)
+            inputs.append(memo[id(p)])
+        for e in _graph_order(main.body):
+            memo[id(e)] = self.node(e, memo)
+        out = memo[id(main.body)]
+        for v in _flat_ids(out):
+            if self.values[v].kind == "temp":
+                self.values[v].kind = "output"
+        return GraphPlan(self.kernels, self.values, self.steps, inputs, out)
+
+    def node(self, e: Expr, memo: dict[int, Any]) -> Any:
+        if isinstance(e, Constant):
+            data = np.ascontiguousarray(e.data)
+            return self.value("const", TensorType(data.shape, str(data.dtype)), data=data)
+        if isinstance(e, Tuple):
+            return [memo[id(f)] for f in e.fields]
+        if isinstance(e, TupleGetItem):
+            return memo[id(e.tuple_value)][e.index]
+        if isinstance(e, Call) and isinstance(e.op, Op):
+            if e.op.name == "runtime.check_shape":  # static shapes: checked at the inputs
+                return memo[id(e.args[0])]
+            raise RelayError(f"relay_ir.build: op {e.op.name} was left outside every fused "
+                             "group (a FuseOps bug?)")
+        if isinstance(e, Call) and isinstance(e.op, Function) and e.op.attr("Primitive"):
+            k = self.kernel_for(e.op)
+            ins = [v for a in e.args for v in _flat_ids(memo[id(a)])]
+            outs = [self.value("temp", t) for t in flatten_types(e.checked_type)]
+            self.steps.append(Step(k, ins, outs, self.group_kernels[k].name))
+            return _nest_like(e.checked_type, iter(outs))
+        raise not_dataflow_error(f"a {type(e).__name__} in @main")
+
+
+def _graph_order(body: Expr) -> list[Expr]:
+    """Post order over @main's dataflow, not entering the Primitive functions."""
+    order, seen = [], set()
+    stack: list[tuple[Expr, bool]] = [(body, False)]
+    while stack:
+        e, done = stack.pop()
+        if done:
+            order.append(e)
+            continue
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        stack.append((e, True))
+        if isinstance(e, Call):
+            kids = list(e.args)
+        elif isinstance(e, Tuple):
+            kids = list(e.fields)
+        elif isinstance(e, TupleGetItem):
+            kids = [e.tuple_value]
+        else:
+            kids = []
+        stack.extend((k, False) for k in reversed(kids) if id(k) not in seen)
+    return [e for e in order if not isinstance(e, Var)]
+
+
+def _flat_ids(v: Any) -> list[int]:
+    return [x for f in v for x in _flat_ids(f)] if isinstance(v, list) else [v]
+
+
+def _nest_like(t: Any, it: Any) -> Any:
+    from relay_ir.ty import TupleType
+
+    return [_nest_like(f, it) for f in t.fields] if isinstance(t, TupleType) else next(it)
+
+
+def compile_static(mod: IRModule, target: Any) -> tuple[GraphPlan, _Planner]:
+    """Optimise, fuse and plan a module whose @main has static shapes."""
+    fused = optimize_for_build(mod)
+    planner = _Planner(target)
+    return planner.plan(fused["main"]), planner
+
+
+def _dim(d: Any) -> Any:
+    if isinstance(d, int):
+        return d
+    return d.name if isinstance(d, ShapeVar) else None
+
+
+def build(mod: Any, target: Any = "llvm", params: dict[str, Any] | None = None) -> Any:
+    """Compile a dataflow @main into a CompiledModel: `relay_ir.build(mod).run(x=x)`.
+
+    Control flow, ADTs, references and closures raise a RelayError pointing to
+    relay_ir.interpret.
+    """
+    from relay_ir.build.model import CompiledModel
+
+    mod = bind_params(_main_of(mod), params)
+    check_dataflow(mod["main"])
+    typed = T.InferType()(mod)
+    main = typed["main"]
+    specs = []
+    for p in main.params:
+        t = p.checked_type
+        if not isinstance(t, TensorType):
+            raise not_dataflow_error(f"a parameter %{p.name_hint} of type {t}")
+        specs.append((p.name_hint, tuple(_dim(d) for d in t.shape), t.dtype))
+    static = all(isinstance(d, int) for _, s, _ in specs for d in s)
+    return CompiledModel(mod, target, specs, compile_static(mod, target) if static else None)
+
+
+def specialize(mod: IRModule, shapes: list[tuple[int, ...]]) -> IRModule:
+    """@main with its parameters re-annotated with these concrete shapes."""
+    main = mod["main"]
+    new = tuple(Var(p.name_hint, TensorType(s, (p.type_annotation or p.checked_type).dtype))
+                for p, s in zip(main.params, shapes))
+    body = substitute(main.body, dict(zip(main.params, new)))
+    return mod.with_function("main", Function(new, body, None, main.type_params, main.attrs))
+
+
+__all__ = ["build", "check_inputs", "specialize", "compile_static"]

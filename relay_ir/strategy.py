@@ -1,0 +1,276 @@
+"""The op strategy: for each Relay op, its TE compute (tensor_expr.ops) and how a fused group
+anchored on it is scheduled on x86 (a template of schedule.templates or a group schedule).
+
+    >>> from relay_ir.strategy import STRATEGIES
+    >>> from relay_ir.op.registry import get_op
+    >>> STRATEGIES[get_op("nn.conv2d")].kind
+    'anchor'
+
+`Strategy.compute(inputs, attrs, out_type)` builds the op's TE tensors from its input
+tensors (list of Tensors; a tuple input arrives as a list), its attrs dataclass and its
+checked output type (static shapes). `kind` says how a group is scheduled:
+"injective" (fused, vectorized, parallel), "reduce" (reductions and pooling), "softmax",
+or "anchor" (conv2d / dense / matmul: `template(arg_specs, attrs)` names the schedule
+template and its attrs, or returns None when no template fits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from relay_ir.op.registry import Op, get_op
+from relay_ir.ty import TensorType, TupleType, Type
+from tensor_expr import ops
+from tensor_expr.expr import cast, const
+from tensor_expr.tensor import Tensor, compute
+from tessel_errors import RelayError
+
+ComputeFn = Callable[[list[Any], Any, Type], "Tensor | list[Tensor]"]
+ArgSpecs = Sequence[tuple[tuple[int, ...], str]]
+TemplateFn = Callable[[ArgSpecs, Any], "tuple[str, dict[str, Any]] | None"]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """How one Relay op becomes TE: its compute, its group-schedule kind, its template."""
+
+    compute: ComputeFn
+    kind: str = "injective"
+    template: TemplateFn | None = None
+
+
+STRATEGIES: dict[Op, Strategy] = {}
+
+
+def out_shape(t: Type) -> tuple[int, ...]:
+    """The static shape of a tensor type (RelayError when a dim is not an int)."""
+    if not isinstance(t, TensorType) or not all(isinstance(d, int) for d in t.shape):
+        raise RelayError(f"relay_ir.build needs static shapes in every fused group, got {t}")
+    return tuple(int(d) for d in t.shape)
+
+
+def _register(name: str, fn: ComputeFn, kind: str = "injective",
+              template: TemplateFn | None = None) -> None:
+    STRATEGIES[get_op(name)] = Strategy(fn, kind, template)
+
+
+# --- elementwise and broadcast ---------------------------------------------------------
+
+_UNARY = {"abs": ops.abs, "ceil": ops.ceil, "floor": ops.floor, "round": ops.round,
+          "exp": ops.exp, "log": ops.log, "sqrt": ops.sqrt, "rsqrt": ops.rsqrt,
+          "sigmoid": ops.sigmoid, "tanh": ops.tanh, "negative": ops.negative,
+          "erf": ops.erf, "nn.relu": ops.relu, "copy": ops.identity}
+for _name, _fn in _UNARY.items():
+    _register(_name, lambda xs, a, t, _f=_fn: _f(xs[0]))
+
+_BINARY = {"add": ops.add, "subtract": ops.subtract, "multiply": ops.multiply,
+           "divide": ops.divide, "power": ops.power, "maximum": ops.maximum,
+           "minimum": ops.minimum, "equal": ops.equal, "not_equal": ops.not_equal,
+           "less": ops.less, "less_equal": ops.less_equal, "greater": ops.greater,
+           "greater_equal": ops.greater_equal, "logical_and": ops.logical_and,
+           "logical_or": ops.logical_or}
+for _name, _fn in _BINARY.items():
+    _register(_name, lambda xs, a, t, _f=_fn: _f(xs[0], xs[1]))
+
+_register("where", lambda xs, a, t: ops.where(xs[0], xs[1], xs[2]))
+_register("logical_not", lambda xs, a, t: ops.equal(xs[0], const(False, "bool")))
+_register("clip", lambda xs, a, t: ops.clip(xs[0], float(a.a_min), float(a.a_max)))
+_register("cast", lambda xs, a, t: ops.cast(xs[0], a.dtype))
+_register("nn.leaky_relu", lambda xs, a, t: ops.leaky_relu(xs[0], float(a.alpha)))
+_register("nn.bias_add", lambda xs, a, t: ops.bias_add(xs[0], xs[1], axis=a.axis))
+_register("nn.dropout", lambda xs, a, t: ops.identity(xs[0]))
+
+
+def _fill(t: Type, value: float) -> Tensor:
+    tt = t if isinstance(t, TensorType) else None
+    assert tt is not None
+    return compute(out_shape(tt), lambda *i: const(value, tt.dtype), name="full")
+
+
+_register("zeros", lambda xs, a, t: _fill(t, 0.0))
+_register("ones", lambda xs, a, t: _fill(t, 1.0))
+_register("zeros_like", lambda xs, a, t: _fill(t, 0.0))
+_register("ones_like", lambda xs, a, t: _fill(t, 1.0))
+
+
+def _full(xs: list[Any], a: Any, t: Type) -> Tensor:
+    fill = xs[-1]
+    assert isinstance(t, TensorType)
+    return compute(out_shape(t), lambda *i: cast(fill[()], t.dtype), name="full")
+
+
+_register("full", _full)
+_register("full_like", _full)
+
+# --- layout (injective) ----------------------------------------------------------------
+
+
+def _reshape(xs: list[Any], a: Any, t: Type) -> Tensor:
+    return ops.reshape(xs[0], out_shape(t))
+
+
+for _name in ("reshape", "squeeze", "expand_dims"):
+    _register(_name, _reshape)
+_register("transpose", lambda xs, a, t: ops.transpose(xs[0], a.axes))
+_register("concatenate", lambda xs, a, t: ops.concatenate(list(xs[0]), axis=a.axis))
+_register("take", lambda xs, a, t: ops.take(xs[0], xs[1], axis=a.axis, mode=a.mode))
+_register("strided_slice", lambda xs, a, t: ops.strided_slice(
+    xs[0], list(a.begin), list(a.end), list(a.strides) if a.strides else None,
+    list(a.axes) if a.axes is not None else None))
+
+
+def _pad(xs: list[Any], a: Any, t: Type) -> Tensor:
+    if a.pad_mode != "constant":
+        raise RelayError(f"relay_ir.build: nn.pad mode {a.pad_mode!r} is not compiled "
+                         "(only 'constant'); run it with relay_ir.interpret")
+    return ops.pad_nd(xs[0], [p[0] for p in a.pad_width], [p[1] for p in a.pad_width],
+                      float(a.pad_value))
+
+
+_register("nn.pad", _pad)
+
+
+def _layout_transform(xs: list[Any], a: Any, t: Type) -> Tensor:
+    return ops.transpose(xs[0], [a.src_layout.index(c) for c in a.dst_layout])
+
+
+_register("layout_transform", _layout_transform)
+
+
+def _split(xs: list[Any], a: Any, t: Type) -> list[Tensor]:
+    assert isinstance(t, TupleType)
+    x = xs[0]
+    axis = a.axis % x.ndim
+    outs, begin = [], 0
+    for f in t.fields:
+        size = out_shape(f)[axis]
+        outs.append(ops.strided_slice(x, [begin], [begin + size], None, [axis]))
+        begin += size
+    return outs
+
+
+_register("split", _split)
+
+# --- reductions, pooling, softmax ------------------------------------------------------
+
+
+def _axes(a: Any, ndim: int) -> list[int]:
+    if a.axis is None:
+        axes = list(range(ndim))
+    else:
+        axes = [d % ndim for d in a.axis]
+    if a.exclude:
+        axes = [d for d in range(ndim) if d not in axes]
+    return axes
+
+
+_REDUCE = {"sum": ops.sum, "mean": ops.mean, "max": ops.max, "min": ops.min, "prod": ops.prod}
+for _name, _fn in _REDUCE.items():
+    _register(_name, lambda xs, a, t, _f=_fn: _f(xs[0], axis=_axes(a, xs[0].ndim),
+                                                 keepdims=a.keepdims), kind="reduce")
+for _name, _fn in (("argmax", ops.argmax), ("argmin", ops.argmin)):
+    def _arg(xs: list[Any], a: Any, t: Type, _f: Any = _fn) -> Tensor:
+        axes = _axes(a, xs[0].ndim)
+        if len(axes) != 1:
+            raise RelayError("relay_ir.build compiles argmax/argmin over one axis")
+        return _f(xs[0], axis=axes[0], keepdims=a.keepdims)
+    _register(_name, _arg, kind="reduce")
+
+
+def _pool(fn: Any, avg: bool) -> ComputeFn:
+    def f(xs: list[Any], a: Any, t: Type) -> Tensor:
+        if tuple(a.dilation) != (1, 1):
+            raise RelayError("relay_ir.build compiles pooling without dilation only")
+        extra = {"count_include_pad": a.count_include_pad} if avg else {}
+        return fn(xs[0], tuple(a.pool_size), tuple(a.strides), tuple(a.padding),
+                  ceil_mode=a.ceil_mode, layout=a.layout, **extra)
+    return f
+
+
+_register("nn.max_pool2d", _pool(ops.max_pool2d, False), kind="reduce")
+_register("nn.avg_pool2d", _pool(ops.avg_pool2d, True), kind="reduce")
+_register("nn.global_avg_pool2d", lambda xs, a, t: ops.global_avg_pool2d(xs[0], a.layout),
+          kind="reduce")
+_register("nn.softmax", lambda xs, a, t: ops.softmax(xs[0], axis=a.axis), kind="softmax")
+_register("nn.log_softmax", lambda xs, a, t: ops.log_softmax(xs[0], axis=a.axis),
+          kind="softmax")
+_register("nn.layer_norm", lambda xs, a, t: ops.layer_norm(
+    xs[0], xs[1] if a.scale else None, xs[2] if a.center else None, axis=a.axis,
+    epsilon=float(a.epsilon)), kind="reduce")
+
+# --- anchors: conv2d, dense, matmul ----------------------------------------------------
+
+
+def _conv_ok(a: Any) -> None:
+    if a.data_layout != "NCHW" or a.kernel_layout != "OIHW":
+        raise RelayError(f"relay_ir.build compiles conv2d in NCHW/OIHW only, got "
+                         f"{a.data_layout}/{a.kernel_layout}")
+
+
+def _conv_compute(xs: list[Any], a: Any, t: Type) -> Tensor:
+    _conv_ok(a)
+    data, kernel = xs
+    c = int(data.shape[1].value)
+    if a.groups != 1 and a.groups == c and int(kernel.shape[1].value) == 1:
+        return ops.depthwise_conv2d_nchw(data, kernel, tuple(a.strides), tuple(a.padding),
+                                         tuple(a.dilation))
+    return ops.conv2d_nchw(data, kernel, tuple(a.strides), tuple(a.padding),
+                           tuple(a.dilation), a.groups)
+
+
+def _conv_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
+    _conv_ok(a)
+    (dshape, _), (kshape, _) = args
+    tattrs = {"strides": tuple(a.strides), "padding": tuple(a.padding),
+              "dilation": tuple(a.dilation), "groups": a.groups}
+    if a.groups == 1:
+        return "conv2d_NCHWc.x86", tattrs
+    if a.groups == dshape[1] and kshape[1] == 1 and kshape[0] == dshape[1]:
+        return "depthwise_conv2d_nchw.x86", tattrs
+    return None
+
+
+_register("nn.conv2d", _conv_compute, kind="anchor", template=_conv_template)
+
+
+def _dense_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
+    return ("dense.x86", {}) if len(args[0][0]) == 2 else None
+
+
+_register("nn.dense", lambda xs, a, t: ops.dense(xs[0], xs[1]), kind="anchor",
+          template=_dense_template)
+
+
+def _matmul_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
+    if a.transpose_a or len(args[0][0]) != 2 or len(args[1][0]) != 2:
+        return None
+    return "matmul.x86", {"transpose_b": a.transpose_b}
+
+
+_register("matmul", lambda xs, a, t: ops.matmul(xs[0], xs[1], a.transpose_a, a.transpose_b),
+          kind="anchor", template=_matmul_template)
+
+
+def _bmm_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
+    if a.transpose_a or args[0][0][0] != args[1][0][0]:
+        return None
+    return "batch_matmul.x86", {"transpose_b": a.transpose_b}
+
+
+_register("nn.batch_matmul", lambda xs, a, t: ops.batch_matmul(
+    xs[0], xs[1], a.transpose_a, a.transpose_b), kind="anchor", template=_bmm_template)
+
+
+def strategy_of(op: Op) -> Strategy:
+    """The strategy of `op` (a RelayError naming the op and pointing to the interpreter).
+
+    `strategy_of(get_op("nn.relu")).kind == "injective"`
+    """
+    s = STRATEGIES.get(op)
+    if s is None:
+        raise RelayError(f"relay_ir.build has no kernel strategy for op '{op.name}'; run the "
+                         "model with relay_ir.interpret, or add STRATEGIES[op] in "
+                         "relay_ir/strategy.py")
+    return s
