@@ -33,7 +33,7 @@ from relay_ir.visitor import post_order
 from schedule.schedule import Schedule, create_schedule
 from schedule.space import FallbackConfig
 from schedule.templates import get_template
-from schedule.templates.common import inline_injective
+from schedule.templates.common import inline_injective, shape_of
 from schedule.templates.x86_conv2d import schedule_conv2d_nchw, schedule_depthwise_nchw
 from schedule.templates.x86_dense import schedule_gemm
 from schedule.templates.x86_injective import (
@@ -158,7 +158,7 @@ def _template_path(fn: Function, anchor: Call) -> tuple[Schedule, list[Tensor], 
     env[a0], env[a1] = ins[0], ins[1]
     flat[pos[a0]], flat[pos[a1]] = ins[0], ins[1]
     final = _evaluate(fn, env, {id(anchor): outs[0]})
-    if isinstance(final, list) or tuple(final.shape) != tuple(outs[0].shape):
+    if isinstance(final, list) or shape_of(final) != shape_of(outs[0]):
         return None
     return tpl.schedule(cfg, [final]), flat + [final], name
 

@@ -1,0 +1,82 @@
+"""ONNX models end to end: from_onnx + relay_ir.build against ONNX Runtime.
+
+The quick part runs small variants of ResNet-18 and MobileNetV2 (built with onnx.helper,
+random weights); the full-size networks and the onnx wheel's light models (SqueezeNet
+compiles in about 25 s, ResNet-50 in minutes) are marked slow (`pytest -m slow tests/e2e`).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import relay_ir
+from relay_ir.frontend.onnx import from_onnx
+from tests.e2e import onnx_models
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+LIGHT_SLOW = ["squeezenet", "resnet50", "densenet121", "inception_v1", "inception_v2", "shufflenet",
+              "bvlc_alexnet", "vgg19", "zfnet512"]
+RTOL = 1e-4
+
+
+def _relative_error(got: np.ndarray, want: np.ndarray) -> float:
+    """Max abs difference relative to the output's magnitude."""
+    return float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-30))
+
+
+def _check(model_or_path: object, feeds_rng: np.random.Generator) -> relay_ir.CompiledModel:
+    mod, params = from_onnx(model_or_path)
+    lib = relay_ir.build(mod, params=params)
+    feeds = {n: feeds_rng.standard_normal(s).astype(dt) for n, s, dt in lib.input_specs}
+    src = model_or_path if isinstance(model_or_path, str) else \
+        model_or_path.SerializeToString()
+    sess = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+    want = sess.run(None, feeds)
+    got = lib.run(**feeds)
+    got = got if isinstance(got, tuple) else (got,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        assert _relative_error(g, w) < RTOL
+    return lib
+
+
+def _light(name: str) -> str:
+    path = os.path.join(LIGHT, f"light_{name}.onnx")
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is not in this onnx wheel")
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LIGHT_SLOW)
+def test_light_model_matches_onnxruntime_slow(name: str) -> None:
+    _check(_light(name), np.random.default_rng())
+
+
+def test_small_resnet18_matches_onnxruntime() -> None:
+    lib = _check(onnx_models.resnet18(image=32, width=8), np.random.default_rng())
+    scheds = [s for _, s in lib.group_schedules]
+    assert scheds.count("conv2d_NCHWc.x86") == 15  # 20 convs, identical ones shared
+    assert lib.memory_plan.peak_bytes < lib.memory_plan.total_bytes
+
+
+def test_small_mobilenet_v2_matches_onnxruntime() -> None:
+    lib = _check(onnx_models.mobilenet_v2(image=32, width=8), np.random.default_rng())
+    assert "depthwise_conv2d_nchw.x86" in {s for _, s in lib.group_schedules}
+
+
+@pytest.mark.slow
+def test_resnet18_matches_onnxruntime() -> None:
+    _check(onnx_models.resnet18(), np.random.default_rng())
+
+
+@pytest.mark.slow
+def test_mobilenet_v2_matches_onnxruntime() -> None:
+    _check(onnx_models.mobilenet_v2(), np.random.default_rng())
