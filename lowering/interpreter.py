@@ -106,8 +106,8 @@ _BINARY: dict[type, Callable[[Any, Any], Any]] = {
     E.Sub: lambda a, b: a - b,
     E.Mul: lambda a, b: a * b,
     E.Div: lambda a, b: a / b,
-    E.Min: lambda a, b: a if a < b else b,
-    E.Max: lambda a, b: a if a > b else b,
+    E.Min: np.minimum,  # NaN-propagating, as the LLVM backend (llvm.minimum)
+    E.Max: np.maximum,  # NaN-propagating, as the LLVM backend (llvm.maximum)
     E.LT: lambda a, b: np.bool_(a < b),
     E.LE: lambda a, b: np.bool_(a <= b),
     E.GT: lambda a, b: np.bool_(a > b),

@@ -4,8 +4,8 @@ vectorized loop (a value is either a scalar, for lane-invariant expressions, or 
 
 Semantics follow the interpreter: floor division and modulo (cheap shifts and masks for
 power-of-two divisors, a sign fix-up otherwise; division by zero gives 0, like numpy),
-`min`/`max` as `a < b ? a : b`, casts with C/numpy rules, `if_then_else` lazy (a branch
-in scalar code, masked loads in vector code).
+`min`/`max` NaN-propagating like numpy (llvm.minimum/maximum, smin/smax), casts with
+C/numpy rules, `if_then_else` lazy (a branch in scalar code, masked loads in vector code).
 
     >>> # used through CodeGen; see lowering.llvm.codegen
 """
@@ -232,21 +232,24 @@ class ExprEmitter:
             res = bd.select(minus1, const(t, 0), res)
         return bd.select(zero, const(t, 0), res)
 
-    def _minmax(self, e: E.BinaryOp, op: str) -> ir.Value:
+    def _minmax(self, e: E.BinaryOp, kind: str) -> ir.Value:
+        # Intrinsics rather than compare+select: LLVM 22's O3 pipeline never returned on a
+        # select-based max reduction into a scalar (8x32 -> 0-d), and llvm.maximum/minimum
+        # propagate NaN exactly as numpy.maximum/minimum do.
         a, b = self._operands(e)
         if is_float(e.dtype):
-            c = self.b.fcmp_ordered(op, a, b, flags=self.fmf)
+            name = "maximum" if kind == "max" else "minimum"
         elif is_uint(e.dtype) or e.dtype == "bool":
-            c = self.b.icmp_unsigned(op, a, b)
+            name = "umax" if kind == "max" else "umin"
         else:
-            c = self.b.icmp_signed(op, a, b)
-        return self.b.select(c, a, b)
+            name = "smax" if kind == "max" else "smin"
+        return self.intrinsic(name, a.type, [a, b], [a.type])
 
     def _e_Min(self, e: E.Min) -> ir.Value:
-        return self._minmax(e, "<")
+        return self._minmax(e, "min")
 
     def _e_Max(self, e: E.Max) -> ir.Value:
-        return self._minmax(e, ">")
+        return self._minmax(e, "max")
 
     def _cmp(self, e: E.CmpOp) -> ir.Value:
         a, b = self._operands(e)
