@@ -6,7 +6,8 @@ medians of repeats after warm-up, ratios printed, the load average before each m
     python -m benchmarks.models --models resnet18 --repeat 5
 
 ResNet-18 and MobileNetV2 are built with onnx.helper and random weights
-(tests/e2e/onnx_models.py); ResNet-50 is the onnx wheel's light_resnet50 graph.
+(tests/e2e/onnx_models.py); ResNet-50 is the onnx wheel's light_resnet50 graph with
+random weights in place of its constant ones.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def _model(name: str) -> Any:
     if name == "resnet50":
         path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data",
                             "light", "light_resnet50.onnx")
-        return onnx.load(path)
+        return onnx_models.randomize_constant_weights(onnx.load(path))
     raise SystemExit(f"unknown model {name!r}; choose resnet18, resnet50, mobilenet_v2")
 
 
@@ -73,6 +74,7 @@ def bench(name: str, repeat: int, pause: float) -> dict[str, float]:
     time.sleep(pause)  # let the other runtime's idle workers settle (FACTS.md)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = num_threads()
+    opts.log_severity_level = 3
     sess = ort.InferenceSession(model.SerializeToString(), opts,
                                 providers=["CPUExecutionProvider"])
     out["onnxruntime"] = median_seconds(lambda: sess.run(None, feeds), repeat)

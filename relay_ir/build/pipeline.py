@@ -233,8 +233,12 @@ def build(mod: Any, target: Any = "llvm", params: dict[str, Any] | None = None) 
     Control flow, ADTs, references and closures raise a RelayError pointing to
     relay_ir.interpret.
     """
+    from lowering.target import Target
     from relay_ir.build.model import CompiledModel
 
+    if Target.parse(target).kind != "llvm":
+        raise RelayError(f"relay_ir.build compiles for the CPU ('llvm') so far, got target "
+                         f"'{target}'")
     mod = bind_params(_main_of(mod), params)
     check_dataflow(mod["main"])
     typed = T.InferType()(mod)

@@ -127,3 +127,36 @@ def mobilenet_v2(image: int = 224, width: int = 32, classes: int = 1000, seed: i
     last = max(1280, ch(1280)) if width >= 32 else ch(1280)
     x = g.conv_bn(x, cin, last, 1, 1, act="relu6")
     return g.model("mobilenet_v2", g.head(x, last, classes), image, classes)
+
+
+def randomize_constant_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
+    """A copy of a light model (weights as ConstantOfShape of one value, which makes every
+    output element alike) with each such weight replaced by a random initializer:
+    He-scaled normal values for rank >= 2, uniform in [0.5, 1.5] for vectors (biases,
+    batch-norm statistics: variances stay positive)."""
+    rng = np.random.default_rng(seed)
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    g = out.graph
+    shapes = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    keep, new, dropped = [], [], set()
+    for n in g.node:
+        if n.op_type == "ConstantOfShape" and n.input[0] in shapes:
+            dropped.add(n.input[0])
+            shape = tuple(int(d) for d in shapes[n.input[0]])
+            if len(shape) >= 2:
+                fan_in = int(np.prod(shape[1:])) or 1
+                arr = rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)
+            else:
+                arr = rng.uniform(0.5, 1.5, shape)
+            new.append(numpy_helper.from_array(arr.astype(np.float32), n.output[0]))
+        else:
+            keep.append(n)
+    dropped -= {i for n in keep for i in n.input}
+    inits = [t for t in g.initializer if t.name not in dropped] + new
+    inputs = [i for i in g.input if i.name not in dropped]
+    del g.node[:], g.initializer[:], g.input[:]
+    g.node.extend(keep)
+    g.initializer.extend(inits)
+    g.input.extend(inputs)
+    return out

@@ -80,6 +80,12 @@ def test_non_dataflow_programs_are_rejected(name: str, what: str) -> None:
         relay_ir.build(getattr(P, name)())
 
 
+def test_other_targets_are_refused() -> None:
+    with pytest.raises(RelayError, match="compiles for the CPU \\('llvm'\\) so far, got "
+                                         "target 'cuda'"):
+        relay_ir.build(P.mlp(), target="cuda")
+
+
 def test_params_bound_as_constants() -> None:
     rng = np.random.default_rng()
     ins = P.mlp_inputs(rng)
