@@ -19,7 +19,8 @@ group compiles.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,9 @@ class GroupKernel:
     in_specs: list[Spec]
     out_specs: list[Spec]
     schedule: str  # which schedule it got: a template name, a group kind, or "plain"
+    # flattened input position -> numpy transform applied once to that (constant) input
+    # at build time, e.g. a conv2d weight packed into the template's blocked layout
+    prepack: dict[int, Callable[[np.ndarray], np.ndarray]] = field(default_factory=dict)
 
 
 def flatten_types(t: Type) -> list[TensorType]:
@@ -138,7 +142,31 @@ def _nest(t: Type, it: Any) -> Any:
     return [_nest(f, it) for f in t.fields] if isinstance(t, TupleType) else next(it)
 
 
-def _template_path(fn: Function, anchor: Call) -> tuple[Schedule, list[Tensor], str] | None:
+def _pack_oihw(ic: int, oc: int) -> Callable[[np.ndarray], np.ndarray]:
+    def pack(w: np.ndarray) -> np.ndarray:
+        co, c, kh, kw = w.shape
+        blocked = w.reshape(co // oc, oc, c // ic, ic, kh, kw).transpose(0, 2, 4, 5, 3, 1)
+        return np.ascontiguousarray(blocked)
+    return pack
+
+
+def _prepacked_kernel(specs: list[Spec], tattrs: dict[str, Any]
+                      ) -> tuple[Spec, Callable[[np.ndarray], np.ndarray]]:
+    """conv2d_NCHWc with a constant OIHW weight: the packed spec and the packing (the
+    blocks the template's fallback would pick, so the schedule is the same)."""
+    from schedule.templates.conv_common import conv_attrs
+    from schedule.templates.x86_conv2d_nchwc import pick_blocks
+
+    (dshape, _), (kshape, dt) = specs
+    co, c, kh, kw = kshape
+    _, ow = conv_attrs(tattrs).out_hw(dshape[2], dshape[3], kh, kw)
+    ic, oc, _ = pick_blocks(c, co, ow)
+    tattrs["kernel_layout"] = "OIHWio"
+    return ((co // oc, c // ic, kh, kw, ic, oc), dt), _pack_oihw(ic, oc)
+
+
+def _template_path(fn: Function, anchor: Call, const_params: frozenset[int]
+                   ) -> tuple[Schedule, list[Tensor], str, dict[int, Any]] | None:
     """The anchor's template with the rest of the group as its epilogue, or None."""
     strat = strategy_of(anchor.op)
     a0, a1 = anchor.args
@@ -150,17 +178,22 @@ def _template_path(fn: Function, anchor: Call) -> tuple[Schedule, list[Tensor], 
     if picked is None:
         return None
     name, tattrs = picked
+    tattrs = dict(tattrs)
+    pos = {p: k for k, p in enumerate(fn.params)}
+    prepack: dict[int, Any] = {}
+    if name == "conv2d_NCHWc.x86" and pos[a1] in const_params and \
+            all(isinstance(p.checked_type, TensorType) for p in fn.params):
+        specs[1], prepack[pos[a1]] = _prepacked_kernel(specs, tattrs)
     tpl = get_template(name)
     cfg = FallbackConfig()
     ins, outs = tpl.compute(cfg, specs, tattrs)
     env, flat = _placeholders(fn)
-    pos = {p: k for k, p in enumerate(fn.params)}
     env[a0], env[a1] = ins[0], ins[1]
     flat[pos[a0]], flat[pos[a1]] = ins[0], ins[1]
     final = _evaluate(fn, env, {id(anchor): outs[0]})
     if isinstance(final, list) or shape_of(final) != shape_of(outs[0]):
         return None
-    return tpl.schedule(cfg, [final]), flat + [final], name
+    return tpl.schedule(cfg, [final]), flat + [final], name, prepack
 
 
 _ANCHOR_SCHEDULES = {"conv2d_nchw": schedule_conv2d_nchw,
@@ -178,7 +211,7 @@ def _generic_path(fn: Function, calls: list[Call], plain: bool
     if plain:
         s = create_schedule(outs)
         inline_injective(s, outs)
-        return s, flat + outs, "plain"
+        return s, flat + outs, "plain", {}
     kind = max((strategy_of(c.op).kind for c in calls), key=_KIND_RANK.__getitem__,
                default="injective")
     if kind == "anchor":
@@ -187,8 +220,8 @@ def _generic_path(fn: Function, calls: list[Call], plain: bool
         sched = _ANCHOR_SCHEDULES.get(tag or "", None)
         if sched is None:
             raise ScheduleError(f"no x86 schedule for the anchor {anchor.op.name}")
-        return sched(FallbackConfig(), outs), flat + outs, f"{tag} (ops graph)"
-    return _KIND_SCHEDULES[kind](FallbackConfig(), outs), flat + outs, kind
+        return sched(FallbackConfig(), outs), flat + outs, f"{tag} (ops graph)", {}
+    return _KIND_SCHEDULES[kind](FallbackConfig(), outs), flat + outs, kind, {}
 
 
 def _anchor_tag(outs: list[Tensor]) -> str | None:
@@ -201,9 +234,12 @@ def _anchor_tag(outs: list[Tensor]) -> str | None:
     return None
 
 
-def lower_group(fn: Function, target: Any = "llvm") -> GroupKernel:
+def lower_group(fn: Function, target: Any = "llvm",
+                const_params: frozenset[int] = frozenset()) -> GroupKernel:
     """Compile one Primitive function into a GroupKernel (template, group kind, or plain).
 
+    `const_params`: positions of params that are constants at the call (a conv2d weight
+    among them is packed once at build time, see GroupKernel.prepack).
     `gk = lower_group(fn); gk.kernel(*inputs, *outputs)`
     """
     name = group_name(fn)
@@ -214,7 +250,7 @@ def lower_group(fn: Function, target: Any = "llvm") -> GroupKernel:
     anchors = [c for c in calls if strategy_of(c.op).kind == "anchor"]
     attempts: list[Any] = []
     if len(anchors) == 1:
-        attempts.append(lambda: _template_path(fn, anchors[0]))
+        attempts.append(lambda: _template_path(fn, anchors[0], const_params))
     attempts.append(lambda: _generic_path(fn, calls, plain=False))
     attempts.append(lambda: _generic_path(fn, calls, plain=True))
     last: Exception | None = None
@@ -223,9 +259,12 @@ def lower_group(fn: Function, target: Any = "llvm") -> GroupKernel:
             got = attempt()
             if got is None:
                 continue
-            s, args, how = got
+            s, args, how, prepack = got
             kernel = lowering.build(s, args, target=target, name=name)
-            return GroupKernel(name, kernel, in_specs, out_specs, how)
+            specs = list(in_specs)
+            for k in prepack:
+                specs[k] = (tuple(int(d.value) for d in args[k].shape), args[k].dtype)
+            return GroupKernel(name, kernel, specs, out_specs, how, prepack)
         except RelayError:
             raise
         except TesselError as e:  # a schedule that does not apply: try the next one

@@ -120,7 +120,7 @@ class _Planner:
         self.target = target
         self.kernels: list[KernelFn] = []
         self.group_kernels: list[Any] = []
-        self.by_hash: dict[int, list[tuple[Function, int]]] = {}
+        self.by_hash: dict[int, list[tuple[Function, frozenset[int], int]]] = {}
         self.values: list[Value] = []
         self.steps: list[Step] = []
         self.compiled = 0
@@ -130,17 +130,17 @@ class _Planner:
         self.values.append(Value(kind, shape, t.dtype, name, data))
         return len(self.values) - 1
 
-    def kernel_for(self, fn: Function) -> int:
+    def kernel_for(self, fn: Function, consts: frozenset[int]) -> int:
         h = structural_hash(fn)
-        for other, k in self.by_hash.get(h, []):
-            if structural_equal(other, fn):
+        for other, c, k in self.by_hash.get(h, []):
+            if c == consts and structural_equal(other, fn):
                 return k
-        gk = lower_group(fn, self.target)
+        gk = lower_group(fn, self.target, consts)
         self.compiled += 1
         self.group_kernels.append(gk)
         self.kernels.append(KernelFn.from_kernel(gk.kernel, gk.in_specs + gk.out_specs))
         k = len(self.kernels) - 1
-        self.by_hash.setdefault(h, []).append((fn, k))
+        self.by_hash.setdefault(h, []).append((fn, consts, k))
         return k
 
     def plan(self, main: Function) -> GraphPlan:
@@ -171,12 +171,22 @@ class _Planner:
             raise RelayError(f"relay_ir.build: op {e.op.name} was left outside every fused "
                              "group (a FuseOps bug?)")
         if isinstance(e, Call) and isinstance(e.op, Function) and e.op.attr("Primitive"):
-            k = self.kernel_for(e.op)
+            consts = frozenset(i for i, a in enumerate(e.args) if isinstance(a, Constant))
+            k = self.kernel_for(e.op, consts if _all_tensors(e.op) else frozenset())
             ins = [v for a in e.args for v in _flat_ids(memo[id(a)])]
+            for i, pack in self.group_kernels[k].prepack.items():
+                val = self.values[ins[i]]
+                data = pack(val.data)
+                ins[i] = self.value("const", TensorType(data.shape, val.dtype), data=data)
             outs = [self.value("temp", t) for t in flatten_types(e.checked_type)]
             self.steps.append(Step(k, ins, outs, self.group_kernels[k].name))
             return _nest_like(e.checked_type, iter(outs))
         raise not_dataflow_error(f"a {type(e).__name__} in @main")
+
+
+def _all_tensors(fn: Function) -> bool:
+    """Params are plain tensors (so param positions are flattened positions)."""
+    return all(isinstance(p.checked_type, TensorType) for p in fn.params)
 
 
 def _graph_order(body: Expr) -> list[Expr]:

@@ -163,3 +163,16 @@ def test_profile_table_lists_every_kernel(compiled: dict) -> None:
     assert text.splitlines()[0].split() == ["group", "shape", "time", "(us)", "share"]
     assert "fused_softmax" in text and "(4, 10)" in text and text.splitlines()[-1].startswith(
         "total")
+
+
+def test_constant_conv_weights_are_packed_once_at_build_time() -> None:
+    rng = np.random.default_rng()
+    x, w1, w2 = P.resnet_block_inputs(rng)
+    lib = relay_ir.build(P.resnet_block(), params={"w1": w1, "w2": w2})
+    consts = [v for v in lib.plan.values if v.kind == "const"]
+    packed = [v for v in consts if len(v.shape) == 6]
+    assert len(packed) == 2 and all(v.shape[2:4] == (3, 3) for v in packed)
+    for _ in range(2):
+        x = P.rand(rng, 1, 8, 6, 6)
+        np.testing.assert_allclose(lib.run(x=x), relay_ir.interpret(P.resnet_block(), x, w1, w2),
+                                   rtol=1e-4, atol=1e-5)
