@@ -1,0 +1,398 @@
+"""Measuring candidates: a builder and a runner, each in worker processes that can be killed.
+
+A candidate (`MeasureInput`: a task and one config of its space) is first built by the
+builder (schedule + lowering to loop IR, in a pool of spawned workers), then compiled and
+timed by the runner in one more spawned worker. A worker that crashes (segfault, abort) or
+overruns its timeout is killed and replaced: the candidate gets a `worker_crash` or
+`timeout` result and the tuning run goes on.
+
+    >>> from autotune.task import Task
+    >>> from autotune.measure import LocalRunner, MeasureInput
+    >>> t = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+    >>> with LocalRunner(timeout=20) as runner:                      # doctest: +SKIP
+    ...     [r.error_kind for r in runner.run([MeasureInput(t, t.config(0))])]
+    [<ErrorKind.NONE: 'none'>]
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import multiprocessing as mp
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from autotune.task import Task
+from schedule.space import ConfigEntity
+from tuning_logs import ErrorKind
+
+# ---------------------------------------------------------------------------------------
+# Inputs and results
+
+
+@dataclass(eq=False)
+class MeasureInput:
+    """One candidate: a task and a point of its config space."""
+
+    task: Task
+    config: ConfigEntity
+
+    @property
+    def config_json(self) -> str:
+        """The config as stored in the database (ConfigEntity.to_json())."""
+        return self.config.to_json()
+
+
+@dataclass
+class MeasureResult:
+    """How a candidate measured: seconds per call for each repeat, or the error kind."""
+
+    costs: tuple[float, ...] = ()
+    error_kind: ErrorKind = ErrorKind.NONE
+    error_msg: str = ""
+    build_s: float = 0.0
+    run_s: float = 0.0
+    timestamp: float = field(default_factory=time.time)
+    features: list[float] | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the candidate ran and its output was right (or not checked)."""
+        return self.error_kind == ErrorKind.NONE and bool(self.costs)
+
+    @property
+    def mean(self) -> float:
+        """Mean seconds per call (infinity for a failed candidate)."""
+        return float(np.mean(self.costs)) if self.ok else math.inf
+
+
+@dataclass
+class BuildResult:
+    """What the builder says about a candidate: fine, or an error kind and message."""
+
+    error_kind: ErrorKind = ErrorKind.NONE
+    error_msg: str = ""
+    build_s: float = 0.0
+    features: list[float] | None = None
+
+
+# ---------------------------------------------------------------------------------------
+# The worker side (runs in a spawned child process)
+
+_TASKS: dict[str, Task] = {}
+_REFS: dict[str, Any] = {}
+
+
+def _task(d: dict[str, Any]) -> Task:
+    t = Task.from_dict(d)
+    key = f"{t.workload_key}@{t.target}"
+    if key not in _TASKS:
+        _TASKS[key] = t
+    return _TASKS[key]
+
+
+def _random_array(rng: np.random.Generator, shape: Sequence[int], dtype: str) -> np.ndarray:
+    if dtype.startswith("float"):
+        return rng.standard_normal(tuple(shape)).astype(dtype)
+    if dtype.startswith(("int", "uint")):
+        return rng.integers(0, 8, size=tuple(shape)).astype(dtype)
+    return rng.integers(0, 2, size=tuple(shape)).astype(dtype)
+
+
+def _reference(task: Task, tensors: list[Any], inputs: list[np.ndarray],
+               outs: list[np.ndarray], small_flop: float) -> list[np.ndarray]:
+    """The expected outputs: the TE evaluator on small problems, else the fallback kernel."""
+    n_in = task.num_inputs()
+    if task.flop <= small_flop:
+        import tensor_expr as te
+
+        got = te.evaluate(tensors[n_in:], dict(zip(tensors[:n_in], inputs)))
+        return [np.asarray(g) for g in got]
+    key = f"{task.workload_key}@{task.target}"
+    if key not in _REFS:
+        _REFS[key] = task.build(None)
+    ref = [np.empty_like(o) for o in outs]
+    _REFS[key](*inputs, *ref)
+    return ref
+
+
+def _do_build(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    func = task.lower(cfg)
+    feats = None
+    if opts.get("features"):
+        from autotune.features import loop_features
+
+        feats = [float(x) for x in loop_features(func)]
+    return {"build_s": time.perf_counter() - t0, "features": feats}
+
+
+def _do_run(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    try:
+        s, tensors = task.instantiate(cfg)
+        import lowering
+
+        kernel = lowering.build(s, tensors, target=task.target, name="main")
+    except Exception as e:  # a compile failure is the candidate's fault, not the run's
+        return {"error": ErrorKind.BUILD_ERROR.value, "msg": f"{type(e).__name__}: {e}"}
+    build_s = time.perf_counter() - t0
+    rng = np.random.default_rng(opts.get("seed"))
+    n_in = task.num_inputs()
+    inputs = [_random_array(rng, s_, d) for s_, d in task.args]
+    outs = [np.zeros(tuple(int(getattr(x, "value", x)) for x in t.shape), t.dtype)
+            for t in tensors[n_in:]]
+    t1 = time.perf_counter()
+    kernel(*inputs, *outs)
+    first = time.perf_counter() - t1
+    if opts.get("check"):
+        ref = _reference(task, tensors, inputs, outs, opts.get("small_flop", 2e7))
+        for k, (o, r) in enumerate(zip(outs, ref)):
+            scale = float(np.max(np.abs(r))) if r.size else 0.0
+            if o.shape != r.shape or not np.allclose(o, r, rtol=1e-3, atol=1e-3 * scale + 1e-6):
+                err = float(np.max(np.abs(o.astype("float64") - r))) if o.shape == r.shape else -1
+                return {"error": ErrorKind.WRONG_RESULT.value,
+                        "msg": f"output {k} differs from the reference (max abs error {err:.3g})"}
+    for _ in range(int(opts.get("warmup", 1))):
+        kernel(*inputs, *outs)
+    number = max(int(opts.get("number", 1)),
+                 math.ceil(opts.get("min_repeat_ms", 0) / 1000.0 / max(first, 1e-9)))
+    costs = []
+    for _ in range(int(opts.get("repeat", 3))):
+        t2 = time.perf_counter()
+        for _ in range(number):
+            kernel(*inputs, *outs)
+        costs.append((time.perf_counter() - t2) / number)
+    return {"costs": costs, "build_s": build_s}
+
+
+def _worker_main(conn: Any, imports: Sequence[str]) -> None:
+    """The loop of a worker process: import, say ready, then serve jobs until told to stop."""
+    for m in imports:
+        importlib.import_module(m)
+    import schedule.templates  # noqa: F401  (fill the template registry before the first job)
+
+    conn.send(("ready", None))
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        kind, task_d, cfg_json, opts = msg
+        try:
+            task = _task(task_d)
+            cfg = task.config_from_json(cfg_json)
+            out = _do_build(task, cfg, opts) if kind == "build" else _do_run(task, cfg, opts)
+            conn.send(("ok", out))
+        except Exception as e:
+            tb = traceback.format_exc(limit=3).strip().splitlines()[-1]
+            err = ErrorKind.BUILD_ERROR if kind == "build" else ErrorKind.RUNTIME_ERROR
+            conn.send(("error", {"error": err.value, "msg": f"{type(e).__name__}: {e} ({tb})"}))
+
+
+class Worker:
+    """A spawned child process that serves build / run jobs; killed and replaced on a crash
+    or a timeout. `Worker(imports=["my_templates"])` imports modules first (to register
+    templates that live outside Tessel)."""
+
+    def __init__(self, imports: Sequence[str] = (), start_timeout: float = 120.0) -> None:
+        self.imports = list(imports)
+        self.start_timeout = start_timeout
+        self._proc: Any = None
+        self._conn: Any = None
+
+    def _start(self) -> None:
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_worker_main, args=(child, self.imports), daemon=True)
+        self._proc.start()
+        child.close()
+        self._conn = parent
+        if not parent.poll(self.start_timeout):
+            self.kill()
+            raise RuntimeError("a measurement worker did not start in "
+                               f"{self.start_timeout:.0f} s")
+        parent.recv()
+
+    def kill(self) -> None:
+        """Kill the process now (the next job starts a fresh one)."""
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.join(5)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def close(self) -> None:
+        """Ask the process to exit, then make sure it did."""
+        if self._proc is not None and self._proc.is_alive():
+            try:
+                self._conn.send(None)
+                self._proc.join(2)
+            except (OSError, BrokenPipeError):
+                pass
+        self.kill()
+
+    def call(self, msg: Any, timeout: float) -> tuple[str, dict[str, Any]]:
+        """Send one job; ("ok", payload), ("error", {error, msg}), crash or timeout."""
+        if self._proc is None or not self._proc.is_alive():
+            self._start()
+        try:
+            self._conn.send(msg)
+            if not self._conn.poll(timeout):
+                self.kill()
+                return "error", {"error": ErrorKind.TIMEOUT.value,
+                                 "msg": f"no answer within {timeout:g} s; worker killed"}
+            return self._conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            code = self._proc.exitcode if self._proc is not None else None
+            if self._proc is not None:
+                self._proc.join(2)
+                code = self._proc.exitcode
+            self.kill()
+            return "error", {"error": ErrorKind.WORKER_CRASH.value,
+                             "msg": f"the worker process died (exit code {code})"}
+
+
+# ---------------------------------------------------------------------------------------
+# Builder and runners
+
+
+class LocalBuilder:
+    """Builds candidates (schedule + lowering) in `n_parallel` spawned workers."""
+
+    def __init__(self, n_parallel: int = 1, timeout: float = 10.0, imports: Sequence[str] = (),
+                 features: bool = False) -> None:
+        self.timeout = timeout
+        self.features = features
+        self.workers = [Worker(imports) for _ in range(max(1, n_parallel))]
+
+    def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
+        """One BuildResult per input, in order."""
+        def one(k: int) -> BuildResult:
+            w = self.workers[k % len(self.workers)]
+            inp = inputs[k]
+            t0 = time.perf_counter()
+            status, out = w.call(("build", inp.task.to_dict(), inp.config_json,
+                                  {"features": self.features}), self.timeout)
+            if status == "ok":
+                return BuildResult(build_s=out["build_s"], features=out["features"])
+            return BuildResult(ErrorKind(out["error"]), out["msg"], time.perf_counter() - t0)
+
+        if len(self.workers) == 1:
+            return [one(k) for k in range(len(inputs))]
+        results: list[BuildResult | None] = [None] * len(inputs)
+        with ThreadPoolExecutor(len(self.workers)) as ex:
+            # worker k serves inputs k, k + n, ...: one job at a time per worker
+            def lane(w: int) -> None:
+                for k in range(w, len(inputs), len(self.workers)):
+                    results[k] = one(k)
+
+            list(ex.map(lane, range(len(self.workers))))
+        return [r for r in results if r is not None]
+
+    def close(self) -> None:
+        """Stop the workers."""
+        for w in self.workers:
+            w.close()
+
+
+class LocalRunner:
+    """Compiles and times built candidates in one killable worker; checks the output of
+    the first `check_trials` candidates of each task against a reference.
+
+    `number` calls per repeat (more if one repeat would take under `min_repeat_ms`),
+    `repeat` repeats, `warmup` untimed calls; fresh random inputs per candidate.
+    """
+
+    def __init__(self, timeout: float = 10.0, number: int = 1, repeat: int = 3,
+                 min_repeat_ms: float = 0.0, warmup: int = 1, check_trials: int = 3,
+                 n_parallel_build: int = 1, imports: Sequence[str] = (),
+                 ref_timeout: float = 120.0, builder: LocalBuilder | None = None) -> None:
+        self.timeout = timeout
+        self.opts = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
+                     "warmup": warmup}
+        self.check_trials = check_trials
+        self.ref_timeout = ref_timeout
+        self.builder = builder or LocalBuilder(n_parallel_build, timeout, imports)
+        self.worker = Worker(imports)
+        self._checked: dict[str, int] = {}
+        self._seed = 0
+
+    def run(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
+        """One MeasureResult per input, in order."""
+        built = self.builder.build(inputs)
+        out = []
+        for inp, b in zip(inputs, built):
+            if b.error_kind != ErrorKind.NONE:
+                out.append(MeasureResult((), b.error_kind, b.error_msg, b.build_s))
+                continue
+            key = f"{inp.task.workload_key}@{inp.task.target}"
+            check = self._checked.get(key, 0) < self.check_trials
+            self._checked[key] = self._checked.get(key, 0) + 1
+            self._seed += 1
+            opts = dict(self.opts, check=check, seed=self._seed)
+            t0 = time.perf_counter()
+            limit = self.timeout + (self.ref_timeout if check else 0.0)
+            status, res = self.worker.call(("run", inp.task.to_dict(), inp.config_json, opts),
+                                           limit)
+            run_s = time.perf_counter() - t0
+            if status == "ok" and "error" not in res:
+                out.append(MeasureResult(tuple(res["costs"]), ErrorKind.NONE, "",
+                                         b.build_s + res["build_s"], run_s,
+                                         features=b.features))
+            else:
+                out.append(MeasureResult((), ErrorKind(res["error"]), res["msg"], b.build_s,
+                                         run_s))
+        return out
+
+    def close(self) -> None:
+        """Stop the builder's and the runner's workers."""
+        self.builder.close()
+        self.worker.close()
+
+    def __enter__(self) -> LocalRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class FakeRunner:
+    """A runner for tests: `cost(task, config) -> seconds | ErrorKind` decides each result.
+
+    `FakeRunner(lambda t, c: 1.0 + c.index % 7)`; every input it saw is in `.seen`.
+    """
+
+    def __init__(self, cost: Callable[[Task, ConfigEntity], float | ErrorKind]) -> None:
+        self.cost = cost
+        self.seen: list[MeasureInput] = []
+
+    def run(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
+        """One MeasureResult per input from the cost function."""
+        out = []
+        for inp in inputs:
+            self.seen.append(inp)
+            c = self.cost(inp.task, inp.config)
+            if isinstance(c, ErrorKind):
+                out.append(MeasureResult((), c, f"fake {c.value}"))
+            else:
+                out.append(MeasureResult((float(c),)))
+        return out
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
+    def __enter__(self) -> FakeRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,124 @@
+"""The model-based tuner: an XGBoost ranking model over candidate features, and simulated
+annealing over the space on the model's predictions.
+
+Each batch takes the model's top unvisited points found by annealing, plus a share
+(`eps_greedy`) of uniform random points. Until `plan_size` measurements exist (or after a
+transfer model is loaded) the batch is random.
+
+    >>> from autotune.task import Task
+    >>> t = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+    >>> len(XGBTuner(t, seed=0).next_batch(4))
+    4
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+
+import numpy as np
+
+from autotune.cost_model import XGBCostModel
+from autotune.features import knob_features_batch, knob_tables
+from autotune.task import Task
+from autotune.tuners.base import Tuner, unvisited_random
+from tuning_logs import MeasureRecord
+
+
+class XGBTuner(Tuner):
+    """Cost-model guided search (features: knob encoding; see autotune.features)."""
+
+    name = "xgb"
+
+    def __init__(self, task: Task, plan_size: int = 16, eps_greedy: float = 0.1,
+                 sa_chains: int = 64, sa_steps: int = 60, seed: int | None = 0) -> None:
+        super().__init__(task, seed)
+        self.plan_size = plan_size
+        self.eps_greedy = eps_greedy
+        self.sa_chains = sa_chains
+        self.sa_steps = sa_steps
+        self.model = XGBCostModel(seed=seed or 0)
+        self.xs: list[int] = []
+        self.ys: list[float] = []
+        self._transferred = False
+
+    # -- learning -------------------------------------------------------------------------
+    def _learn(self, indices: list[int], flops: list[float]) -> None:
+        self.xs += indices
+        self.ys += flops
+        if len(self.xs) >= max(2, self.plan_size // 2) or self._transferred:
+            self.model.fit(knob_features_batch(self.space, self.xs), np.asarray(self.ys))
+
+    def load_transfer(self, records: Sequence[MeasureRecord]) -> int:
+        """Pre-train on other tasks' records of the same template (configs that also fit
+        this task's space); returns how many rows were used."""
+        xs, ys = [], []
+        for r in records:
+            try:
+                cfg = self.space.from_json(r.config_json)
+            except Exception:  # other shapes have other split choices: skip those configs
+                continue
+            xs.append(cfg.index)
+            ys.append((r.flops or 1.0) / r.mean if r.ok and r.mean else 0.0)
+        if len(xs) >= 2:
+            self.model.fit_transfer(knob_features_batch(self.space, xs), np.asarray(ys))
+            self._transferred = self.model.trained
+        return len(xs)
+
+    # -- proposing ------------------------------------------------------------------------
+    def _propose(self, n: int) -> list[int]:
+        if not self.model.trained:
+            return unvisited_random(self.space, self.rng, n, self.visited)
+        n_rand = int(round(n * self.eps_greedy))
+        top = self._anneal(n - n_rand)
+        rand = unvisited_random(self.space, self.rng, n - len(top), self.visited | set(top))
+        return top + rand
+
+    def _score(self, indices: Sequence[int]) -> np.ndarray:
+        return self.model.predict(knob_features_batch(self.space, indices))
+
+    def _anneal(self, n: int) -> list[int]:
+        """The n best-predicted unvisited points met by parallel annealing chains.
+
+        Chains live as arrays of per-knob choice indices; a move steps one knob by one."""
+        if n <= 0:
+            return []
+        dims = np.asarray(self.space.dims(), dtype=np.int64)
+        mul = np.concatenate([[1], np.cumprod(dims)[:-1]]).astype(np.int64)
+        movable = np.nonzero(dims > 1)[0]
+        best_known = [self.xs[k] for k in np.argsort(self.ys)[::-1][: self.sa_chains // 2]]
+        starts = best_known + self.space.sample(self.rng, self.sa_chains - len(best_known))
+        points = np.asarray([self.space.knob_indices(p) for p in starts], dtype=np.int64)
+        tables = knob_tables(self.space)
+
+        def feats(pts: np.ndarray) -> np.ndarray:
+            return np.concatenate([t[pts[:, k]] for k, t in enumerate(tables)], axis=1)
+
+        scores = self.model.predict(feats(points))
+        best: dict[int, float] = {}
+
+        def offer(pts: np.ndarray, ss: np.ndarray) -> None:
+            for p, s_ in zip((pts * mul).sum(axis=1).tolist(), ss.tolist()):
+                if p not in self.visited and s_ > best.get(p, -np.inf):
+                    best[p] = s_
+
+        offer(points, scores)
+        if len(movable) == 0:
+            return [p for p, _ in heapq.nlargest(n, best.items(), key=lambda kv: kv[1])]
+        rows = np.arange(len(points))
+        for step in range(self.sa_steps):
+            temp = max(1.0 - step / self.sa_steps, 1e-3)
+            knob = movable[self.rng.integers(len(movable), size=len(points))]
+            delta = np.where(self.rng.random(len(points)) < 0.5, 1, -1)
+            cand = points.copy()
+            moved = cand[rows, knob] + delta
+            moved = np.where((moved < 0) | (moved >= dims[knob]), cand[rows, knob] - delta,
+                             moved)
+            cand[rows, knob] = moved
+            cs = self.model.predict(feats(cand))
+            spread = float(np.ptp(cs)) or 1.0
+            accept = np.exp(np.minimum((cs - scores) / (spread * temp), 0.0))
+            take = self.rng.random(len(cand)) < accept
+            points[take], scores[take] = cand[take], cs[take]
+            offer(cand, cs)
+        return [p for p, _ in heapq.nlargest(n, best.items(), key=lambda kv: kv[1])]

@@ -1,0 +1,136 @@
+"""The tuning loop: propose, measure, store every measurement, learn, stop early.
+
+Every result goes into the database as it arrives. A run restarted on the same database
+skips every config already measured for the task (by any process) and counts them toward
+`n_trial`, so it continues where it stopped and measures nothing twice.
+
+    >>> import tempfile, pathlib
+    >>> from autotune import Task, FakeRunner, RandomTuner, tune
+    >>> from tuning_logs import TuningDatabase
+    >>> t = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+    >>> db = TuningDatabase(pathlib.Path(tempfile.mkdtemp()) / "t.db")
+    >>> tune(t, RandomTuner(t), 8, db, FakeRunner(lambda t, c: 1.0)).trials
+    8
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.measure import MeasureInput, MeasureResult
+from autotune.task import Task
+from autotune.tuners.base import Tuner, throughput
+from autotune.tuners.xgb import XGBTuner
+from tuning_logs import MeasureRecord, TuningDatabase
+
+Callback = Callable[["TuneProgress", Sequence[MeasureInput], Sequence[MeasureResult]], None]
+
+
+@dataclass
+class TuneProgress:
+    """The state a callback sees after each batch (also what `tune` returns)."""
+
+    task: Task
+    tuner: str
+    n_trial: int
+    trials: int = 0            # measured for this task in total (earlier runs included)
+    new_trials: int = 0        # measured by this run
+    best_flops: float = 0.0
+    best_mean: float = math.inf
+    best_config: str | None = None
+    errors: int = 0
+    started: float = 0.0
+    stopped_early: bool = False
+
+    @property
+    def best_gflops(self) -> float:
+        """Best GFLOP/s so far."""
+        return self.best_flops / 1e9
+
+
+def _record(task: Task, inp: MeasureInput, res: MeasureResult, tuner: str) -> MeasureRecord:
+    return MeasureRecord(task.workload_key, task.template, task.target, task.device_key,
+                         inp.config_json, tuple(res.costs), res.error_kind,
+                         res.error_msg[:2000], res.timestamp, tuner,
+                         flops=task.flop or None, attrs_json=task.attrs)
+
+
+def _replay_history(task: Task, tuner: Tuner, db: TuningDatabase,
+                    progress: TuneProgress) -> None:
+    """Feed the database's records of the task to the tuner (resume) and mark them visited."""
+    inputs, results = [], []
+    for r in db.history(task.workload_key, task.target, task.device_key):
+        try:
+            cfg = task.config_from_json(r.config_json)
+        except Exception:  # a record of another template version: keep it, skip it here
+            continue
+        if cfg.index in tuner.visited:
+            continue
+        tuner.mark_visited(cfg.index)
+        inputs.append(MeasureInput(task, cfg))
+        results.append(MeasureResult(tuple(r.costs), r.error_kind, r.error_msg))
+    if inputs:
+        tuner.update(inputs, results)
+    progress.trials = len(inputs)
+    _note(progress, inputs, results)
+
+
+def _note(progress: TuneProgress, inputs: Sequence[MeasureInput],
+          results: Sequence[MeasureResult]) -> None:
+    for inp, res in zip(inputs, results):
+        f = throughput(progress.task, res)
+        if not res.ok:
+            progress.errors += 1
+        if f > progress.best_flops:
+            progress.best_flops, progress.best_mean = f, res.mean
+            progress.best_config = inp.config_json
+
+
+def tune(task: Task, tuner: Tuner, n_trial: int, db: TuningDatabase, runner: Any,
+         early_stopping: int | None = None, callbacks: Sequence[Callback] = (),
+         batch_size: int = 8, transfer: bool = True) -> TuneProgress:
+    """Tune `task` up to `n_trial` measurements in all; every result is stored in `db`.
+
+    `runner` is a LocalRunner or FakeRunner. `early_stopping=N` stops after N trials of
+    this run without a better result. With `transfer`, an xgb tuner starts from the
+    database's records of other tasks of the same template and target.
+    """
+    progress = TuneProgress(task, tuner.name, n_trial, started=time.time())
+    _replay_history(task, tuner, db, progress)
+    if transfer and isinstance(tuner, XGBTuner) and progress.trials == 0:
+        tuner.load_transfer(db.records(template=task.template, target=task.target,
+                                       device_key=task.device_key,
+                                       exclude_workload=task.workload_key, limit=5000))
+    last_better = progress.trials
+    for cb in callbacks:
+        cb(progress, [], [])
+    while progress.trials < n_trial and tuner.has_next():
+        want = min(batch_size, n_trial - progress.trials)
+        configs = tuner.next_batch(want)
+        if not configs:
+            break
+        # another process may have measured some of these meanwhile
+        configs = [c for c in configs if not db.has_config(task.workload_key, task.target,
+                                                           task.device_key, c.to_json())]
+        if not configs:
+            continue
+        inputs = [MeasureInput(task, c) for c in configs]
+        results = runner.run(inputs)
+        db.add_many(_record(task, i, r, tuner.name) for i, r in zip(inputs, results))
+        before = progress.best_flops
+        tuner.update(inputs, results)
+        _note(progress, inputs, results)
+        progress.trials += len(inputs)
+        progress.new_trials += len(inputs)
+        if progress.best_flops > before:
+            last_better = progress.trials
+        for cb in callbacks:
+            cb(progress, inputs, results)
+        if early_stopping is not None and progress.trials - last_better >= early_stopping:
+            progress.stopped_early = True
+            break
+    return progress

@@ -1,0 +1,91 @@
+"""Tuners against a FakeRunner and a temporary database, on deterministic synthetic costs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tests.autotune.synthetic  # noqa: F401  (registers synthetic.test)
+from autotune import FakeRunner, Task, make_tuner, tune
+from tuning_logs import TuningDatabase
+
+SMALL = Task("synthetic.test", [((64, 36), "float32")])
+BIG = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+
+
+def _bowl(task: Task, centre: float = 0.3):
+    """Seconds = 0.1 + squared distance of each knob's relative choice from `centre`."""
+    dims = task.space.dims()
+
+    def sq(k: int, n: int) -> float:
+        return ((k / (n - 1 or 1)) - centre) ** 2
+
+    def cost(t: Task, cfg) -> float:
+        return 0.1 + sum(sq(k, n) for k, n in zip(t.space.knob_indices(cfg.index), dims))
+
+    best = 0.1 + sum(min(sq(k, n) for k in range(n)) for n in dims)
+    return cost, best
+
+
+@pytest.mark.parametrize("name", ["random", "grid", "ga", "xgb"])
+def test_tuner_finds_the_optimum_of_a_small_space(name: str, tmp_path: Path) -> None:
+    cost, best = _bowl(SMALL)
+    budget = SMALL.space.size if name in ("random", "grid") else 200
+    with TuningDatabase(tmp_path / "t.db") as db:
+        p = tune(SMALL, make_tuner(name, SMALL, seed=0), budget, db, FakeRunner(cost))
+        assert p.best_mean == pytest.approx(best)
+        assert db.best_record(SMALL.workload_key, "llvm").mean == pytest.approx(best)
+
+
+def test_xgb_reaches_95_percent_in_fewer_trials_than_random(tmp_path: Path) -> None:
+    cost, best = _bowl(BIG)
+
+    def trials_to_95(name: str, seed: int) -> int:
+        hist: list[tuple[int, float]] = []
+        with TuningDatabase(tmp_path / f"{name}{seed}.db") as db:
+            tune(BIG, make_tuner(name, BIG, seed=seed), 160, db, FakeRunner(cost),
+                 callbacks=[lambda p, i, r: hist.append((p.trials, p.best_mean))])
+        return next((n for n, m in hist if best / m >= 0.95), 1000)
+
+    xgb = [trials_to_95("xgb", s) for s in range(3)]
+    rnd = [trials_to_95("random", s) for s in range(3)]
+    assert np.mean(xgb) * 2 <= np.mean(rnd), (xgb, rnd)
+
+
+def test_tuners_never_propose_a_config_twice() -> None:
+    for name in ["random", "ga", "xgb"]:
+        tuner = make_tuner(name, SMALL, seed=1)
+        runner = FakeRunner(_bowl(SMALL)[0])
+        seen: list[int] = []
+        while tuner.has_next() and len(seen) < 300:
+            batch = tuner.next_batch(16)
+            seen += [c.index for c in batch]
+            from autotune import MeasureInput
+            ins = [MeasureInput(SMALL, c) for c in batch]
+            tuner.update(ins, runner.run(ins))
+        assert len(seen) == len(set(seen)), name
+
+
+def test_early_stopping_stops_after_n_trials_without_improvement(tmp_path: Path) -> None:
+    with TuningDatabase(tmp_path / "t.db") as db:
+        p = tune(SMALL, make_tuner("grid", SMALL), 300, db, FakeRunner(lambda t, c: 1.0),
+                 early_stopping=16, batch_size=8)
+    # the first batch sets the best; nothing after it is better
+    assert p.stopped_early and p.trials == 8 + 16
+
+
+def test_unknown_tuner_names_the_choices() -> None:
+    with pytest.raises(Exception, match="unknown tuner 'anneal'; choose one of ga, genetic"):
+        make_tuner("anneal", SMALL)
+
+
+def test_xgb_transfer_uses_records_of_other_tasks_of_the_template(tmp_path: Path) -> None:
+    other = Task("synthetic.test", [((64, 36), "float32")], {"variant": 1})
+    cost, _ = _bowl(SMALL)
+    with TuningDatabase(tmp_path / "t.db") as db:
+        tune(other, make_tuner("random", other, seed=0), 60, db, FakeRunner(cost))
+        tuner = make_tuner("xgb", SMALL, seed=0)
+        tune(SMALL, tuner, 8, db, FakeRunner(cost))
+        assert tuner.model.trained  # trained before its own plan_size measurements existed
