@@ -62,6 +62,17 @@ class KernelFn:
         k.kernel = kernel
         return k
 
+    kernel: Any = None  # the lowering.Kernel this wraps (None when loaded from a file)
+    object_bytes: bytes | None = None  # the object code this was loaded from
+
+    def object_code(self) -> bytes:
+        """The kernel's machine code as a relocatable object file."""
+        if self.object_bytes is not None:
+            return self.object_bytes
+        if self.kernel is None:
+            raise RelayError(f"kernel '{self.name}' has no object code to save")
+        return self.kernel.object_code()
+
     def __call__(self, arrays: Sequence[np.ndarray]) -> None:
         """Run on C-contiguous arrays of the kernel's parameter shapes, in order."""
         rc = self._fn(self._ptrs(*[a.ctypes.data for a in arrays]), self._dims)

@@ -35,7 +35,7 @@ def save(model: Any, path: str) -> None:
     for i, k in enumerate(plan.kernels):
         fname = f"kernel_{i}.o"
         with open(os.path.join(path, fname), "wb") as f:
-            f.write(k.kernel.object_code())
+            f.write(k.object_code())
         kernels.append({"name": k.name, "entry": k.entry, "object": fname,
                         "num_threads_symbol": k.num_threads_symbol,
                         "launch_symbol": k.launch_symbol, "messages": k.messages,
@@ -75,10 +75,12 @@ def load(path: str) -> Any:
     kernels = []
     for k in desc["kernels"]:
         with open(os.path.join(path, k["object"]), "rb") as f:
-            jit = ObjectModule(f.read(), desc["target"])
-        kernels.append(KernelFn(jit, k["name"], k["entry"], k["num_threads_symbol"],
-                                k["launch_symbol"], k["messages"],
-                                [(tuple(s), dt) for s, dt in k["specs"]]))
+            data = f.read()
+        kfn = KernelFn(ObjectModule(data, desc["target"]), k["name"], k["entry"],
+                       k["num_threads_symbol"], k["launch_symbol"], k["messages"],
+                       [(tuple(s), dt) for s, dt in k["specs"]])
+        kfn.object_bytes = data
+        kernels.append(kfn)
     with np.load(os.path.join(path, "consts.npz"), allow_pickle=False) as z:
         consts = {name: z[name] for name in z.files}
     values = []

@@ -133,7 +133,9 @@ def randomize_constant_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.Mo
     """A copy of a light model (weights as ConstantOfShape of one value, which makes every
     output element alike) with each such weight replaced by a random initializer:
     He-scaled normal values for rank >= 2, uniform in [0.5, 1.5] for vectors (biases,
-    batch-norm statistics: variances stay positive)."""
+    batch-norm statistics: variances stay positive). A final Softmax is dropped, so
+    that the outputs compared are the logits (random weights often saturate the softmax
+    into a one-hot vector, which would hide differences)."""
     rng = np.random.default_rng(seed)
     out = onnx.ModelProto()
     out.CopyFrom(model)
@@ -155,6 +157,11 @@ def randomize_constant_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.Mo
     dropped -= {i for n in keep for i in n.input}
     inits = [t for t in g.initializer if t.name not in dropped] + new
     inputs = [i for i in g.input if i.name not in dropped]
+    if keep and keep[-1].op_type == "Softmax" and len(g.output) == 1 and \
+            keep[-1].output[0] == g.output[0].name:
+        logits = keep.pop().input[0]
+        del g.output[:]
+        g.output.append(helper.make_tensor_value_info(logits, TensorProto.FLOAT, None))
     del g.node[:], g.initializer[:], g.input[:]
     g.node.extend(keep)
     g.initializer.extend(inits)

@@ -146,6 +146,9 @@ def test_save_load_round_trip(compiled: dict, tmp_path) -> None:
     feed = dict(zip(lib.input_names, ins))
     np.testing.assert_array_equal(lib2.run(**feed), lib.run(**feed))
     assert lib2.memory_plan.peak_bytes == lib.memory_plan.peak_bytes
+    lib2.save(str(tmp_path / "again.tessel"))  # a loaded model saves again
+    np.testing.assert_array_equal(relay_ir.load_compiled(str(tmp_path / "again.tessel"))
+                                  .run(**feed), lib.run(**feed))
 
 
 def test_load_rejects_a_folder_without_a_model(tmp_path) -> None:
@@ -165,7 +168,7 @@ def test_profile_table_lists_every_kernel(compiled: dict) -> None:
         "total")
 
 
-def test_constant_conv_weights_are_packed_once_at_build_time() -> None:
+def test_constant_conv_weights_are_packed_once_at_build_time(tmp_path) -> None:
     rng = np.random.default_rng()
     x, w1, w2 = P.resnet_block_inputs(rng)
     lib = relay_ir.build(P.resnet_block(), params={"w1": w1, "w2": w2})
@@ -176,3 +179,6 @@ def test_constant_conv_weights_are_packed_once_at_build_time() -> None:
         x = P.rand(rng, 1, 8, 6, 6)
         np.testing.assert_allclose(lib.run(x=x), relay_ir.interpret(P.resnet_block(), x, w1, w2),
                                    rtol=1e-4, atol=1e-5)
+    lib.save(str(tmp_path / "m"))  # the packed weights travel in consts.npz
+    np.testing.assert_array_equal(relay_ir.load_compiled(str(tmp_path / "m")).run(x=x),
+                                  lib.run(x=x))
