@@ -182,3 +182,13 @@ def test_constant_conv_weights_are_packed_once_at_build_time(tmp_path) -> None:
     lib.save(str(tmp_path / "m"))  # the packed weights travel in consts.npz
     np.testing.assert_array_equal(relay_ir.load_compiled(str(tmp_path / "m")).run(x=x),
                                   lib.run(x=x))
+
+
+def test_gradual_dims_refined_by_inference_are_checked_at_run() -> None:
+    rng = np.random.default_rng()
+    lib = relay_ir.build(P.gradual_checked())
+    x, w = P.gradual_checked_inputs(rng)
+    np.testing.assert_allclose(lib.run(x=x, w=w), relay_ir.interpret(P.gradual_checked(), x, w),
+                               rtol=1e-4, atol=1e-6)
+    with pytest.raises(KernelArgumentError, match=r"'x' must have shape \(\?, 3\), got \(2, 4\)"):
+        lib.run(x=P.rand(rng, 2, 4), w=w)
