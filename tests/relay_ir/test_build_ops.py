@@ -57,6 +57,15 @@ CASES: dict[str, tuple[list[Any], Callable[..., Any]]] = {
     "dense_clip": ([(3, 10), (7, 10)], lambda x, w: R.clip(nn.dense(x, w), -0.3, 0.3)),
     "matmul": ([(5, 6), (6, 4)], lambda a, b: R.matmul(a, b)),
     "batch_matmul": ([(2, 3, 5), (2, 4, 5)], lambda a, b: nn.batch_matmul(a, b)),
+    "full_ones_like": ([(3, 4)], lambda x: R.add(R.add(x, R.full(P.const(2.5), (3, 4))),
+                                                 R.ones_like(x))),
+    "logical": ([(4, 5), (4, 5)], lambda x, y: R.cast(R.logical_and(
+        R.less(x, y), R.logical_not(R.greater(x, P.const(0.5)))), "float32")),
+    "rsqrt_ceil_copy": ([(3, 7)], lambda x: R.copy(R.ceil(R.rsqrt(R.abs(x))))),
+    "prod_argmin": ([(4, 5)], lambda x: R.add(R.prod(x, axis=(1,)),
+                                              R.cast(R.argmin(x, axis=(1,)), "float32"))),
+    "dropout_bias_add": ([(2, 6), (6,)], lambda x, b: R.TupleGetItem(
+        nn.dropout(nn.bias_add(x, b, axis=1)), 0)),
 }
 
 
