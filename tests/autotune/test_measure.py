@@ -1,0 +1,77 @@
+"""Real measurement: killable workers, crash / hang / wrong candidates, an end-to-end tune."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tests.autotune.synthetic  # noqa: F401  (registers synthetic.test and crashy.test)
+from autotune import LocalRunner, MeasureInput, RandomTuner, Task, tune
+from autotune.measure import FakeRunner
+from tuning_logs import ErrorKind, TuningDatabase
+
+CRASHY = Task("crashy.test", [((16, 8), "float32")])
+IMPORTS = ["tests.autotune.synthetic"]
+
+
+def _point(task: Task, mode: str, tile: int = 0) -> MeasureInput:
+    sp = task.space
+    ki = [tile, 0, 0, sp.knobs["mode"].candidates.index(mode)]
+    return MeasureInput(task, sp.get(sp.index_of(ki)))
+
+
+def test_crashing_and_hanging_candidates_cost_a_record_not_the_run() -> None:
+    with LocalRunner(timeout=3, imports=IMPORTS, ref_timeout=30) as runner:
+        res = runner.run([_point(CRASHY, "crash"), _point(CRASHY, "hang"),
+                          _point(CRASHY, "ok", 1)])
+    assert [r.error_kind for r in res] == [ErrorKind.WORKER_CRASH, ErrorKind.TIMEOUT,
+                                           ErrorKind.NONE]
+    assert "died" in res[0].error_msg and "within 3 s" in res[1].error_msg
+    assert res[2].mean > 0 and len(res[2].costs) == 3
+
+
+def test_tuning_goes_on_past_crashes_and_records_them(tmp_path: Path) -> None:
+    picks = [_point(CRASHY, m, k).config for k, m in [(0, "crash"), (1, "ok"), (2, "ok")]]
+
+    class Fixed(RandomTuner):
+        def _propose(self, n: int) -> list[int]:
+            return [c.index for c in picks if c.index not in self.visited][:n]
+
+    with TuningDatabase(tmp_path / "t.db") as db, \
+            LocalRunner(timeout=5, imports=IMPORTS) as runner:
+        p = tune(CRASHY, Fixed(CRASHY), 3, db, runner)
+        kinds = sorted(r.error_kind.value for r in db.history(CRASHY.workload_key))
+    assert p.trials == 3 and kinds == ["none", "none", "worker_crash"]
+
+
+def test_a_build_error_is_reported_as_data() -> None:
+    plain = Task("synthetic.test", [((64, 36), "float32")])
+    bad = MeasureInput(CRASHY, plain.config(6))  # tile_i [-1, 64]: not a choice for 16 rows
+    with LocalRunner(timeout=30, imports=IMPORTS) as runner:
+        res = runner.run([bad])
+    assert res[0].error_kind == ErrorKind.BUILD_ERROR
+    assert r"config value [-1, 64] is not a choice of knob 'tile_i'" in res[0].error_msg
+
+
+def test_end_to_end_tune_of_a_small_matmul_builds_and_runs_correctly(tmp_path: Path) -> None:
+    task = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+    with TuningDatabase(tmp_path / "t.db") as db, LocalRunner(timeout=30) as runner:
+        p = tune(task, RandomTuner(task, seed=3), 6, db, runner, batch_size=3)
+        best = db.best_record(task.workload_key, "llvm", task.device_key)
+    assert p.trials == 6 and best is not None and best.gflops > 0
+    kernel = task.build(task.config_from_json(best.config_json))
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((64, 64)).astype("float32")
+    b = rng.standard_normal((64, 64)).astype("float32")
+    c = np.zeros((64, 64), "float32")
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_fake_runner_turns_error_kinds_into_failed_results() -> None:
+    task = Task("synthetic.test", [((64, 36), "float32")])
+    res = FakeRunner(lambda t, c: ErrorKind.TIMEOUT).run([MeasureInput(task, task.config(0))])
+    assert res[0].error_kind == ErrorKind.TIMEOUT and not res[0].ok
+    assert res[0].mean == pytest.approx(float("inf"))

@@ -1,0 +1,111 @@
+"""The tuning loop and the database: resume, two writers, tasks and op specs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import tests.autotune.synthetic  # noqa: F401
+from autotune import FakeRunner, OpSpecError, Task, make_tuner, parse_op_spec, tune
+from autotune.features import LOOP_FEATURE_LEN, knob_features, loop_features
+from tuning_logs import TuningDatabase
+
+SMALL = Task("synthetic.test", [((64, 36), "float32")])
+
+
+def _cost(t: Task, cfg) -> float:
+    return 1.0 + cfg.index % 17
+
+
+def test_resumed_run_measures_nothing_twice(tmp_path: Path) -> None:
+    with TuningDatabase(tmp_path / "t.db") as db:
+        first = FakeRunner(_cost)
+        tune(SMALL, make_tuner("random", SMALL, seed=0), 40, db, first)
+        second = FakeRunner(_cost)
+        p = tune(SMALL, make_tuner("random", SMALL, seed=0), 100, db, second)
+        configs = [r.config_json for r in db.history(SMALL.workload_key)]
+    assert len(first.seen) == 40 and len(second.seen) == 60 and p.trials == 100
+    assert len(configs) == len(set(configs)) == 100
+
+
+def test_resume_of_a_finished_run_measures_nothing(tmp_path: Path) -> None:
+    with TuningDatabase(tmp_path / "t.db") as db:
+        tune(SMALL, make_tuner("xgb", SMALL, seed=0), 24, db, FakeRunner(_cost))
+        again = FakeRunner(_cost)
+        p = tune(SMALL, make_tuner("xgb", SMALL, seed=0), 24, db, again)
+    assert again.seen == [] and p.trials == 24 and p.best_mean == 1.0
+
+
+_WRITER = textwrap.dedent("""
+    import sys
+    import tests.autotune.synthetic
+    from autotune import FakeRunner, Task, make_tuner, tune
+    from tuning_logs import TuningDatabase
+    t = Task("synthetic.test", [((64, 36), "float32")])
+    with TuningDatabase(sys.argv[1]) as db:
+        tune(t, make_tuner("random", t, seed=int(sys.argv[2])), 150, db,
+             FakeRunner(lambda t, c: 1.0 + c.index % 13), batch_size=4)
+""")
+
+
+def test_two_tuning_processes_on_one_database_lose_nothing(tmp_path: Path) -> None:
+    db_path = tmp_path / "t.db"
+    TuningDatabase(db_path).close()
+    root = Path(__file__).resolve().parents[2]
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(db_path), str(s)], cwd=root)
+             for s in (1, 2)]
+    assert [p.wait(120) for p in procs] == [0, 0]
+    with TuningDatabase(db_path) as db:
+        recs = db.history(SMALL.workload_key)
+    configs = [r.config_json for r in recs]
+    # each process stops at 150 in all; both wrote, and a config measured twice is rare
+    assert 150 <= len(recs) <= 158 and len(set(configs)) >= len(configs) - 8
+    assert {r.tuner for r in recs} == {"random"}
+
+
+def test_workload_key_is_deterministic_and_round_trips() -> None:
+    a = Task("conv2d_nchw.x86", [((1, 8, 8, 8), "float32"), ((8, 8, 3, 3), "float32")],
+             {"strides": 1, "padding": 1})
+    b = Task("conv2d_nchw.x86", [([1, 8, 8, 8], "float32"), ([8, 8, 3, 3], "float32")],
+             {"padding": 1, "strides": 1})
+    assert a.workload_key == b.workload_key and a == b
+    assert Task.from_workload_key(a.workload_key) == a
+    assert Task.from_dict(a.to_dict()) == a
+
+
+def test_op_specs_give_the_right_templates_and_shapes() -> None:
+    mm = parse_op_spec("matmul:32x16x8")
+    assert mm.template == "matmul.x86" and mm.args == (((32, 8), "float32"), ((8, 16), "float32"))
+    assert mm.flop == 2 * 32 * 16 * 8
+    dense = parse_op_spec("dense:4x10x6@float64")
+    assert dense.args == (((4, 6), "float64"), ((10, 6), "float64"))
+    conv = parse_op_spec("conv2d:1,64,56,56,64,3,3,1,1")
+    assert conv.template == "conv2d_nchw.x86" and conv.attrs == {"padding": 1, "strides": 1}
+    dw = parse_op_spec("depthwise_conv2d:1,32,28,28,3,3,2,1")
+    assert dw.args[1] == ((32, 1, 3, 3), "float32") and dw.attrs["strides"] == 2
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("matmul", "must look like OP:DIMS"),
+    ("matmul:64x64", "matmul takes 3 sizes separated by 'x'"),
+    ("matmul:64x0x64", "'0' is not a positive integer"),
+    ("conv3d:1,2,3", "unknown op 'conv3d'"),
+    ("conv2d:1,3,4,4,8,7,7", "kernel is larger than the padded 4x4 input"),
+    ("dense:2x2x2@complex", "unknown dtype 'complex'"),
+])
+def test_bad_op_specs_say_what_is_wrong(spec: str, message: str) -> None:
+    with pytest.raises(OpSpecError, match=message):
+        parse_op_spec(spec)
+
+
+def test_loop_features_are_fixed_length_and_tell_configs_apart() -> None:
+    t = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+    f0 = loop_features(t.lower(t.config(0)))
+    f1 = loop_features(t.lower(t.config(t.space.size - 1)))
+    assert len(f0) == len(f1) == LOOP_FEATURE_LEN
+    assert (f0 != f1).any()
+    assert len(knob_features(t.space, 5)) == len(knob_features(t.space, 0))
