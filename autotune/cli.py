@@ -1,0 +1,281 @@
+"""The `tessel` command: tune operators and inspect tuning databases.
+
+    tessel tune --op matmul:1024x1024x1024 --trials 200 --tuner xgb \\
+        --db tuning_logs/tuning.db --timeout 10 --early-stopping 50 --target llvm
+    tessel db tasks | best | history | export | import | merge | prune | plot
+
+Run `tessel --help` (or `python -m autotune.cli --help`) for every option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tessel_errors import TesselError
+from tuning_logs import DEFAULT_DB_PATH, MeasureRecord, TuningDatabase
+
+# ---------------------------------------------------------------------------------------
+# Small helpers
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain-text table, columns left-aligned."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[k]) for r in cells) for k in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _fmt(x: float | None, digits: int = 2) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+def _device(args: argparse.Namespace) -> str | None:
+    """The device key to filter by: this host's for the target, or None with --any-device."""
+    if getattr(args, "any_device", False):
+        return None
+    from lowering.target import device_key
+
+    return device_key(args.target)
+
+
+def _workload(args: argparse.Namespace) -> str:
+    if args.op:
+        from autotune.op_spec import parse_op_spec
+
+        return parse_op_spec(args.op, args.target).workload_key
+    if args.workload:
+        return args.workload
+    raise TesselError("name the task: a workload key (see `tessel db tasks`) or --op SPEC")
+
+
+# ---------------------------------------------------------------------------------------
+# tessel tune
+
+
+def _progress_callback(bar: Any) -> Any:
+    def cb(p: Any, inputs: Any, results: Any) -> None:
+        bar.n = p.trials
+        bar.set_postfix_str(f"best {p.best_gflops:.2f} GFLOP/s, errors {p.errors}",
+                            refresh=False)
+        bar.refresh()
+    return cb
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Tune each --op and print a summary table."""
+    from autotune.measure import LocalRunner
+    from autotune.op_spec import parse_op_spec
+    from autotune.tuners import make_tuner
+    from autotune.tuning import tune
+
+    if args.model:
+        raise TesselError(f"tuning a model ({args.model}) needs relay_ir.build, which this "
+                          "version of `tessel` does not use yet; tune its operators with --op")
+    if not args.op:
+        raise TesselError("nothing to tune: give --op SPEC (e.g. --op matmul:1024x1024x1024)")
+    tasks = [parse_op_spec(spec, args.target) for spec in args.op]
+    summary = []
+    with TuningDatabase(args.db) as db, LocalRunner(
+            timeout=args.timeout, number=args.number, repeat=args.repeat,
+            min_repeat_ms=args.min_repeat_ms, n_parallel_build=args.build_workers,
+            imports=args.imports or ()) as runner:
+        for n, task in enumerate(tasks):
+            tuner = make_tuner(args.tuner, task, seed=args.seed)
+            t0 = time.time()
+            callbacks = []
+            bar = None
+            if not args.no_progress:
+                from tqdm import tqdm
+
+                bar = tqdm(total=args.trials, desc=f"[{n + 1}/{len(tasks)}] {task.name}",
+                           unit="trial", file=sys.stderr, dynamic_ncols=True)
+                callbacks.append(_progress_callback(bar))
+            try:
+                p = tune(task, tuner, args.trials, db, runner,
+                         early_stopping=args.early_stopping, callbacks=callbacks,
+                         batch_size=args.batch_size)
+            finally:
+                if bar is not None:
+                    bar.close()
+            summary.append([task.name, args.tuner, p.trials, p.new_trials, p.errors,
+                            _fmt(p.best_gflops), _fmt(p.best_mean * 1e3, 4),
+                            f"{time.time() - t0:.1f}", "yes" if p.stopped_early else "no"])
+    print(_table(["task", "tuner", "trials", "new", "errors", "best GFLOP/s", "best ms",
+                  "time s", "early stop"], summary))
+    print(f"database: {args.db}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
+# tessel db ...
+
+
+def _record_rows(recs: Sequence[MeasureRecord]) -> list[list[Any]]:
+    return [[k + 1, r.error_kind.value, _fmt(r.gflops), _fmt((r.mean or math.nan) * 1e3, 4),
+             r.tuner or "-", r.config_json if len(r.config_json) < 90 else
+             r.config_json[:87] + "..."] for k, r in enumerate(recs)]
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    """The `tessel db` subcommands."""
+    what = args.what
+    if what == "tasks":
+        with TuningDatabase(args.db, readonly=True) as db:
+            tasks = db.tasks()
+        rows = [[t.workload_key, t.target, t.trials, t.ok_trials, _fmt(t.best_gflops),
+                 _fmt((t.best_mean or math.nan) * 1e3, 4)] for t in tasks]
+        print(_table(["workload", "target", "trials", "ok", "best GFLOP/s", "best ms"], rows))
+        print(f"{len(tasks)} tasks in {args.db}")
+    elif what in ("best", "history"):
+        key = _workload(args)
+        with TuningDatabase(args.db, readonly=True) as db:
+            if what == "best":
+                recs = db.best(key, args.target, _device(args), k=args.k)
+            else:
+                recs = db.history(key, args.target, _device(args), limit=args.limit)
+        if not recs:
+            print(f"no {'successful ' if what == 'best' else ''}records for {key} on "
+                  f"{args.target}")
+            return 1
+        print(f"{what} of {key}")
+        print(_table(["#", "error", "GFLOP/s", "ms", "tuner", "config"], _record_rows(recs)))
+    elif what == "export":
+        with TuningDatabase(args.db, readonly=True) as db:
+            n = db.export_jsonl(args.path)
+        print(f"exported {n} records to {args.path}")
+    elif what == "import":
+        with TuningDatabase(args.db) as db:
+            rep = db.import_jsonl(args.path)
+        print(f"imported {rep.added} records from {args.path} ({rep.duplicates} duplicates)")
+    elif what == "merge":
+        with TuningDatabase(args.db) as db:
+            rep = db.merge(args.path)
+        print(f"merged {rep.added} records from {args.path} ({rep.duplicates} duplicates)")
+    elif what == "prune":
+        with TuningDatabase(args.db) as db:
+            n = db.prune(args.top_k)
+        print(f"pruned {n} records (kept the top {args.top_k} per task)")
+    elif what == "plot":
+        n = plot_database(args.db, args.path)
+        print(f"wrote {args.path} ({n} curves)")
+    return 0
+
+
+def plot_database(db_path: str | Path, out: str | Path) -> int:
+    """A PNG of best-so-far GFLOP/s against trials, one curve per task and tuner."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = 0
+    fig, ax = plt.subplots(figsize=(8, 5))
+    with TuningDatabase(db_path, readonly=True) as db:
+        for t in db.tasks():
+            hist = db.history(t.workload_key, t.target, t.device_key)
+            for tuner in sorted({r.tuner for r in hist}):
+                best, ys = 0.0, []
+                for r in hist:
+                    if r.tuner == tuner:
+                        best = max(best, r.gflops or 0.0)
+                        ys.append(best)
+                label = f"{t.workload_key.split('|')[0]} {t.workload_key.split('|')[1][:40]}"
+                ax.plot(range(1, len(ys) + 1), ys, label=f"{label} ({tuner or '-'})")
+                curves += 1
+    ax.set_xlabel("trials")
+    ax.set_ylabel("best GFLOP/s so far")
+    ax.grid(alpha=0.3)
+    if curves:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return curves
+
+
+# ---------------------------------------------------------------------------------------
+# The parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `tessel`."""
+    p = argparse.ArgumentParser(prog="tessel", description="Tessel: autotune operators and "
+                                "manage tuning databases.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("tune", help="autotune operators (--op SPEC)")
+    t.add_argument("model", nargs="?", help="an ONNX model (not supported yet; use --op)")
+    t.add_argument("--op", action="append", help="an op spec such as matmul:1024x1024x1024 "
+                   "or conv2d:N,C,H,W,O,KH,KW,stride,pad (repeatable)")
+    t.add_argument("--trials", type=int, default=200, help="measurements per task (in all)")
+    t.add_argument("--tuner", default="xgb", choices=["xgb", "random", "grid", "ga", "genetic"])
+    t.add_argument("--db", default=str(DEFAULT_DB_PATH), help="the tuning database")
+    t.add_argument("--target", default="llvm", help="target, e.g. 'llvm -mcpu=native'")
+    t.add_argument("--timeout", type=float, default=10.0, help="seconds per candidate")
+    t.add_argument("--early-stopping", type=int, default=None,
+                   help="stop after N trials without improvement")
+    t.add_argument("--batch-size", type=int, default=8)
+    t.add_argument("--number", type=int, default=1, help="calls per timed repeat (at least)")
+    t.add_argument("--repeat", type=int, default=3, help="timed repeats per candidate")
+    t.add_argument("--min-repeat-ms", type=float, default=50.0,
+                   help="raise number until one repeat takes this long")
+    t.add_argument("--build-workers", type=int, default=1, help="builder processes")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--import", dest="imports", action="append",
+                   help="a module to import first (registers extra templates)")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.set_defaults(fn=cmd_tune)
+
+    d = sub.add_parser("db", help="inspect and manage a tuning database")
+    dsub = d.add_subparsers(dest="what", required=True)
+
+    def common(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--db", default=str(DEFAULT_DB_PATH), help="the tuning database")
+        q.add_argument("--target", default="llvm")
+
+    q = dsub.add_parser("tasks", help="one line per tuned task")
+    common(q)
+    for name in ("best", "history"):
+        q = dsub.add_parser(name, help=f"the {name} records of one task")
+        common(q)
+        q.add_argument("workload", nargs="?", help="a workload key")
+        q.add_argument("--op", help="or the op spec of the task")
+        q.add_argument("--any-device", action="store_true",
+                       help="include records of other devices")
+        if name == "best":
+            q.add_argument("-k", type=int, default=5)
+        else:
+            q.add_argument("--limit", type=int, default=None)
+    for name, helptext in [("export", "write JSON lines"), ("import", "read JSON lines"),
+                           ("merge", "add another database's records"),
+                           ("plot", "PNG of best-so-far against trials")]:
+        q = dsub.add_parser(name, help=helptext)
+        common(q)
+        q.add_argument("path")
+    q = dsub.add_parser("prune", help="keep the top k records per task")
+    common(q)
+    q.add_argument("--top-k", type=int, required=True)
+    d.set_defaults(fn=cmd_db)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `tessel`: `main(["db", "tasks"])`."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args) or 0)
+    except TesselError as e:
+        print(f"tessel: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

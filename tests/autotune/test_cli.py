@@ -1,0 +1,82 @@
+"""The tessel command, run as `python -m autotune.cli` in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = 'matmul.x86|[[[32,32],"float32"],[[32,32],"float32"]]|{}'
+
+
+def _tessel(*args: str, cwd: Path, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-m", "autotune.cli", *args], cwd=cwd, env=env,
+                       capture_output=True, text=True, timeout=240)
+    if ok:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("cli")
+    p = _tessel("tune", "--op", "matmul:32x32x32", "--trials", "4", "--tuner", "random",
+                "--batch-size", "2", "--timeout", "20", "--min-repeat-ms", "1", cwd=d)
+    assert "matmul:32x32x32  random  4" in p.stdout
+    assert "best GFLOP/s" in p.stdout and "4/4" in p.stderr  # the progress bar
+    return d
+
+
+def test_tune_writes_the_default_database(tuned: Path) -> None:
+    assert (tuned / "tuning_logs" / "tuning.db").is_file()
+
+
+def test_db_tasks_lists_the_tuned_task(tuned: Path) -> None:
+    out = _tessel("db", "tasks", cwd=tuned).stdout
+    assert KEY in out and "1 tasks in tuning_logs/tuning.db" in out
+
+
+def test_db_best_by_op_spec_and_by_key_agree(tuned: Path) -> None:
+    a = _tessel("db", "best", "--op", "matmul:32x32x32", "-k", "2", cwd=tuned).stdout
+    b = _tessel("db", "best", KEY, "-k", "2", cwd=tuned).stdout
+    assert a == b and a.startswith(f"best of {KEY}") and a.count(" none ") == 2
+
+
+def test_db_history_lists_every_trial(tuned: Path) -> None:
+    out = _tessel("db", "history", "--op", "matmul:32x32x32", cwd=tuned).stdout
+    assert len([ln for ln in out.splitlines() if " random " in ln]) == 4
+
+
+def test_export_then_import_into_a_new_database(tuned: Path) -> None:
+    out = _tessel("db", "export", "recs.jsonl", cwd=tuned).stdout
+    assert "exported 4 records to recs.jsonl" in out
+    out = _tessel("db", "import", "recs.jsonl", "--db", "copy.db", cwd=tuned).stdout
+    assert "imported 4 records from recs.jsonl (0 duplicates)" in out
+    out = _tessel("db", "merge", "copy.db", cwd=tuned).stdout
+    assert "merged 0 records from copy.db (4 duplicates)" in out
+
+
+def test_plot_writes_a_png(tuned: Path) -> None:
+    out = _tessel("db", "plot", "curves.png", cwd=tuned).stdout
+    assert "wrote curves.png (1 curves)" in out
+    assert (tuned / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_prune_keeps_the_top_k(tuned: Path) -> None:
+    _tessel("db", "export", "prune.jsonl", cwd=tuned)
+    _tessel("db", "import", "prune.jsonl", "--db", "p.db", cwd=tuned)
+    out = _tessel("db", "prune", "--top-k", "1", "--db", "p.db", cwd=tuned).stdout
+    assert "pruned 3 records" in out
+
+
+def test_errors_are_one_line_with_exit_code_2(tuned: Path) -> None:
+    p = _tessel("tune", "--op", "matmul:64x64", cwd=tuned, ok=False)
+    assert p.returncode == 2
+    assert "tessel: error: op spec 'matmul:64x64': matmul takes 3 sizes" in p.stderr
+    p = _tessel("db", "tasks", "--db", "missing.db", cwd=tuned, ok=False)
+    assert p.returncode == 2 and "no tuning database at 'missing.db'" in p.stderr
