@@ -15,8 +15,9 @@ Each op module fills these dicts next to the op's definition (as JAX does with p
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from tessel_errors import RelayError
 
