@@ -19,20 +19,38 @@ from collections.abc import Sequence
 import numpy as np
 
 from autotune.cost_model import XGBCostModel
-from autotune.features import knob_features_batch, knob_tables
+from autotune.features import (
+    LOOP_FEATURE_LEN,
+    knob_features_batch,
+    knob_tables,
+    loop_features,
+)
 from autotune.task import Task
 from autotune.tuners.base import Tuner, unvisited_random
 from tuning_logs import MeasureRecord
 
 
 class XGBTuner(Tuner):
-    """Cost-model guided search (features: knob encoding; see autotune.features)."""
+    """Cost-model guided search.
+
+    `feature="knob"` (default) encodes each point by its knob values and anneals over the
+    whole space; `feature="loop_ir"` describes each point by its lowered loop IR
+    (autotune.features.loop_features, about 0.1 s of lowering per new point), and so ranks
+    a pool of `pool_size` points per batch (random ones and neighbours of the best) instead
+    of annealing.
+    """
 
     name = "xgb"
 
     def __init__(self, task: Task, plan_size: int = 16, eps_greedy: float = 0.1,
-                 sa_chains: int = 64, sa_steps: int = 60, seed: int | None = 0) -> None:
+                 sa_chains: int = 64, sa_steps: int = 60, seed: int | None = 0,
+                 feature: str = "knob", pool_size: int = 48) -> None:
         super().__init__(task, seed)
+        if feature not in ("knob", "loop_ir"):
+            raise ValueError(f"XGBTuner feature must be 'knob' or 'loop_ir', got {feature!r}")
+        self.feature = feature
+        self.pool_size = pool_size
+        self._loop_cache: dict[int, np.ndarray] = {}
         self.plan_size = plan_size
         self.eps_greedy = eps_greedy
         self.sa_chains = sa_chains
@@ -47,7 +65,37 @@ class XGBTuner(Tuner):
         self.xs += indices
         self.ys += flops
         if len(self.xs) >= max(2, self.plan_size // 2) or self._transferred:
-            self.model.fit(knob_features_batch(self.space, self.xs), np.asarray(self.ys))
+            self.model.fit(self._features(self.xs), np.asarray(self.ys))
+
+    def _features(self, indices: Sequence[int]) -> np.ndarray:
+        if self.feature == "knob":
+            return knob_features_batch(self.space, indices)
+        rows = []
+        for i in indices:
+            if i not in self._loop_cache:
+                try:
+                    self._loop_cache[i] = loop_features(self.task.lower(self.space.get(i)))
+                except Exception:  # a point that does not lower: featureless, ranks last
+                    self._loop_cache[i] = np.zeros(LOOP_FEATURE_LEN, np.float32)
+            rows.append(self._loop_cache[i])
+        return np.stack(rows) if rows else np.zeros((0, LOOP_FEATURE_LEN), np.float32)
+
+    def _pool_top(self, n: int) -> list[int]:
+        """The n best-predicted points of a pool: random ones and neighbours of the best."""
+        best_known = [self.xs[k] for k in np.argsort(self.ys)[::-1][:8]]
+        pool = set()
+        for p in best_known:
+            for _ in range(self.pool_size // 16):
+                q = self.space.neighbor(p, self.rng)
+                if q not in self.visited:
+                    pool.add(q)
+        pool.update(unvisited_random(self.space, self.rng, self.pool_size - len(pool),
+                                     self.visited | pool))
+        cand = sorted(pool)
+        if not cand:
+            return []
+        scores = self.model.predict(self._features(cand))
+        return [cand[k] for k in np.argsort(-scores)[:n]]
 
     def load_transfer(self, records: Sequence[MeasureRecord]) -> int:
         """Pre-train on other tasks' records of the same template (configs that also fit
@@ -61,7 +109,7 @@ class XGBTuner(Tuner):
             xs.append(cfg.index)
             ys.append((r.flops or 1.0) / r.mean if r.ok and r.mean else 0.0)
         if len(xs) >= 2:
-            self.model.fit_transfer(knob_features_batch(self.space, xs), np.asarray(ys))
+            self.model.fit_transfer(self._features(xs), np.asarray(ys))
             self._transferred = self.model.trained
         return len(xs)
 
@@ -70,7 +118,7 @@ class XGBTuner(Tuner):
         if not self.model.trained:
             return unvisited_random(self.space, self.rng, n, self.visited)
         n_rand = int(round(n * self.eps_greedy))
-        top = self._anneal(n - n_rand)
+        top = self._anneal(n - n_rand) if self.feature == "knob" else self._pool_top(n - n_rand)
         rand = unvisited_random(self.space, self.rng, n - len(top), self.visited | set(top))
         return top + rand
 

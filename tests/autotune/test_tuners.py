@@ -9,6 +9,7 @@ import pytest
 
 import tests.autotune.synthetic  # noqa: F401  (registers synthetic.test)
 from autotune import FakeRunner, Task, make_tuner, tune
+from autotune.features import LOOP_FEATURE_LEN
 from tuning_logs import TuningDatabase
 
 SMALL = Task("synthetic.test", [((64, 36), "float32")])
@@ -89,3 +90,13 @@ def test_xgb_transfer_uses_records_of_other_tasks_of_the_template(tmp_path: Path
         tuner = make_tuner("xgb", SMALL, seed=0)
         tune(SMALL, tuner, 8, db, FakeRunner(cost))
         assert tuner.model.trained  # trained before its own plan_size measurements existed
+
+
+def test_xgb_on_loop_ir_features_trains_and_proposes_new_points(tmp_path: Path) -> None:
+    cost, best = _bowl(SMALL)
+    tuner = make_tuner("xgb", SMALL, seed=0, feature="loop_ir", pool_size=32, plan_size=8)
+    with TuningDatabase(tmp_path / "t.db") as db:
+        p = tune(SMALL, tuner, 40, db, FakeRunner(cost))
+        configs = [r.config_json for r in db.history(SMALL.workload_key)]
+    assert tuner.model.trained and p.trials == 40 and len(set(configs)) == 40
+    assert next(iter(tuner._loop_cache.values())).shape == (LOOP_FEATURE_LEN,)
