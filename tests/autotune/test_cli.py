@@ -80,3 +80,39 @@ def test_errors_are_one_line_with_exit_code_2(tuned: Path) -> None:
     assert "tessel: error: op spec 'matmul:64x64': matmul takes 3 sizes" in p.stderr
     p = _tessel("db", "tasks", "--db", "missing.db", cwd=tuned, ok=False)
     assert p.returncode == 2 and "no tuning database at 'missing.db'" in p.stderr
+
+
+def _tiny_onnx(d: Path) -> tuple[Path, Path]:
+    """Conv 3x3 (4 -> 8 channels, constant weight) + Relu, and an input file."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(11)
+    w = numpy_helper.from_array(rng.standard_normal((8, 4, 3, 3)).astype("float32"), "w")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                           helper.make_node("Relu", ["c"], ["y"])], "g", [x], [y], [w])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
+              d / "tiny.onnx")
+    np.save(d / "x.npy", rng.standard_normal((1, 4, 8, 8)).astype("float32"))
+    return d / "tiny.onnx", d / "x.npy"
+
+
+def test_tune_compile_and_run_a_model(tmp_path: Path) -> None:
+    import numpy as np
+
+    ort = pytest.importorskip("onnxruntime")
+    model, xfile = _tiny_onnx(tmp_path)
+    out = _tessel("tune", "tiny.onnx", "--trials", "2", "--tuner", "random", "--no-progress",
+                  "--min-repeat-ms", "1", cwd=tmp_path).stdout
+    assert "tiny.onnx: 1 tunable tasks" in out and "conv2d_NCHWc.x86 x1" in out
+    out = _tessel("compile", "tiny.onnx", "-o", "tiny.tessel", cwd=tmp_path).stdout
+    assert "-> tiny.tessel" in out and "1 of 1 tunable tasks have records" in out
+    out = _tessel("run", "tiny.tessel", "--input", "x=x.npy", "--repeat", "3", "-o", "y.npy",
+                  cwd=tmp_path).stdout
+    assert "output 0: shape (1, 8, 8, 8)" in out and "latency: median" in out
+    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    want = sess.run(None, {"x": np.load(xfile)})[0]
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-4, atol=1e-4)

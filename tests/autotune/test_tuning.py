@@ -109,3 +109,30 @@ def test_loop_features_are_fixed_length_and_tell_configs_apart() -> None:
     assert len(f0) == len(f1) == LOOP_FEATURE_LEN
     assert (f0 != f1).any()
     assert len(knob_features(t.space, 5)) == len(knob_features(t.space, 0))
+
+
+def test_extract_tasks_deduplicates_groups_and_counts_them() -> None:
+    import numpy as np
+
+    from autotune.extract import extract_tasks
+    from tests.relay_ir.programs import resnet_block
+
+    rng = np.random.default_rng(0)
+    params = {n: rng.standard_normal((8, 8, 3, 3)).astype("float32") for n in ("w1", "w2")}
+    found = extract_tasks(resnet_block(), "llvm", params)
+    assert [(t.template, n) for t, n in found] == [("conv2d_NCHWc.x86", 2)]
+    task = found[0][0]
+    assert task.attrs["kernel_layout"] == "OIHWio"  # the build packs the constant weight
+    assert task.space.size > 1
+
+
+def test_best_config_reads_the_database_in_scope(tmp_path: Path) -> None:
+    from autotune.apply import best_config, untuned
+    from tuning_logs import using_database
+
+    with using_database(tmp_path / "t.db") as db:
+        assert best_config(SMALL.template, SMALL.args, {}) is None
+        assert [t.workload_key for t in untuned()] == [SMALL.workload_key]
+        tune(SMALL, make_tuner("grid", SMALL), 10, db, FakeRunner(_cost))
+        cfg = best_config(SMALL.template, SMALL.args, {})
+    assert cfg is not None and cfg.index == 0  # _cost: 1 + index % 17, lowest at index 0
