@@ -75,3 +75,14 @@ def test_fake_runner_turns_error_kinds_into_failed_results() -> None:
     res = FakeRunner(lambda t, c: ErrorKind.TIMEOUT).run([MeasureInput(task, task.config(0))])
     assert res[0].error_kind == ErrorKind.TIMEOUT and not res[0].ok
     assert res[0].mean == pytest.approx(float("inf"))
+
+
+def test_output_check_flags_a_wrong_result_on_the_first_trials_only() -> None:
+    task = Task("synthetic.test", [((16, 8), "float32")])
+    inputs = [MeasureInput(task, task.config(i)) for i in range(3)]
+    with LocalRunner(timeout=30, check_trials=2,
+                     imports=IMPORTS + ["tests.autotune.wrong_reference"]) as runner:
+        res = runner.run(inputs)
+    assert [r.error_kind for r in res] == [ErrorKind.WRONG_RESULT, ErrorKind.WRONG_RESULT,
+                                           ErrorKind.NONE]
+    assert "output 0 differs from the reference (max abs error 1" in res[0].error_msg
