@@ -6,6 +6,8 @@
     'matmul.x86'
 """
 
+from autotune.apply import best_config, untuned
+from autotune.extract import extract_tasks
 from autotune.measure import (
     BuildResult,
     FakeRunner,
@@ -21,4 +23,5 @@ from autotune.tuning import TuneProgress, tune
 
 __all__ = ["BuildResult", "FakeRunner", "GATuner", "GridTuner", "LocalBuilder", "LocalRunner",
            "MeasureInput", "MeasureResult", "OpSpecError", "RandomTuner", "Task", "Tuner",
-           "TuneProgress", "XGBTuner", "make_tuner", "parse_op_spec", "tune"]
+           "TuneProgress", "XGBTuner", "best_config", "extract_tasks", "make_tuner",
+           "parse_op_spec", "tune", "untuned"]
