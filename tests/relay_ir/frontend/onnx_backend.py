@@ -9,6 +9,14 @@ frozen as initializers, as a serving system specialises on those values.
 
     rep = TesselBackend.prepare(model)
     outputs = rep.run([x])          # a list of numpy arrays, one per graph output
+
+TesselCompiledBackend runs the same import through relay_ir.build (target "llvm") and the
+compiled model, so the suite checks the generated kernels. Only where build rejects the program
+as not dataflow (control flow, ADTs, ...) does it fall back to the interpreter; the reason is
+kept in TesselCompiledBackend.fallbacks[model graph name], so a test can count it as skipped.
+
+    rep = TesselCompiledBackend.prepare(model)
+    outputs = rep.run([x])          # compiled kernels
 """
 
 from __future__ import annotations
@@ -24,6 +32,10 @@ from onnx.backend.base import Backend, BackendRep
 
 import relay_ir
 from relay_ir.frontend import NonStaticInput, UnsupportedOnnxOps, from_onnx
+from tessel_errors import RelayError
+
+# the part of relay_ir.build's "not a dataflow program" message that marks a rejection
+_NOT_DATAFLOW = "compiles dataflow-only programs"
 
 
 def graph_input_names(model: onnx.ModelProto) -> list[str]:
@@ -53,6 +65,10 @@ class TesselRep(BackendRep):
         self.input_names = graph_input_names(model)
         self.n_outputs = len(model.graph.output)
 
+    def execute(self, mod: Any, params: dict[str, np.ndarray], feeds: dict[str, Any]) -> Any:
+        """Run the converted module (here: the interpreter)."""
+        return relay_ir.interpret(mod, **feeds, **params)
+
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         """The graph outputs as a tuple of numpy arrays."""
         if isinstance(inputs, Mapping):
@@ -70,13 +86,15 @@ class TesselRep(BackendRep):
                     if np.asarray(v).dtype.kind in "iu" or np.ndim(v) == 0}
             mod, params = from_onnx(freeze_inputs(self.model, ints))
             feeds = {k: v for k, v in feeds.items() if k not in ints}
-        out = relay_ir.interpret(mod, **feeds, **params)
+        out = self.execute(mod, params, feeds)
         outs = out if self.n_outputs > 1 else (out,)
         return tuple(np.asarray(o) for o in outs)
 
 
 class TesselBackend(Backend):
     """The relay_ir reference path (ONNX import, then the interpreter) as an ONNX backend."""
+
+    rep_class: type[TesselRep] = TesselRep
 
     @classmethod
     def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> TesselRep:
@@ -88,7 +106,7 @@ class TesselBackend(Backend):
             raise unittest.SkipTest(str(e).splitlines()[1].strip()) from None
         except NonStaticInput:
             converted = None
-        return TesselRep(model, converted)
+        return cls.rep_class(model, converted)
 
     @classmethod
     def supports_device(cls, device: str) -> bool:
@@ -100,3 +118,35 @@ class TesselBackend(Backend):
                  outputs_info: Any = None, **kwargs: Any) -> tuple[np.ndarray, ...]:
         """Not used by the suite here (node tests arrive as models)."""
         raise NotImplementedError("TesselBackend runs whole models; use prepare().run()")
+
+
+class TesselCompiledRep(TesselRep):
+    """A converted model run through relay_ir.build: compiled once per module, then run."""
+
+    def __init__(self, model: onnx.ModelProto, converted: Any) -> None:
+        super().__init__(model, converted)
+        self.compiled: dict[int, Any] = {}  # id(mod) -> CompiledModel (kept with its module)
+
+    def execute(self, mod: Any, params: dict[str, np.ndarray], feeds: dict[str, Any]) -> Any:
+        """The compiled model's outputs; the interpreter's where build rejects the program."""
+        key = id(mod)
+        if key not in self.compiled:
+            try:
+                self.compiled[key] = (mod, relay_ir.build(mod, target="llvm", params=params))
+            except RelayError as e:
+                if _NOT_DATAFLOW not in str(e):
+                    raise
+                TesselCompiledBackend.fallbacks[self.model.graph.name] = str(e)
+                self.compiled[key] = (mod, None)
+        lib = self.compiled[key][1]
+        if lib is None:
+            return super().execute(mod, params, feeds)
+        return lib.run(**feeds)
+
+
+class TesselCompiledBackend(TesselBackend):
+    """ONNX import, relay_ir.build(target="llvm"), then the compiled model, as a backend."""
+
+    rep_class = TesselCompiledRep
+    # model graph name -> why build rejected it (the interpreter ran it instead)
+    fallbacks: dict[str, str] = {}
