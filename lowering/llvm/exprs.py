@@ -306,6 +306,20 @@ class ExprEmitter:
     def _e_Cast(self, e: E.Cast) -> ir.Value:
         return self.cast(self.emit(e.value), e.value.dtype, e.dtype)
 
+    def _f64_to_f32_odd(self, v: ir.Value) -> ir.Value:
+        """float64 -> float32 rounded to odd: toward zero, low bit set when inexact."""
+        n = lanes_of(v.type)
+        bd = self.b
+        ft, it = reg_type("float32"), I32
+        ft, it = (vec(ft, n), vec(it, n)) if n else (ft, it)
+        f = bd.fptrunc(v, ft)
+        back = bd.fpext(f, v.type)
+        positive = bd.fcmp_ordered(">", v, const(v.type, 0.0))
+        away = bd.select(positive, bd.fcmp_ordered(">", back, v), bd.fcmp_ordered("<", back, v))
+        inexact = bd.fcmp_unordered("!=", back, v)
+        b = bd.sub(bd.bitcast(f, it), bd.zext(away, it))  # one ulp toward zero (sign-magnitude)
+        return bd.bitcast(bd.or_(b, bd.zext(inexact, it)), ft)
+
     def cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
         """Convert `v` (scalar or vector) from dtype `src` to `dst`."""
         if src == dst:
@@ -320,6 +334,10 @@ class ExprEmitter:
             return bd.icmp_unsigned("!=", v, const(v.type, 0))
         if src == "bool":
             return bd.uitofp(v, to) if is_float(dst) else bd.zext(v, to)
+        if src == "float64" and dst == "float16":
+            # fptrunc double -> half is a libcall (__truncdfhf2) the JIT cannot resolve; go
+            # through float32 rounded to odd, which keeps the second rounding correct
+            return self.cast(self._f64_to_f32_odd(v), "float32", "float16")
         if is_float(src) and is_float(dst):
             return bd.fpext(v, to) if bits(dst) > bits(src) else bd.fptrunc(v, to)
         if is_float(dst):
