@@ -23,7 +23,8 @@ from typing import Any
 from relay_ir.op.registry import Op, get_op
 from relay_ir.ty import TensorType, TupleType, Type
 from tensor_expr import ops
-from tensor_expr.expr import cast, const
+from tensor_expr.dtype import is_integral, is_uint
+from tensor_expr.expr import cast, const, floordiv, select
 from tensor_expr.tensor import Tensor, compute
 from tessel_errors import RelayError
 
@@ -73,6 +74,26 @@ _BINARY = {"add": ops.add, "subtract": ops.subtract, "multiply": ops.multiply,
            "logical_or": ops.logical_or}
 for _name, _fn in _BINARY.items():
     _register(_name, lambda xs, a, t, _f=_fn: _f(xs[0], xs[1]))
+
+
+def _trunc_div(a: Any, b: Any) -> Any:
+    # integer divide truncates toward zero (C, ONNX Div), as the interpreter does; b == 0
+    # divides by 1 there, so here too
+    if is_uint(a.dtype):
+        return floordiv(a, select(b == 0, const(1, b.dtype), b))
+    zero = const(0, a.dtype)
+    q = floordiv(select(a < zero, -a, a), select(b == zero, const(1, b.dtype),
+                                                 select(b < zero, -b, b)))
+    return select((a < zero) != (b < zero), -q, q)
+
+
+def _divide(xs: Sequence[Tensor], a: Any, t: Type) -> Tensor:
+    if is_integral(xs[0].dtype):
+        return ops.broadcast_map([xs[0], xs[1]], _trunc_div, "divide")
+    return ops.divide(xs[0], xs[1])
+
+
+_register("divide", _divide)
 
 _register("where", lambda xs, a, t: ops.where(xs[0], xs[1], xs[2]))
 _register("logical_not", lambda xs, a, t: ops.equal(xs[0], const(False, "bool")))

@@ -18,11 +18,12 @@ import warnings
 from collections.abc import Callable
 
 import numpy as np
+import pytest
 from onnx.backend.test.runner import Runner
 
 import relay_ir
 from relay_ir import builder as B
-from relay_ir.op.tensor import cast
+from relay_ir.op.tensor import cast, divide
 from tests.relay_ir.frontend import test_onnx_backend as interp
 from tests.relay_ir.frontend.onnx_backend import TesselCompiledBackend
 
@@ -30,8 +31,6 @@ from tests.relay_ir.frontend.onnx_backend import TesselCompiledBackend
 KNOWN_COMPILED_FAILURES: dict[str, str] = {
     r"test_cast(like)?_(FLOAT_to_)?BFLOAT16|test_cast(like)?_\w*FLOAT8E5M2":
         "codegen has no bfloat16 / float8_e5m2 element types (the interpreter uses ml_dtypes)",
-    r"test_div_u?int(8|16|32|64)": "tensor_expr divide rejects integer dtypes (ONNX Div "
-                                   "truncates); the strategy has no integer division",
     r"test_pow_types_int": "tensor_expr power needs floats (ONNX Pow takes int operands)",
     r"test_matmul_(3d|4d|1d_3d|4d_1d|bcast)": "the matmul strategy is 2-D only (no batched "
                                                "or broadcast matmul)",
@@ -88,3 +87,18 @@ def test_float64_to_float16_cast_compiles_and_rounds_as_numpy():
     with np.errstate(over="ignore"):
         want = v.astype(np.float16)
     np.testing.assert_array_equal(lib.run(x=v).view(np.uint16), want.view(np.uint16))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int64", "uint16"])
+def test_integer_divide_compiles_truncating_as_the_interpreter(dtype):
+    x = B.var("x", B.tensor_type((3, 40), dtype))
+    y = B.var("y", B.tensor_type((40,), dtype))
+    fn = B.function([x, y], divide(x, y))
+    rng = np.random.default_rng()
+    lo = 0 if dtype.startswith("u") else -100
+    a = rng.integers(lo, 100, (3, 40)).astype(dtype)
+    b = rng.integers(lo, 100, (40,)).astype(dtype)
+    b[0] = 0  # the interpreter divides by 1 there
+    got = relay_ir.build(fn).run(x=a, y=b)
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got, relay_ir.interpret(fn, x=a, y=b))
