@@ -150,19 +150,19 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from autotune.extract import extract_tasks
 
     mod, params = _load_model(args.model, args.shape)
-    t0 = time.time()
-    lib = relay_ir.build(mod, target=args.target, params=params)
-    lib.save(args.output)
-    print(f"compiled {args.model} in {time.time() - t0:.1f} s -> {args.output}")
-    if Path(args.db).is_file():
+    db_path = args.db if Path(args.db).is_file() else None
+    if db_path is not None:
         from lowering.target import device_key
 
-        dev = device_key(args.target)
-        with TuningDatabase(args.db, readonly=True) as db:
+        with TuningDatabase(db_path, readonly=True) as db:
             tasks = extract_tasks(mod, args.target, params)
+            dev = device_key(args.target)
             have = [t for t, _ in tasks if db.best_record(t.workload_key, t.target, dev)]
-        print(f"note: {len(have)} of {len(tasks)} tunable tasks have records in {args.db}, "
-              "but relay_ir.build does not apply tuning records yet (fallback schedules)")
+        print(f"{len(have)} of {len(tasks)} tunable tasks have tuning records in {db_path}")
+    t0 = time.time()
+    lib = relay_ir.build(mod, target=args.target, params=params, tuning_db=db_path)
+    lib.save(args.output)
+    print(f"compiled {args.model} in {time.time() - t0:.1f} s -> {args.output}")
     return 0
 
 

@@ -55,8 +55,9 @@ class Task:
     @cached_property
     def workload_key(self) -> str:
         """A deterministic string: template, args and attrs (the target is kept apart)."""
-        args = json.dumps([[list(s), d] for s, d in self.args], separators=(",", ":"))
-        return f"{self.template}|{args}|{canonical_json(self.attrs, 'task attrs')}"
+        from schedule.templates import workload_key
+
+        return workload_key(self.template, self.args, self.attrs)
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, Task) and other.workload_key == self.workload_key

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 import lowering
+from relay_ir.build.tuned import tuned_config
 from relay_ir.expr import Call, Constant, Function, Tuple, TupleGetItem, Var
 from relay_ir.op.registry import Op
 from relay_ir.strategy import out_shape, strategy_of
@@ -165,7 +166,8 @@ def _prepacked_kernel(specs: list[Spec], tattrs: dict[str, Any]
     return ((co // oc, c // ic, kh, kw, ic, oc), dt), _pack_oihw(ic, oc)
 
 
-def _template_path(fn: Function, anchor: Call, const_params: frozenset[int]
+def _template_path(fn: Function, anchor: Call, const_params: frozenset[int],
+                   target: Any = "llvm"
                    ) -> tuple[Schedule, list[Tensor], str, dict[int, Any]] | None:
     """The anchor's template with the rest of the group as its epilogue, or None."""
     strat = strategy_of(anchor.op)
@@ -185,7 +187,7 @@ def _template_path(fn: Function, anchor: Call, const_params: frozenset[int]
             all(isinstance(p.checked_type, TensorType) for p in fn.params):
         specs[1], prepack[pos[a1]] = _prepacked_kernel(specs, tattrs)
     tpl = get_template(name)
-    cfg = FallbackConfig()
+    cfg = tuned_config(name, specs, tattrs, target) or FallbackConfig()
     ins, outs = tpl.compute(cfg, specs, tattrs)
     env, flat = _placeholders(fn)
     env[a0], env[a1] = ins[0], ins[1]
@@ -250,7 +252,7 @@ def lower_group(fn: Function, target: Any = "llvm",
     anchors = [c for c in calls if strategy_of(c.op).kind == "anchor"]
     attempts: list[Any] = []
     if len(anchors) == 1:
-        attempts.append(lambda: _template_path(fn, anchors[0], const_params))
+        attempts.append(lambda: _template_path(fn, anchors[0], const_params, target))
     attempts.append(lambda: _generic_path(fn, calls, plain=False))
     attempts.append(lambda: _generic_path(fn, calls, plain=True))
     last: Exception | None = None

@@ -237,12 +237,38 @@ def _dim(d: Any) -> Any:
     return d.name if isinstance(d, ShapeVar) else None
 
 
-def build(mod: Any, target: Any = "llvm", params: dict[str, Any] | None = None) -> Any:
+def build(mod: Any, target: Any = "llvm", params: dict[str, Any] | None = None,
+          tuning_db: Any = None) -> Any:
     """Compile a dataflow @main into a CompiledModel: `relay_ir.build(mod).run(x=x)`.
 
-    Control flow, ADTs, references and closures raise a RelayError pointing to
-    relay_ir.interpret.
+    `tuning_db` (a path or an open tuning_logs.TuningDatabase; default: the database of an
+    enclosing `tuning_logs.using_database` block, if any) supplies the best tuned config of
+    each tunable task on this device; tasks without a record use the template's fallback
+    schedule, and a warning lists them. Control flow, ADTs, references and closures raise a
+    RelayError pointing to relay_ir.interpret.
+
+        >>> lib = relay_ir.build(mod, tuning_db="tuning_logs/tuning.db")  # doctest: +SKIP
     """
+    from tuning_logs import resolve_database, using_database
+
+    with resolve_database(tuning_db, readonly=True) as db:
+        if db is None:
+            return _build(mod, target, params)
+        from relay_ir.build.tuned import collect_untuned
+
+        with using_database(db), collect_untuned() as untuned:
+            model = _build(mod, target, params)
+        if untuned:
+            import warnings
+
+            warnings.warn(
+                f"{len(untuned)} tunable task(s) have no tuning record on this device in "
+                f"{db.path}; they use the default schedule (tune them with `tessel tune`): "
+                + "; ".join(untuned), stacklevel=2)
+        return model
+
+
+def _build(mod: Any, target: Any, params: dict[str, Any] | None) -> Any:
     from lowering.target import Target
     from relay_ir.build.model import CompiledModel
 

@@ -68,7 +68,8 @@ from schedule.templates.registry import (
     get_template,
     instantiate,
     register_template,
+    workload_key,
 )
 
-__all__ = ["TEMPLATES", "Template", "Epilogue", "register_template", "instantiate",
+__all__ = ["workload_key", "TEMPLATES", "Template", "Epilogue", "register_template", "instantiate",
            "config_space", "get_template", "build_compute"]

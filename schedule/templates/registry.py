@@ -16,6 +16,7 @@ config object, so the space is the same whichever path declared it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -158,3 +159,19 @@ def expect_args(name: str, args: Sequence[Any], count: int, ranks: Sequence[int]
         if r >= 0 and len(shape) != r:
             raise ScheduleError(f"template '{name}': argument {n} must have rank {r}, got "
                                 f"shape {tuple(shape)}")
+
+
+def workload_key(template_name: str, args: Sequence[ArgSpec],
+                 attrs: dict[str, Any] | None = None) -> str:
+    """The deterministic key tuning records are filed under: template, args, attrs.
+
+    Defined here, below both autotune (which writes records) and relay_ir.build (which
+    reads them), so that the two agree without an upward import.
+
+        >>> workload_key("matmul.x86", [((8, 4), "float32"), ((4, 8), "float32")])
+        'matmul.x86|[[[8,4],"float32"],[[4,8],"float32"]]|{}'
+    """
+    spec = json.dumps([[[int(d) for d in shape], str(dtype)] for shape, dtype in args],
+                      separators=(",", ":"))
+    attr = json.dumps(attrs or {}, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return f"{template_name}|{spec}|{attr}"

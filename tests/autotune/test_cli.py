@@ -109,7 +109,7 @@ def test_tune_compile_and_run_a_model(tmp_path: Path) -> None:
                   "--min-repeat-ms", "1", cwd=tmp_path).stdout
     assert "tiny.onnx: 1 tunable tasks" in out and "conv2d_NCHWc.x86 x1" in out
     out = _tessel("compile", "tiny.onnx", "-o", "tiny.tessel", cwd=tmp_path).stdout
-    assert "-> tiny.tessel" in out and "1 of 1 tunable tasks have records" in out
+    assert "-> tiny.tessel" in out and "1 of 1 tunable tasks have tuning records" in out
     out = _tessel("run", "tiny.tessel", "--input", "x=x.npy", "--repeat", "3", "-o", "y.npy",
                   cwd=tmp_path).stdout
     assert "output 0: shape (1, 8, 8, 8)" in out and "latency: median" in out
