@@ -25,7 +25,8 @@ from relay_ir.ty import TensorType, TupleType, Type
 from tensor_expr import ops
 from tensor_expr.dtype import is_integral, is_uint
 from tensor_expr.expr import cast, const, floordiv, select
-from tensor_expr.tensor import Tensor, compute
+from tensor_expr.tensor import Tensor, compute, reduce_axis
+from tensor_expr.tensor import sum as te_sum
 from tessel_errors import RelayError
 
 ComputeFn = Callable[[list[Any], Any, Type], "Tensor | list[Tensor]"]
@@ -270,8 +271,31 @@ def _matmul_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | Non
     return "matmul.x86", {"transpose_b": a.transpose_b}
 
 
-_register("matmul", lambda xs, a, t: ops.matmul(xs[0], xs[1], a.transpose_a, a.transpose_b),
-          kind="anchor", template=_matmul_template)
+def _matmul(xs: Sequence[Tensor], a: Any, t: Type) -> Tensor:
+    x, y = xs
+    if x.ndim == 2 and y.ndim == 2:
+        return ops.matmul(x, y, a.transpose_a, a.transpose_b)
+    # numpy-style batch dims (broadcast, right-aligned): one reduction over k per batch index
+    shape = out_shape(t)
+    nb = len(shape) - 2
+    kdim = x.shape[-2] if a.transpose_a else x.shape[-1]
+    r = reduce_axis((0, kdim), name="k")
+
+    def batch(v: Tensor, idx: Sequence[Any]) -> list[Any]:
+        dims = v.shape[:-2]
+        own = idx[nb - len(dims):]
+        return [const(0, "int32") if int(d.value) == 1 else q for d, q in zip(dims, own)]
+
+    def body(*idx: Any) -> Any:
+        i, j = idx[-2], idx[-1]
+        xa = x[(*batch(x, idx[:nb]), r, i) if a.transpose_a else (*batch(x, idx[:nb]), i, r)]
+        yb = y[(*batch(y, idx[:nb]), j, r) if a.transpose_b else (*batch(y, idx[:nb]), r, j)]
+        return te_sum(cast(xa, t.dtype) * cast(yb, t.dtype), axis=r)
+
+    return compute(shape, body, name="matmul", tag="matmul")
+
+
+_register("matmul", _matmul, kind="anchor", template=_matmul_template)
 
 
 def _bmm_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:

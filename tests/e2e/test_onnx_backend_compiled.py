@@ -23,6 +23,7 @@ from onnx.backend.test.runner import Runner
 
 import relay_ir
 from relay_ir import builder as B
+from relay_ir.op.nn import matmul
 from relay_ir.op.tensor import cast, divide
 from tests.relay_ir.frontend import test_onnx_backend as interp
 from tests.relay_ir.frontend.onnx_backend import TesselCompiledBackend
@@ -32,8 +33,6 @@ KNOWN_COMPILED_FAILURES: dict[str, str] = {
     r"test_cast(like)?_(FLOAT_to_)?BFLOAT16|test_cast(like)?_\w*FLOAT8E5M2":
         "codegen has no bfloat16 / float8_e5m2 element types (the interpreter uses ml_dtypes)",
     r"test_pow_types_int": "tensor_expr power needs floats (ONNX Pow takes int operands)",
-    r"test_matmul_(3d|4d|1d_3d|4d_1d|bcast)": "the matmul strategy is 2-D only (no batched "
-                                               "or broadcast matmul)",
     r"test_(max|average)pool_2d_dilations": "compiled pooling has no dilation",
     r"test_dropout_default_mask": "ones_like of an input (Dropout's mask): lower rejects a "
                                   "kernel argument the compute never reads",
@@ -102,3 +101,14 @@ def test_integer_divide_compiles_truncating_as_the_interpreter(dtype):
     got = relay_ir.build(fn).run(x=a, y=b)
     assert got.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(got, relay_ir.interpret(fn, x=a, y=b))
+
+
+@pytest.mark.parametrize("sa,sb", [((2, 3, 4), (2, 4, 5)), ((2, 1, 3, 4), (5, 4, 6)),
+                                   ((4, 3), (2, 3, 3, 2))])
+def test_batched_broadcast_matmul_compiles_as_numpy(sa, sb):
+    x, y = B.var("x", B.tensor_type(sa)), B.var("y", B.tensor_type(sb))
+    rng = np.random.default_rng()
+    a = rng.standard_normal(sa).astype("float32")
+    b = rng.standard_normal(sb).astype("float32")
+    got = relay_ir.build(B.function([x, y], matmul(x, y))).run(x=a, y=b)
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
