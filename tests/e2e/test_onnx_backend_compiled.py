@@ -18,15 +18,17 @@ import warnings
 from collections.abc import Callable
 
 import numpy as np
+import onnx
 import pytest
+from onnx import helper
 from onnx.backend.test.runner import Runner
 
 import relay_ir
 from relay_ir import builder as B
 from relay_ir.op.nn import matmul
-from relay_ir.op.tensor import cast, divide
+from relay_ir.op.tensor import cast, divide, multiply
 from tests.relay_ir.frontend import test_onnx_backend as interp
-from tests.relay_ir.frontend.onnx_backend import TesselCompiledBackend
+from tests.relay_ir.frontend.onnx_backend import TesselCompiledBackend, TesselCompiledRep
 
 # regex on the test name -> why the compiled path fails where the interpreter passes
 KNOWN_COMPILED_FAILURES: dict[str, str] = {
@@ -112,3 +114,16 @@ def test_batched_broadcast_matmul_compiles_as_numpy(sa, sb):
     b = rng.standard_normal(sb).astype("float32")
     got = relay_ir.build(B.function([x, y], matmul(x, y))).run(x=a, y=b)
     np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_control_flow_falls_back_to_the_interpreter_with_the_reason():
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "cf_model",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3])])
+    rep = TesselCompiledRep(helper.make_model(graph), None)
+    x = B.var("x", B.tensor_type((3,)))
+    fn = B.function([x], B.if_(B.const(True), multiply(x, B.const(np.float32(2))), x))
+    v = np.random.default_rng().standard_normal(3).astype("float32")
+    TesselCompiledBackend.fallbacks.clear()
+    np.testing.assert_allclose(rep.execute(fn, {}, {"x": v}), 2 * v)
+    assert "control flow" in TesselCompiledBackend.fallbacks["cf_model"]
