@@ -32,7 +32,7 @@ from schedule.schedule import Schedule
 from schedule.stage import INLINE, PLACEHOLDER, ROOT, SCOPE, Stage
 from schedule.tensorize import Region
 from tensor_expr import expr as E
-from tensor_expr.tensor import ComputeOp, Tensor
+from tensor_expr.tensor import ComputeOp, PlaceholderOp, Tensor
 from tensor_expr.visitor import ExprMutator, post_order_visit, substitute
 from tessel_errors import LoweringError
 
@@ -94,6 +94,11 @@ class _Lowerer:
             try:
                 st = sch[t]
             except Exception as e:
+                if isinstance(t.op, PlaceholderOp):
+                    # an input the computation never reads (ONNX Dropout's ratio, say) is
+                    # still a parameter of the kernel, as in TVM: it gets an unused buffer
+                    self.params.append(ir.Buffer(self._buf_name(t.name), t.shape, t.dtype))
+                    continue
                 raise LoweringError(f"lower: argument '{t.name}' is not part of the schedule "
                                     f"({e})") from None
             if st.attach_type == INLINE:

@@ -38,8 +38,6 @@ KNOWN_COMPILED_FAILURES: dict[str, str] = {
         "codegen has no bfloat16 / float8_e5m2 element types (the interpreter uses ml_dtypes)",
     r"test_pow_types_int": "tensor_expr power needs floats (ONNX Pow takes int operands)",
     r"test_(max|average)pool_2d_dilations": "compiled pooling has no dilation",
-    r"test_dropout_default_mask": "ones_like of an input (Dropout's mask): lower rejects a "
-                                  "kernel argument the compute never reads",
 }
 # regex -> why the case is not run at all (it crashes the process, so no xfail can catch it)
 KNOWN_COMPILED_CRASHES: dict[str, str] = {}  # none now (float64 -> float16 casts fixed)

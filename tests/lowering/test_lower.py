@@ -294,3 +294,22 @@ def test_multi_output_stage_with_some_outputs_in_args_allocates_the_rest():
     x, idx = _rand(rng, 4, 7), np.zeros(4, "int32")
     lowering.build(s, [X, M[0]], target="llvm")(x, idx)
     np.testing.assert_array_equal(idx, x.argmax(axis=1))
+
+
+def test_an_input_the_computation_never_reads_is_still_a_kernel_parameter() -> None:
+    import numpy as np
+
+    import lowering
+    import tensor_expr as te
+    from schedule import create_schedule
+
+    a = te.placeholder((4,), name="A")
+    unused = te.placeholder((3,), name="U")
+    b = te.compute((4,), lambda i: a[i] + 1.0, name="B")
+    f = lowering.build(create_schedule(b), [a, unused, b])
+    x = np.random.default_rng(0).standard_normal(4).astype("float32")
+    out = np.empty(4, "float32")
+    f(x, np.zeros(3, "float32"), out)
+    np.testing.assert_allclose(out, x + 1.0)
+    assert [p.name for p in lowering.lower(create_schedule(b), [a, unused, b]).params] == \
+        ["A", "U", "B"]
