@@ -27,13 +27,13 @@ computed once, as Relay's graph form means.
 
 from __future__ import annotations
 
-import sys
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from relay_ir import deep_stack
+from relay_ir.deep_stack import MAX_PYTHON_FRAMES
 from relay_ir.expr import (
     Call,
     Constant,
@@ -474,56 +474,19 @@ def _convert_arg(value: Any, param: Var, where: str) -> Any:
     return value
 
 
-_STACK_BYTES = 512 * 1024 * 1024
-# How deep the evaluator may recurse (Python frames, about four per nested Relay call).
-# How deep the evaluator may recurse, in Python frames (about four per nested Relay call).
-MAX_PYTHON_FRAMES = 1_000_000
-_limit_lock = threading.Lock()
-_active = [0, 0]  # [number of running deep evaluations, the recursion limit before them]
-
-
 def run_with_big_stack(work: Any) -> Any:
-    """Run `work()` in a worker thread with a big stack and a raised recursion limit.
+    """Run `work()` on a big-stack thread; a RecursionError becomes a RelayRuntimeError.
 
     >>> run_with_big_stack(lambda: 1 + 1)
     2
     """
-    result: list[Any] = []
-    error: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            result.append(work())
-        except BaseException as e:  # noqa: BLE001  (re-raised in the caller's thread)
-            error.append(e)
-
-    with _limit_lock:
-        if _active[0] == 0:
-            _active[1] = sys.getrecursionlimit()
-            sys.setrecursionlimit(max(_active[1], MAX_PYTHON_FRAMES))
-        _active[0] += 1
-        old_size = threading.stack_size()
-        threading.stack_size(_STACK_BYTES)
-        try:
-            worker = threading.Thread(target=target, name="relay-interpreter")
-            worker.start()
-        finally:
-            threading.stack_size(old_size)
     try:
-        worker.join()
-    finally:
-        with _limit_lock:
-            _active[0] -= 1
-            if _active[0] == 0:
-                sys.setrecursionlimit(_active[1])
-    if error:
-        if isinstance(error[0], RecursionError):
-            raise RelayRuntimeError(
-                "the program recursed deeper than the interpreter allows "
-                f"({MAX_PYTHON_FRAMES} Python frames); is the recursion unbounded?"
-            ) from error[0]
-        raise error[0]
-    return result[0]
+        return deep_stack.run_with_big_stack(work, name="relay-interpreter")
+    except RecursionError as e:
+        raise RelayRuntimeError(
+            "the program recursed deeper than the interpreter allows "
+            f"({MAX_PYTHON_FRAMES} Python frames); is the recursion unbounded?"
+        ) from e
 
 
 def interpret(mod_or_expr: IRModule | Expr, *args: Any, **kwargs: Any) -> Any:

@@ -24,11 +24,11 @@ solver), checks.py (rebuild + run-time checks), errors.py (messages with carets)
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from relay_ir.deep_stack import run_with_big_stack
 from relay_ir.expr import Expr
 from relay_ir.module import IRModule
 from relay_ir.ty import Type
@@ -92,44 +92,9 @@ def infer_expr_type(expr: Expr, mod: IRModule | None = None) -> Type:
     return _deep(work)
 
 
-_STACK_BYTES = 256 * 1024 * 1024
-_lock = threading.Lock()
-_active = [0, 0]  # [running inferences, the recursion limit before the first]
-
-
 def _deep(work: Callable[[], Any]) -> Any:
-    """Run `work` in a thread with a big stack and recursion limit (deep programs)."""
-    result: list[Any] = []
-    error: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            result.append(work())
-        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-            error.append(e)
-
-    with _lock:
-        if _active[0] == 0:
-            _active[1] = sys.getrecursionlimit()
-            sys.setrecursionlimit(max(_active[1], 200_000))
-        _active[0] += 1
-        old_size = threading.stack_size()
-        threading.stack_size(_STACK_BYTES)
-        try:
-            worker = threading.Thread(target=target, name="relay-infer-type")
-            worker.start()
-        finally:
-            threading.stack_size(old_size)
-    try:
-        worker.join()
-    finally:
-        with _lock:
-            _active[0] -= 1
-            if _active[0] == 0:
-                sys.setrecursionlimit(_active[1])
-    if error:
-        raise error[0]
-    return result[0]
+    """Run `work` on a big-stack thread (deep programs)."""
+    return run_with_big_stack(work, name="relay-infer-type")
 
 
 __all__ = ["TypeInferenceReport", "infer_expr_type", "infer_type"]
