@@ -159,10 +159,18 @@ def _do_run(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, An
                 err = float(np.max(np.abs(o.astype("float64") - r))) if o.shape == r.shape else -1
                 return {"error": ErrorKind.WRONG_RESULT.value,
                         "msg": f"output {k} differs from the reference (max abs error {err:.3g})"}
-    for _ in range(int(opts.get("warmup", 1))):
+    best_s = opts.get("best_s")
+    cutoff = opts.get("slow_cutoff")
+    if best_s and cutoff and first > cutoff * best_s:
+        # far slower than the best so far: repeats would only refine a loser's time
+        return {"costs": [first], "build_s": build_s,
+                "note": f"timed once: first call {first / best_s:.0f}x the best so far"}
+    min_repeat_s = opts.get("min_repeat_ms", 0) / 1000.0
+    # a first call as long as a repeat has already warmed caches and page tables
+    warm = 0 if min_repeat_s and first >= min_repeat_s else int(opts.get("warmup", 1))
+    for _ in range(warm):
         kernel(*inputs, *outs)
-    number = max(int(opts.get("number", 1)),
-                 math.ceil(opts.get("min_repeat_ms", 0) / 1000.0 / max(first, 1e-9)))
+    number = max(int(opts.get("number", 1)), math.ceil(min_repeat_s / max(first, 1e-9)))
     costs = []
     for _ in range(int(opts.get("repeat", 3))):
         t2 = time.perf_counter()
@@ -310,14 +318,20 @@ class LocalRunner:
     the first `check_trials` candidates of each task against a reference.
 
     `number` calls per repeat (more if one repeat would take under `min_repeat_ms`),
-    `repeat` repeats, `warmup` untimed calls; fresh random inputs per candidate.
+    `repeat` repeats, `warmup` untimed calls (none when the first call already took
+    `min_repeat_ms`); fresh random inputs per candidate. A candidate whose first call takes
+    over `slow_cutoff` times the best mean this runner has measured for the task is timed
+    once (its record says so): repeats would only refine the time of a loser.
     """
 
     def __init__(self, timeout: float = 10.0, number: int = 1, repeat: int = 3,
                  min_repeat_ms: float = 0.0, warmup: int = 1, check_trials: int = 3,
                  n_parallel_build: int = 1, imports: Sequence[str] = (),
-                 ref_timeout: float = 120.0, builder: LocalBuilder | None = None) -> None:
+                 ref_timeout: float = 120.0, builder: LocalBuilder | None = None,
+                 slow_cutoff: float | None = 10.0) -> None:
         self.timeout = timeout
+        self.slow_cutoff = slow_cutoff
+        self._best: dict[str, float] = {}
         self.opts = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
                      "warmup": warmup}
         self.check_trials = check_trials
@@ -339,16 +353,18 @@ class LocalRunner:
             check = self._checked.get(key, 0) < self.check_trials
             self._checked[key] = self._checked.get(key, 0) + 1
             self._seed += 1
-            opts = dict(self.opts, check=check, seed=self._seed)
+            opts = dict(self.opts, check=check, seed=self._seed,
+                        best_s=self._best.get(key), slow_cutoff=self.slow_cutoff)
             t0 = time.perf_counter()
             limit = self.timeout + (self.ref_timeout if check else 0.0)
             status, res = self.worker.call(("run", inp.task.to_dict(), inp.config_json, opts),
                                            limit)
             run_s = time.perf_counter() - t0
             if status == "ok" and "error" not in res:
-                out.append(MeasureResult(tuple(res["costs"]), ErrorKind.NONE, "",
-                                         b.build_s + res["build_s"], run_s,
-                                         features=b.features))
+                r = MeasureResult(tuple(res["costs"]), ErrorKind.NONE, res.get("note", ""),
+                                  b.build_s + res["build_s"], run_s, features=b.features)
+                self._best[key] = min(self._best.get(key, math.inf), r.mean)
+                out.append(r)
             else:
                 out.append(MeasureResult((), ErrorKind(res["error"]), res["msg"], b.build_s,
                                          run_s))

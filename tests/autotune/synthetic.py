@@ -52,6 +52,23 @@ def _schedule_crashy(cfg: Any, outs: Any) -> Any:
         _current.discard("crash")
 
 
+def _compute_slowpoke(cfg: Any, args: Any, attrs: dict[str, Any]) -> Any:
+    """B = A * (sum over `work` ones): the knob `work` sets the run time, not the result."""
+    (shape, dtype), = args
+    cfg.define_knob("work", [1, 1 << 16])
+    a = te.placeholder(shape, dtype, name="A")
+    k = te.reduce_axis((0, cfg["work"].val), name="k")
+    b = te.compute(shape, lambda i, j: te.sum(a[i, j] + te.const(0.0, dtype) * k, axis=k),
+                   name="B")
+    cfg.add_flop(float(shape[0] * shape[1]))
+    return [a], [b]
+
+
+def _schedule_slowpoke(cfg: Any, outs: Any) -> Any:
+    return create_schedule(outs[0].op)
+
+
 if "synthetic.test" not in TEMPLATES:
     register_template("synthetic.test", "llvm", compute=_compute)(_schedule)
     register_template("crashy.test", "llvm", compute=_compute)(_schedule_crashy)
+    register_template("slowpoke.test", "llvm", compute=_compute_slowpoke)(_schedule_slowpoke)

@@ -86,3 +86,21 @@ def test_output_check_flags_a_wrong_result_on_the_first_trials_only() -> None:
     assert [r.error_kind for r in res] == [ErrorKind.WRONG_RESULT, ErrorKind.WRONG_RESULT,
                                            ErrorKind.NONE]
     assert "output 0 differs from the reference (max abs error 1" in res[0].error_msg
+
+
+def test_a_candidate_far_slower_than_the_best_is_timed_once() -> None:
+    task = Task("slowpoke.test", [((16, 8), "float32")])
+    fast, slow = (MeasureInput(task, task.config(i)) for i in range(2))
+    with LocalRunner(timeout=30, imports=IMPORTS, check_trials=0) as runner:
+        res = runner.run([fast, slow])
+    assert res[0].ok and len(res[0].costs) == 3 and res[0].error_msg == ""
+    assert res[1].ok and len(res[1].costs) == 1
+    assert res[1].error_msg.startswith("timed once: first call")
+
+
+def test_without_a_slow_cutoff_every_candidate_is_timed_in_full() -> None:
+    task = Task("slowpoke.test", [((16, 8), "float32")])
+    inputs = [MeasureInput(task, task.config(i)) for i in range(2)]
+    with LocalRunner(timeout=30, imports=IMPORTS, check_trials=0, slow_cutoff=None) as runner:
+        res = runner.run(inputs)
+    assert [len(r.costs) for r in res] == [3, 3]
