@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,6 +141,7 @@ class SplitKnob:
     num_outputs: int
     policy: str
     max_factor: int | None
+    filter: Callable[[list[int]], bool] | None = None
 
     def __post_init__(self) -> None:
         if self.num_outputs < 2:
@@ -159,6 +160,9 @@ class SplitKnob:
             )
         if self.max_factor is not None:
             cands = [c for c in cands if all(f <= self.max_factor for f in c[1:])]
+        if self.filter is not None:
+            # the filter sees the inner factors, as a config stores them ([-1, ...] dropped)
+            cands = [c for c in cands if self.filter(list(c[1:]))]
         # the outer factor is implied: -1 keeps records valid if the extent is rounded up
         self.entities = [SplitEntity([-1] + c[1:]) for c in cands]
         if not self.entities:
@@ -235,9 +239,15 @@ class ConfigSpace(_Config):
         self.knobs[knob.name] = knob
 
     def define_split(self, name: str, axis: Any, num_outputs: int = 2,
-                     policy: str = "factors", max_factor: int | None = None) -> None:
-        """Declare a split of `axis` (an IterVar or an int extent) into `num_outputs` parts."""
-        self._add(SplitKnob(name, _extent(axis), num_outputs, policy, max_factor))
+                     policy: str = "factors", max_factor: int | None = None,
+                     filter: Callable[[list[int]], bool] | None = None) -> None:
+        """Declare a split of `axis` (an IterVar or an int extent) into `num_outputs` parts.
+
+        `filter(inner_factors) -> bool` keeps only the splits a template can use well, e.g.
+        `cfg.define_split("tile_k", 256, filter=lambda f: f[-1] <= 32)` (a register tile
+        that is unrolled must stay small).
+        """
+        self._add(SplitKnob(name, _extent(axis), num_outputs, policy, max_factor, filter))
 
     def define_reorder(self, name: str, axes: Sequence[Any], policy: str = "all",
                        candidates: Sequence[Sequence[int]] | None = None) -> None:

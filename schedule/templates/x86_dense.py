@@ -45,8 +45,9 @@ GEMM, PACK = "gemm", "gemm_pack"
 
 def _declare_tile_x(cfg: Any, M: int, N: int, K: int) -> int:
     """The column split [-1, panels, nr]; nr is the register tile's width (and B's packing)."""
-    cfg.define_split("tile_x", N, num_outputs=3)
     lanes = host_cpu().lanes
+    # nr vectors are unrolled in the micro-kernel: past 4 vectors a row only spills
+    cfg.define_split("tile_x", N, num_outputs=3, filter=lambda f: f[-1] <= 4 * lanes)
     nr = best_divisor(N, [2 * lanes, lanes, 4 * lanes, lanes // 2 or 1])
     panel = max(1, (256 * 1024) // (nr * K * 4))  # B panels that share L2
     fallback_split(cfg, "tile_x", [divisor_at_most(N // nr, panel), nr])
@@ -133,8 +134,10 @@ def schedule_gemm(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         _declare_tile_x(cfg, M, N, K)
     nr = cfg["tile_x"].size[-1]
 
-    cfg.define_split("tile_y", M, num_outputs=3)
-    cfg.define_split("tile_k", K, num_outputs=2)
+    # mr rows (and ki steps with unroll_kw) are unrolled: bigger tiles only spill registers
+    # and take seconds to compile (1024 unrolled k steps: 15 s, measured)
+    cfg.define_split("tile_y", M, num_outputs=3, filter=lambda f: f[-1] <= 16)
+    cfg.define_split("tile_k", K, num_outputs=2, filter=lambda f: f[-1] <= 32)
     cfg.define_knob("unroll_kw", [True, False])
     # parallel granularity: the fused (row-block, column-block) loop, or row blocks only
     cfg.define_knob("parallel", ["rows_cols", "rows"])
