@@ -54,10 +54,33 @@ def median_seconds(fn: Callable[[], Any], repeat: int, warmup: int = 2) -> float
     return statistics.median(runs)
 
 
-def bench(name: str, repeat: int, pause: float) -> dict[str, float]:
-    """Seconds per inference of one model with Tessel, ONNX Runtime (and torch)."""
+def ort_session(model: Any, threads: int) -> Any:
+    """An ONNX Runtime CPU session of `model` on `threads` intra-op threads, run sequentially.
+
+        >>> sess = ort_session(onnx_model, 2); y = sess.run(None, feeds)[0]  # doctest: +SKIP
+    """
     import onnxruntime as ort
 
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+
+
+def relative_error(got: np.ndarray, want: np.ndarray) -> float:
+    """max |got - want| / max |want|.
+
+        >>> relative_error(np.array([1.0, 2.1]), np.array([1.0, 2.0]))  # doctest: +ELLIPSIS
+        0.05...
+    """
+    return float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-30))
+
+
+def bench(name: str, repeat: int, pause: float) -> dict[str, float]:
+    """Seconds per inference of one model with Tessel, ONNX Runtime (and torch)."""
     model = _model(name)
     print(f"\n{name}: load average {os.getloadavg()[0]:.2f}")
     t0 = time.perf_counter()
@@ -72,15 +95,11 @@ def bench(name: str, repeat: int, pause: float) -> dict[str, float]:
     out: dict[str, float] = {}
     out["tessel"] = median_seconds(lambda: lib.run(**feeds), repeat)
     time.sleep(pause)  # let the other runtime's idle workers settle (FACTS.md)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = num_threads()
-    opts.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), opts,
-                                providers=["CPUExecutionProvider"])
+    sess = ort_session(model, num_threads())
     out["onnxruntime"] = median_seconds(lambda: sess.run(None, feeds), repeat)
     want = sess.run(None, feeds)[0]
     got = lib.run(**feeds)
-    err = float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-30))
+    err = relative_error(got, want)
     print(f"  relative error vs onnxruntime: {err:.2e}")
     try:
         import torch  # noqa: F401
