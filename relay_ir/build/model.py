@@ -20,11 +20,14 @@ from tessel_errors import RelayError
 
 class CompiledModel:
     """A compiled dataflow model: `run(**inputs)`, `profile(**inputs)`, `memory_plan`,
-    `save(path)`; `kernels_compiled` counts distinct kernels (identical groups share one)."""
+    `save(path)`; `kernels_compiled` counts distinct kernels (identical groups share one).
+    `tuning` (a relay_ir.build.tuned.TuningSource) names the records that the kernels
+    compiled at a first run with new shapes apply (those of build)."""
 
     def __init__(self, mod: Any, target: Any, input_specs: list[tuple[str, tuple, str]],
-                 static: Any = None) -> None:
+                 static: Any = None, tuning: Any = None) -> None:
         self.mod, self.target = mod, target
+        self.tuning = tuning
         self.input_specs = input_specs
         self._plans: dict[tuple, GraphPlan] = {}
         self._last: GraphPlan | None = None
@@ -52,12 +55,21 @@ class CompiledModel:
         if plan is None:
             if self.mod is None:
                 raise RelayError("this loaded model holds kernels for its saved shapes only")
-            from relay_ir.build.pipeline import compile_static, specialize
-
-            plan, planner = compile_static(specialize(self.mod, list(key)), self.target)
+            plan, planner = self._compile(key)
             self._add(key, plan, planner)
         self._last = plan
         return plan
+
+    def _compile(self, shapes: tuple) -> tuple[GraphPlan, Any]:
+        """Compile @main for these input shapes, applying build's tuning records."""
+        from relay_ir.build.pipeline import compile_static, specialize
+        from relay_ir.build.tuned import TuningSource, applying_records
+
+        source = self.tuning or TuningSource()
+        with source.opened() as db, applying_records(db, source.any_device) as scope:
+            plan_and_planner = compile_static(specialize(self.mod, list(shapes)), self.target)
+        scope.warn(stacklevel=4)  # the caller of run / profile
+        return plan_and_planner
 
     def run(self, *args: Any, **inputs: Any) -> Any:
         """Run the model: inputs by name (or position); returns an array or a tuple."""

@@ -225,7 +225,12 @@ def _nest_like(t: Any, it: Any) -> Any:
 
 
 def compile_static(mod: IRModule, target: Any) -> tuple[GraphPlan, _Planner]:
-    """Optimise, fuse and plan a module whose @main has static shapes."""
+    """Optimise, fuse and plan a module whose @main has static shapes.
+
+    Tuned configs come from the records in scope (see relay_ir.build.tuned).
+
+        >>> plan, planner = compile_static(mod, "llvm")   # doctest: +SKIP
+    """
     fused = optimize_for_build(mod)
     planner = _Planner(target)
     return planner.plan(fused["main"]), planner
@@ -238,37 +243,32 @@ def _dim(d: Any) -> Any:
 
 
 def build(mod: Any, target: Any = "llvm", params: dict[str, Any] | None = None,
-          tuning_db: Any = None) -> Any:
+          tuning_db: Any = None, any_device: bool = False) -> Any:
     """Compile a dataflow @main into a CompiledModel: `relay_ir.build(mod).run(x=x)`.
 
     `tuning_db` (a path or an open tuning_logs.TuningDatabase; default: the database of an
     enclosing `tuning_logs.using_database` block, if any) supplies the best tuned config of
-    each tunable task on this device; tasks without a record use the template's fallback
-    schedule, and a warning lists them. Control flow, ADTs, references and closures raise a
-    RelayError pointing to relay_ir.interpret.
+    each tunable task on this device; with `any_device=True`, the best record of the task
+    on any device of the same target, and a warning says how many tasks took records of
+    other devices. Tasks without a record use the template's fallback schedule, and a
+    warning lists them. A @main with `?` dims compiles at the first run with each shape,
+    reopening the same database file read-only. Control flow, ADTs, references and
+    closures raise a RelayError pointing to relay_ir.interpret.
 
         >>> lib = relay_ir.build(mod, tuning_db="tuning_logs/tuning.db")  # doctest: +SKIP
+        >>> lib = relay_ir.build(mod, tuning_db="other.db", any_device=True)  # doctest: +SKIP
     """
-    from tuning_logs import resolve_database, using_database
+    from relay_ir.build.tuned import TuningSource, applying_records
+    from tuning_logs import resolve_database
 
-    with resolve_database(tuning_db, readonly=True) as db:
-        if db is None:
-            return _build(mod, target, params)
-        from relay_ir.build.tuned import collect_untuned
-
-        with using_database(db), collect_untuned() as untuned:
-            model = _build(mod, target, params)
-        if untuned:
-            import warnings
-
-            warnings.warn(
-                f"{len(untuned)} tunable task(s) have no tuning record on this device in "
-                f"{db.path}; they use the default schedule (tune them with `tessel tune`): "
-                + "; ".join(untuned), stacklevel=2)
-        return model
+    with resolve_database(tuning_db, readonly=True) as db, \
+            applying_records(db, any_device) as scope:
+        model = _build(mod, target, params, TuningSource.of(db, any_device))
+    scope.warn(stacklevel=2)
+    return model
 
 
-def _build(mod: Any, target: Any, params: dict[str, Any] | None) -> Any:
+def _build(mod: Any, target: Any, params: dict[str, Any] | None, tuning: Any) -> Any:
     from lowering.target import Target
     from relay_ir.build.model import CompiledModel
 
@@ -286,7 +286,8 @@ def _build(mod: Any, target: Any, params: dict[str, Any] | None) -> Any:
             raise not_dataflow_error(f"a parameter %{p.name_hint} of type {t}")
         specs.append((p.name_hint, tuple(_dim(d) for d in t.shape), t.dtype))
     static = all(isinstance(d, int) for _, s, _ in specs for d in s)
-    return CompiledModel(mod, target, specs, compile_static(mod, target) if static else None)
+    return CompiledModel(mod, target, specs, compile_static(mod, target) if static else None,
+                         tuning=tuning)
 
 
 def specialize(mod: IRModule, shapes: list[tuple[int, ...]]) -> IRModule:

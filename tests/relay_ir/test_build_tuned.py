@@ -1,7 +1,9 @@
-"""relay_ir.build(..., tuning_db=...): tuned records are applied, untuned tasks are listed."""
+"""relay_ir.build(..., tuning_db=...): tuned records are applied, untuned tasks are listed;
+records of other devices only with any_device=True; `?`-dim models apply them at first run."""
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
@@ -10,14 +12,61 @@ import pytest
 
 import relay_ir
 from autotune.extract import extract_tasks
-from tests.relay_ir.programs import mlp, mlp_inputs
+from relay_ir.build import lower_group as LG
+from relay_ir.build.pipeline import specialize
+from tessel_errors import RelayError
+from tests.relay_ir.programs import mlp, mlp_dynamic, mlp_inputs
 from tuning_logs import MeasureRecord, TuningDatabase, using_database
 
+OTHER_DEVICE = "llvm -mcpu=other|Some Other CPU|00000000"
 
-def _record_for(task, index: int) -> MeasureRecord:
+
+def _record_for(task, index: int, device: str | None = None) -> MeasureRecord:
     cfg = task.config_space().get(index)
-    return MeasureRecord(task.workload_key, task.template, task.target, task.device_key,
-                         cfg.to_json(), costs=(1e-4,), tuner="test")
+    return MeasureRecord(task.workload_key, task.template, task.target,
+                         device or task.device_key, cfg.to_json(), costs=(1e-4,), tuner="test")
+
+
+def _tuned_db(mod, path: Path, device: str | None = None) -> dict[str, str]:
+    """A database with one record per task of `mod` (far from the fallback choice);
+    returns {workload key: recorded config json}."""
+    tasks = extract_tasks(mod, "llvm")
+    assert tasks, "the model has tunable tasks"
+    configs = {}
+    with TuningDatabase(path) as db:
+        for task, _ in tasks:
+            rec = _record_for(task, task.config_space().size - 1, device)
+            db.add(rec)
+            configs[task.workload_key] = _canon(rec.config_json)
+    return configs
+
+
+def _canon(config_json: str) -> str:
+    return json.dumps(json.loads(config_json), sort_keys=True)
+
+
+@pytest.fixture
+def applied(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The configs tuned_config returned while compiling (None: the fallback was used)."""
+    got: list = []
+    real = LG.tuned_config
+
+    def spy(*args, **kwargs):
+        cfg = real(*args, **kwargs)
+        got.append(None if cfg is None else _canon(cfg.to_json()))
+        return cfg
+    monkeypatch.setattr(LG, "tuned_config", spy)
+    return got
+
+
+def _dynamic_inputs(rng: np.random.Generator, batch: int) -> list[np.ndarray]:
+    return [rng.standard_normal((batch, 8)).astype("float32"),
+            (0.3 * rng.standard_normal((16, 8))).astype("float32")]
+
+
+def _dynamic_db(path: Path, batch: int) -> dict[str, str]:
+    """Records for the dense task of mlp_dynamic at this batch size."""
+    return _tuned_db(specialize(mlp_dynamic(), [(batch, 8), (16, 8)]), path)
 
 
 def test_build_with_an_empty_database_warns_listing_the_untuned_tasks(tmp_path: Path) -> None:
@@ -53,6 +102,150 @@ def test_build_uses_the_enclosing_current_database(tmp_path: Path) -> None:
         relay_ir.build(mod)
 
 
+def test_build_with_a_closed_database_object_is_a_clear_error(tmp_path: Path) -> None:
+    db = TuningDatabase(tmp_path / "tuning.db")
+    db.close()
+    with pytest.raises(RelayError, match="cannot read its tuning records.*closed"):
+        relay_ir.build(mlp(), tuning_db=db)
+
+
 def test_build_with_a_missing_database_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="no tuning database"):
         relay_ir.build(mlp(), tuning_db=tmp_path / "absent.db")
+
+
+def test_a_record_of_another_device_is_not_applied_by_default(tmp_path: Path,
+                                                              applied: list) -> None:
+    mod = mlp()
+    _tuned_db(mod, tmp_path / "tuning.db", device=OTHER_DEVICE)
+    with pytest.warns(UserWarning, match=r"2 tunable task\(s\) have no tuning record on this "
+                      r"device.*2 of them have records of other devices.*any_device=True"
+                      r".*dense") as w:
+        relay_ir.build(mod, tuning_db=tmp_path / "tuning.db")
+    assert applied == [None, None]
+    assert not [x for x in w if "use tuning records of other devices" in str(x.message)]
+
+
+def test_any_device_applies_a_record_of_another_device_and_warns(tmp_path: Path,
+                                                                applied: list) -> None:
+    mod = mlp()
+    configs = _tuned_db(mod, tmp_path / "tuning.db", device=OTHER_DEVICE)
+    with pytest.warns(UserWarning, match=r"^2 tunable task\(s\) use tuning records of other "
+                      r"devices") as w:
+        lib = relay_ir.build(mod, tuning_db=tmp_path / "tuning.db", any_device=True)
+    assert len(w) == 1
+    assert sorted(applied) == sorted(configs.values())
+    inputs = mlp_inputs(np.random.default_rng(7))
+    np.testing.assert_allclose(lib.run(*inputs), relay_ir.interpret(mod, *inputs),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_any_device_with_records_of_this_device_applies_them_without_warning(
+        tmp_path: Path, applied: list) -> None:
+    mod = mlp()
+    configs = _tuned_db(mod, tmp_path / "tuning.db")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # records of this device: no warning
+        relay_ir.build(mod, tuning_db=tmp_path / "tuning.db", any_device=True)
+    assert sorted(applied) == sorted(configs.values())
+
+
+def test_any_device_works_with_the_enclosing_current_database(tmp_path: Path,
+                                                             applied: list) -> None:
+    mod = mlp()
+    configs = _tuned_db(mod, tmp_path / "tuning.db", device=OTHER_DEVICE)
+    with using_database(tmp_path / "tuning.db"):
+        with pytest.warns(UserWarning, match="no tuning record on this device"):
+            relay_ir.build(mod)
+        assert applied == [None, None]
+        with pytest.warns(UserWarning, match="use tuning records of other devices"):
+            relay_ir.build(mod, any_device=True)
+    assert sorted(applied[2:]) == sorted(configs.values())
+
+
+def test_a_dynamic_model_applies_the_record_at_its_first_run(tmp_path: Path,
+                                                             applied: list) -> None:
+    mod = mlp_dynamic()
+    configs = _dynamic_db(tmp_path / "tuning.db", batch=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the record exists: no warning, at build or run
+        lib = relay_ir.build(mod, tuning_db=tmp_path / "tuning.db")
+        assert applied == []  # nothing compiled before the first run
+        inputs = _dynamic_inputs(np.random.default_rng(3), batch=3)
+        got = lib.run(*inputs)
+    assert applied == list(configs.values())
+    np.testing.assert_allclose(got, relay_ir.interpret(mod, *inputs), rtol=1e-4, atol=1e-5)
+
+
+def test_a_dynamic_model_warns_at_first_run_for_a_shape_without_a_record(
+        tmp_path: Path, applied: list) -> None:
+    mod = mlp_dynamic()
+    _dynamic_db(tmp_path / "tuning.db", batch=3)
+    lib = relay_ir.build(mod, tuning_db=tmp_path / "tuning.db")
+    inputs = _dynamic_inputs(np.random.default_rng(4), batch=5)
+    with pytest.warns(UserWarning, match=r"1 tunable task\(s\) have no tuning record.*"
+                      r"\[\[5,8\]"):
+        got = lib.run(*inputs)
+    assert applied == [None]
+    np.testing.assert_allclose(got, relay_ir.interpret(mod, *inputs), rtol=1e-4, atol=1e-5)
+
+
+def test_a_dynamic_model_applies_records_of_another_device_with_any_device(
+        tmp_path: Path, applied: list) -> None:
+    mod = mlp_dynamic()
+    configs = _tuned_db(specialize(mod, [(2, 8), (16, 8)]), tmp_path / "tuning.db",
+                        device=OTHER_DEVICE)
+    lib = relay_ir.build(mod, tuning_db=tmp_path / "tuning.db", any_device=True)
+    inputs = _dynamic_inputs(np.random.default_rng(5), batch=2)
+    with pytest.warns(UserWarning, match="use tuning records of other devices"):
+        got = lib.run(*inputs)
+    assert applied == list(configs.values())
+    np.testing.assert_allclose(got, relay_ir.interpret(mod, *inputs), rtol=1e-4, atol=1e-5)
+
+
+def test_a_dynamic_model_built_with_a_database_object_closed_since_reopens_its_file(
+        tmp_path: Path, applied: list) -> None:
+    mod = mlp_dynamic()
+    configs = _dynamic_db(tmp_path / "tuning.db", batch=3)
+    with TuningDatabase(tmp_path / "tuning.db") as db:
+        lib = relay_ir.build(mod, tuning_db=db)
+    inputs = _dynamic_inputs(np.random.default_rng(6), batch=3)
+    got = lib.run(*inputs)
+    assert applied == list(configs.values())
+    np.testing.assert_allclose(got, relay_ir.interpret(mod, *inputs), rtol=1e-4, atol=1e-5)
+
+
+def test_a_dynamic_model_built_inside_using_database_applies_it_after_the_block(
+        tmp_path: Path, applied: list) -> None:
+    mod = mlp_dynamic()
+    configs = _dynamic_db(tmp_path / "tuning.db", batch=3)
+    with using_database(tmp_path / "tuning.db"):
+        lib = relay_ir.build(mod)
+    inputs = _dynamic_inputs(np.random.default_rng(8), batch=3)
+    got = lib.run(*inputs)
+    assert applied == list(configs.values())
+    np.testing.assert_allclose(got, relay_ir.interpret(mod, *inputs), rtol=1e-4, atol=1e-5)
+
+
+def test_a_dynamic_model_built_without_a_database_ignores_one_current_at_run(
+        tmp_path: Path, applied: list) -> None:
+    mod = mlp_dynamic()
+    _dynamic_db(tmp_path / "tuning.db", batch=3)
+    lib = relay_ir.build(mod)
+    with using_database(tmp_path / "tuning.db"):
+        lib.run(*_dynamic_inputs(np.random.default_rng(9), batch=3))
+    assert applied == [None]
+
+
+def test_a_dynamic_model_whose_database_file_is_gone_warns_and_uses_the_default(
+        tmp_path: Path, applied: list) -> None:
+    mod = mlp_dynamic()
+    _dynamic_db(tmp_path / "tuning.db", batch=3)
+    lib = relay_ir.build(mod, tuning_db=tmp_path / "tuning.db")
+    (tmp_path / "tuning.db").unlink()
+    inputs = _dynamic_inputs(np.random.default_rng(10), batch=3)
+    with pytest.warns(UserWarning, match=r"cannot reopen the tuning database given to "
+                      r"relay_ir.build \(no tuning database at .*default schedules"):
+        got = lib.run(*inputs)
+    assert applied == [None]
+    np.testing.assert_allclose(got, relay_ir.interpret(mod, *inputs), rtol=1e-4, atol=1e-5)
