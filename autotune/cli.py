@@ -145,22 +145,24 @@ def _load_model(path: str, shapes: Sequence[str] | None) -> tuple[Any, dict[str,
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    """Compile an ONNX model with relay_ir.build and save it."""
+    """Compile an ONNX model with relay_ir.build and save it (--any-device: use records of
+    other devices too)."""
     import relay_ir
     from autotune.extract import extract_tasks
 
     mod, params = _load_model(args.model, args.shape)
     db_path = args.db if Path(args.db).is_file() else None
     if db_path is not None:
-        from lowering.target import device_key
-
         with TuningDatabase(db_path, readonly=True) as db:
             tasks = extract_tasks(mod, args.target, params)
-            dev = device_key(args.target)
+            dev = _device(args)
             have = [t for t, _ in tasks if db.best_record(t.workload_key, t.target, dev)]
-        print(f"{len(have)} of {len(tasks)} tunable tasks have tuning records in {db_path}")
+        where = "on any device" if dev is None else "on this device"
+        print(f"{len(have)} of {len(tasks)} tunable tasks have tuning records {where} in "
+              f"{db_path}")
     t0 = time.time()
-    lib = relay_ir.build(mod, target=args.target, params=params, tuning_db=db_path)
+    lib = relay_ir.build(mod, target=args.target, params=params, tuning_db=db_path,
+                         any_device=args.any_device)
     lib.save(args.output)
     print(f"compiled {args.model} in {time.time() - t0:.1f} s -> {args.output}")
     return 0
@@ -325,6 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--db", default=str(DEFAULT_DB_PATH))
     c.add_argument("--target", default="llvm")
     c.add_argument("--shape", action="append", help="input shape NAME=1x3x224x224")
+    c.add_argument("--any-device", action="store_true",
+                   help="apply the best record of a task on any device, not only this one")
     c.set_defaults(fn=cmd_compile)
     r = sub.add_parser("run", help="run a compiled model and time it")
     r.add_argument("compiled")

@@ -116,3 +116,35 @@ def test_tune_compile_and_run_a_model(tmp_path: Path) -> None:
     sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     want = sess.run(None, {"x": np.load(xfile)})[0]
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-4, atol=1e-4)
+
+
+def test_compile_any_device_applies_records_of_another_device(tmp_path: Path) -> None:
+    import numpy as np
+
+    import relay_ir
+    from autotune.extract import extract_tasks
+    from relay_ir.build.pipeline import bind_params
+    from relay_ir.frontend.onnx import from_onnx
+    from tuning_logs import MeasureRecord, TuningDatabase
+
+    model, xfile = _tiny_onnx(tmp_path)
+    mod, params = from_onnx(str(model))
+    [(task, _)] = extract_tasks(mod, "llvm", params)
+    cfg = task.config_space().get(task.config_space().size - 1)
+    with TuningDatabase(tmp_path / "other.db") as db:
+        db.add(MeasureRecord(task.workload_key, task.template, task.target,
+                             "llvm -mcpu=other|Some Other CPU|00000000", cfg.to_json(),
+                             costs=(1e-4,), tuner="test"))
+    p = _tessel("compile", "tiny.onnx", "--db", "other.db", "-o", "a.tessel", cwd=tmp_path)
+    assert "0 of 1 tunable tasks have tuning records on this device" in p.stdout
+    assert "1 tunable task(s) have no tuning record on this device" in p.stderr
+    assert "1 of them have records of other devices" in p.stderr
+    p = _tessel("compile", "tiny.onnx", "--db", "other.db", "--any-device", "-o", "b.tessel",
+                cwd=tmp_path)
+    assert "1 of 1 tunable tasks have tuning records on any device" in p.stdout
+    assert "1 tunable task(s) use tuning records of other devices" in p.stderr
+    assert "no tuning record" not in p.stderr
+    x = np.load(xfile)
+    want = relay_ir.interpret(bind_params(mod, params), x)
+    got = relay_ir.load_compiled(str(tmp_path / "b.tessel")).run(x=x)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
