@@ -33,28 +33,28 @@ from tuning_logs import MeasureRecord
 class XGBTuner(Tuner):
     """Cost-model guided search.
 
-    `feature="knob"` (default) encodes each point by its knob values and anneals over the
-    whole space; `feature="loop_ir"` describes each point by its lowered loop IR
-    (autotune.features.loop_features, about 0.1 s of lowering per new point), and so ranks
-    a pool of `pool_size` points per batch (random ones and neighbours of the best) instead
-    of annealing.
+    `feature="knob"` (default) encodes each point by its knob values: a prediction costs
+    microseconds, so annealing runs `sa_chains` x `sa_steps` (64 x 60) moves per batch.
+    `feature="loop_ir"` describes each point by its lowered loop IR
+    (autotune.features.loop_features; 10-50 ms of lowering per new point, cached), so its
+    annealing is smaller (16 x 16 by default, at most ~270 new lowerings per batch).
     """
 
     name = "xgb"
 
     def __init__(self, task: Task, plan_size: int = 16, eps_greedy: float = 0.1,
-                 sa_chains: int = 64, sa_steps: int = 60, seed: int | None = 0,
-                 feature: str = "knob", pool_size: int = 48) -> None:
+                 sa_chains: int | None = None, sa_steps: int | None = None,
+                 seed: int | None = 0, feature: str = "knob") -> None:
         super().__init__(task, seed)
         if feature not in ("knob", "loop_ir"):
             raise ValueError(f"XGBTuner feature must be 'knob' or 'loop_ir', got {feature!r}")
         self.feature = feature
-        self.pool_size = pool_size
         self._loop_cache: dict[int, np.ndarray] = {}
         self.plan_size = plan_size
         self.eps_greedy = eps_greedy
-        self.sa_chains = sa_chains
-        self.sa_steps = sa_steps
+        small = feature == "loop_ir"
+        self.sa_chains = sa_chains if sa_chains is not None else (16 if small else 64)
+        self.sa_steps = sa_steps if sa_steps is not None else (16 if small else 60)
         self.model = XGBCostModel(seed=seed or 0)
         self.xs: list[int] = []
         self.ys: list[float] = []
@@ -80,23 +80,6 @@ class XGBTuner(Tuner):
             rows.append(self._loop_cache[i])
         return np.stack(rows) if rows else np.zeros((0, LOOP_FEATURE_LEN), np.float32)
 
-    def _pool_top(self, n: int) -> list[int]:
-        """The n best-predicted points of a pool: random ones and neighbours of the best."""
-        best_known = [self.xs[k] for k in np.argsort(self.ys)[::-1][:8]]
-        pool = set()
-        for p in best_known:
-            for _ in range(self.pool_size // 16):
-                q = self.space.neighbor(p, self.rng)
-                if q not in self.visited:
-                    pool.add(q)
-        pool.update(unvisited_random(self.space, self.rng, self.pool_size - len(pool),
-                                     self.visited | pool))
-        cand = sorted(pool)
-        if not cand:
-            return []
-        scores = self.model.predict(self._features(cand))
-        return [cand[k] for k in np.argsort(-scores)[:n]]
-
     def load_transfer(self, records: Sequence[MeasureRecord]) -> int:
         """Pre-train on other tasks' records of the same template (configs that also fit
         this task's space); returns how many rows were used."""
@@ -118,12 +101,9 @@ class XGBTuner(Tuner):
         if not self.model.trained:
             return unvisited_random(self.space, self.rng, n, self.visited)
         n_rand = int(round(n * self.eps_greedy))
-        top = self._anneal(n - n_rand) if self.feature == "knob" else self._pool_top(n - n_rand)
+        top = self._anneal(n - n_rand)
         rand = unvisited_random(self.space, self.rng, n - len(top), self.visited | set(top))
         return top + rand
-
-    def _score(self, indices: Sequence[int]) -> np.ndarray:
-        return self.model.predict(knob_features_batch(self.space, indices))
 
     def _anneal(self, n: int) -> list[int]:
         """The n best-predicted unvisited points met by parallel annealing chains.
@@ -140,6 +120,8 @@ class XGBTuner(Tuner):
         tables = knob_tables(self.space)
 
         def feats(pts: np.ndarray) -> np.ndarray:
+            if self.feature == "loop_ir":
+                return self._features((pts * mul).sum(axis=1).tolist())
             return np.concatenate([t[pts[:, k]] for k, t in enumerate(tables)], axis=1)
 
         scores = self.model.predict(feats(points))
@@ -170,3 +152,14 @@ class XGBTuner(Tuner):
             points[take], scores[take] = cand[take], cs[take]
             offer(cand, cs)
         return [p for p, _ in heapq.nlargest(n, best.items(), key=lambda kv: kv[1])]
+
+
+class XGBLoopTuner(XGBTuner):
+    """The xgb tuner on loop-IR features (`feature="loop_ir"`), under its own name so that
+    records and plots tell the two apart: `make_tuner("xgb_loop", task)`."""
+
+    name = "xgb_loop"
+
+    def __init__(self, task: Task, **kwargs: object) -> None:
+        kwargs.setdefault("feature", "loop_ir")
+        super().__init__(task, **kwargs)  # type: ignore[arg-type]

@@ -94,9 +94,10 @@ def test_xgb_transfer_uses_records_of_other_tasks_of_the_template(tmp_path: Path
 
 def test_xgb_on_loop_ir_features_trains_and_proposes_new_points(tmp_path: Path) -> None:
     cost, best = _bowl(SMALL)
-    tuner = make_tuner("xgb", SMALL, seed=0, feature="loop_ir", pool_size=32, plan_size=8)
+    tuner = make_tuner("xgb_loop", SMALL, seed=0, plan_size=8)
     with TuningDatabase(tmp_path / "t.db") as db:
         p = tune(SMALL, tuner, 40, db, FakeRunner(cost))
         configs = [r.config_json for r in db.history(SMALL.workload_key)]
-    assert tuner.model.trained and p.trials == 40 and len(set(configs)) == 40
+    assert tuner.feature == "loop_ir" and tuner.model.trained
+    assert p.trials == 40 and len(set(configs)) == 40
     assert next(iter(tuner._loop_cache.values())).shape == (LOOP_FEATURE_LEN,)
