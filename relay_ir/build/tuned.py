@@ -89,7 +89,11 @@ def tuned_config(template: str, specs: Sequence[Any], attrs: dict[str, Any],
         return None
     key = workload_key(template, specs, attrs)
     here = device_key(str(target))
-    rec = _best(scope.db, key, str(target), None if scope.any_device else here)
+    rec = _best(scope.db, key, str(target), here)
+    if rec is None and scope.any_device:
+        # this device's own record wins even if another machine measured a faster one:
+        # timings of different machines do not compare
+        rec = _best(scope.db, key, str(target), None)
     if rec is not None:
         try:
             cfg = config_space(template, list(specs), attrs).from_json(rec.config_json)

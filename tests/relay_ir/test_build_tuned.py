@@ -150,6 +150,21 @@ def test_any_device_with_records_of_this_device_applies_them_without_warning(
     assert sorted(applied) == sorted(configs.values())
 
 
+def test_any_device_prefers_this_devices_record_over_a_faster_foreign_one(
+        tmp_path: Path, applied: list) -> None:
+    mod = mlp()
+    mine = _tuned_db(mod, tmp_path / "tuning.db")
+    with TuningDatabase(tmp_path / "tuning.db") as db:
+        for task, _ in extract_tasks(mod, "llvm"):
+            rec = _record_for(task, 0, OTHER_DEVICE)
+            db.add(MeasureRecord(rec.workload_key, rec.template, rec.target, rec.device_key,
+                                 rec.config_json, costs=(1e-9,), tuner="test"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # only this device's records used: no warning
+        relay_ir.build(mod, tuning_db=tmp_path / "tuning.db", any_device=True)
+    assert sorted(applied) == sorted(mine.values())
+
+
 def test_any_device_works_with_the_enclosing_current_database(tmp_path: Path,
                                                              applied: list) -> None:
     mod = mlp()
