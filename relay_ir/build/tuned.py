@@ -6,7 +6,8 @@ outside such a block `tuned_config` reads the database of an enclosing
 `tuning_logs.using_database`, if any. With no database, or no record of the task, it returns
 None, the template's fallback is used, and the task is noted so that build can warn once,
 listing the untuned tasks. Records of another device (target + CPU model + features, see
-lowering.target.device_key) are used only with `any_device=True`, and build then warns how
+lowering.target.device_key) are used only with `any_device=True`, and only for tasks this
+device has no record of (timings of different machines do not compare); build then warns how
 many tasks took them. The workload key comes from schedule.templates.workload_key, the same
 function autotune files records under.
 
