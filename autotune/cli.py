@@ -315,7 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--repeat", type=int, default=3, help="timed repeats per candidate")
     t.add_argument("--min-repeat-ms", type=float, default=50.0,
                    help="raise number until one repeat takes this long")
-    t.add_argument("--build-workers", type=int, default=1, help="builder processes")
+    t.add_argument("--build-workers", type=int, default=None,
+                   help="processes that compile candidates (default: one per core)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--import", dest="imports", action="append",
                    help="a module to import first (registers extra templates)")

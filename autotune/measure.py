@@ -1,10 +1,11 @@
 """Measuring candidates: a builder and a runner, each in worker processes that can be killed.
 
 A candidate (`MeasureInput`: a task and one config of its space) is first built by the
-builder (schedule + lowering to loop IR, in a pool of spawned workers), then compiled and
-timed by the runner in one more spawned worker. A worker that crashes (segfault, abort) or
-overruns its timeout is killed and replaced: the candidate gets a `worker_crash` or
-`timeout` result and the tuning run goes on.
+builder (schedule, lowering to loop IR and LLVM code generation and optimisation into an
+object file, in a pool of spawned workers, one per core by default), then loaded and timed
+by the runner in one more spawned worker, one candidate at a time. A worker that crashes
+(segfault, abort) or overruns its timeout is killed and replaced: the candidate gets a
+`worker_crash` or `timeout` result and the tuning run goes on.
 
     >>> from autotune.task import Task
     >>> from autotune.measure import LocalRunner, MeasureInput
@@ -16,9 +17,11 @@ overruns its timeout is killed and replaced: the candidate gets a `worker_crash`
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 import multiprocessing as mp
+import os
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -80,6 +83,9 @@ class BuildResult:
     error_msg: str = ""
     build_s: float = 0.0
     features: list[float] | None = None
+    # the compiled candidate: object file and codegen facts (entry symbol, messages, ...)
+    object_code: bytes | None = None
+    generated: dict[str, Any] | None = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -130,16 +136,35 @@ def _do_build(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, 
         from autotune.features import loop_features
 
         feats = [float(x) for x in loop_features(func)]
-    return {"build_s": time.perf_counter() - t0, "features": feats}
+    out: dict[str, Any] = {"features": feats}
+    if opts.get("compile"):
+        from lowering.build_module import compile_object
+
+        generated, out["object_code"] = compile_object(func, task.target)
+        out["generated"] = dataclasses.asdict(generated)
+    out["build_s"] = time.perf_counter() - t0
+    return out
+
+
+def _kernel(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """The candidate's Kernel (loaded from the builder's object code, or compiled here)."""
+    import lowering
+
+    s, tensors = task.instantiate(cfg)
+    if opts.get("object_code") is None:
+        return lowering.build(s, tensors, target=task.target, name="main"), tensors
+    from lowering.build_module import load_object
+    from lowering.llvm.codegen import Generated
+
+    func = lowering.lower(s, tensors, name="main")
+    return load_object(func, task.target, Generated(**opts["generated"]),
+                       opts["object_code"]), tensors
 
 
 def _do_run(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
-        s, tensors = task.instantiate(cfg)
-        import lowering
-
-        kernel = lowering.build(s, tensors, target=task.target, name="main")
+        kernel, tensors = _kernel(task, cfg, opts)
     except Exception as e:  # a compile failure is the candidate's fault, not the run's
         return {"error": ErrorKind.BUILD_ERROR.value, "msg": f"{type(e).__name__}: {e}"}
     build_s = time.perf_counter() - t0
@@ -274,14 +299,27 @@ class Worker:
 # Builder and runners
 
 
-class LocalBuilder:
-    """Builds candidates (schedule + lowering) in `n_parallel` spawned workers."""
+def default_build_workers() -> int:
+    """One build worker per usable core (building is done before a batch is timed)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
-    def __init__(self, n_parallel: int = 1, timeout: float = 10.0, imports: Sequence[str] = (),
-                 features: bool = False) -> None:
+
+class LocalBuilder:
+    """Builds candidates in `n_parallel` spawned workers (default: one per core): schedule,
+    lowering and, with `compile` (default), LLVM code generation and O3 into object code
+    that the runner loads. A candidate whose build overruns `timeout` is killed."""
+
+    def __init__(self, n_parallel: int | None = None, timeout: float = 10.0,
+                 imports: Sequence[str] = (), features: bool = False,
+                 compile: bool = True) -> None:
         self.timeout = timeout
         self.features = features
-        self.workers = [Worker(imports) for _ in range(max(1, n_parallel))]
+        self.compile = compile
+        n = default_build_workers() if n_parallel is None else n_parallel
+        self.workers = [Worker(imports) for _ in range(max(1, n))]
 
     def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
         """One BuildResult per input, in order."""
@@ -290,9 +328,12 @@ class LocalBuilder:
             inp = inputs[k]
             t0 = time.perf_counter()
             status, out = w.call(("build", inp.task.to_dict(), inp.config_json,
-                                  {"features": self.features}), self.timeout)
+                                  {"features": self.features, "compile": self.compile}),
+                                 self.timeout)
             if status == "ok":
-                return BuildResult(build_s=out["build_s"], features=out["features"])
+                return BuildResult(build_s=out["build_s"], features=out["features"],
+                                   object_code=out.get("object_code"),
+                                   generated=out.get("generated"))
             return BuildResult(ErrorKind(out["error"]), out["msg"], time.perf_counter() - t0)
 
         if len(self.workers) == 1:
@@ -326,7 +367,7 @@ class LocalRunner:
 
     def __init__(self, timeout: float = 10.0, number: int = 1, repeat: int = 3,
                  min_repeat_ms: float = 0.0, warmup: int = 1, check_trials: int = 3,
-                 n_parallel_build: int = 1, imports: Sequence[str] = (),
+                 n_parallel_build: int | None = None, imports: Sequence[str] = (),
                  ref_timeout: float = 120.0, builder: LocalBuilder | None = None,
                  slow_cutoff: float | None = 10.0) -> None:
         self.timeout = timeout
@@ -354,7 +395,8 @@ class LocalRunner:
             self._checked[key] = self._checked.get(key, 0) + 1
             self._seed += 1
             opts = dict(self.opts, check=check, seed=self._seed,
-                        best_s=self._best.get(key), slow_cutoff=self.slow_cutoff)
+                        best_s=self._best.get(key), slow_cutoff=self.slow_cutoff,
+                        object_code=b.object_code, generated=b.generated)
             t0 = time.perf_counter()
             limit = self.timeout + (self.ref_timeout if check else 0.0)
             status, res = self.worker.call(("run", inp.task.to_dict(), inp.config_json, opts),

@@ -87,6 +87,32 @@ def _compile(func: lir.PrimFunc, target: Target) -> Kernel:
     return Kernel(func, target, generated, jit)
 
 
+def compile_object(func: lir.PrimFunc, target: Any = "llvm") -> tuple[Any, bytes]:
+    """Generate and optimise `func` into an object file: (codegen result, object bytes),
+    for `load_object` in another process (autotuning builds in one, measures in another).
+
+        >>> gen, obj = compile_object(f, "llvm")      # doctest: +SKIP
+        >>> k = load_object(f, "llvm", gen, obj)      # doctest: +SKIP
+    """
+    from lowering.llvm.codegen import generate
+    from lowering.llvm.jit import compile_object as emit
+
+    t = Target.parse(target)
+    if t.kind != "llvm":
+        raise CodegenError(f"compile_object() compiles for the CPU ('llvm'), not '{t}'")
+    generated = generate(func, t)
+    return generated, emit(generated.text, t)
+
+
+def load_object(func: lir.PrimFunc, target: Any, generated: Any, data: bytes) -> Kernel:
+    """The Kernel of an object file that `compile_object(func, target)` made (`func` must
+    be the same lowered function: its parameters check the arrays at each call)."""
+    from lowering.llvm.jit import ObjectModule
+
+    t = Target.parse(target)
+    return Kernel(func, t, generated, ObjectModule(data, t))
+
+
 def clear_cache() -> None:
     """Forget every compiled kernel (kernels already built keep working)."""
     with _lock:

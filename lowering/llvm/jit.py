@@ -145,6 +145,15 @@ class ObjectModule:
         return addr
 
 
+def compile_object(text: str, target: Any = "llvm") -> bytes:
+    """Parse, optimise (O3) and emit LLVM IR text as an object file for `target`, without
+    loading it (a build worker does this; `ObjectModule` loads the bytes where they run)."""
+    tm = _machine_for(target)
+    mod = parse(text, tm)
+    optimize(mod, tm)
+    return tm.emit_object(mod)
+
+
 def compile_ir(text: str, target: Any = "llvm") -> JitModule:
     """Parse, optimise (O3) and JIT-load LLVM IR text for `target`."""
     return JitModule(text, target)

@@ -104,3 +104,26 @@ def test_without_a_slow_cutoff_every_candidate_is_timed_in_full() -> None:
     with LocalRunner(timeout=30, imports=IMPORTS, check_trials=0, slow_cutoff=None) as runner:
         res = runner.run(inputs)
     assert [len(r.costs) for r in res] == [3, 3]
+
+
+def test_the_builder_compiles_object_code_in_its_own_workers() -> None:
+    from autotune.measure import LocalBuilder
+
+    task = Task("matmul.x86", [((32, 32), "float32"), ((32, 32), "float32")])
+    inputs = [MeasureInput(task, task.config(i)) for i in (0, 7)]
+    builder = LocalBuilder(n_parallel=2)
+    try:
+        built = builder.build(inputs)
+    finally:
+        builder.close()
+    assert all(b.error_kind == ErrorKind.NONE for b in built)
+    assert all(b.object_code and b.object_code[:4] == b"\x7fELF" for b in built)
+    assert built[0].object_code != built[1].object_code
+
+
+def test_a_candidate_built_as_object_code_is_checked_against_the_reference() -> None:
+    task = Task("matmul.x86", [((32, 32), "float32"), ((32, 32), "float32")])
+    with LocalRunner(timeout=30, check_trials=2) as runner:
+        res = runner.run([MeasureInput(task, task.config(i)) for i in (3, 11)])
+    assert [r.error_kind for r in res] == [ErrorKind.NONE, ErrorKind.NONE]
+    assert all(len(r.costs) == 3 and r.mean > 0 for r in res)

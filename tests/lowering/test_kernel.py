@@ -221,3 +221,20 @@ def test_read_only_inputs_and_views_are_accepted(mm) -> None:
     big[16:] = b
     mm(a, big[16:], c)  # a contiguous view with an offset
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+def test_object_code_compiled_apart_loads_into_a_working_kernel() -> None:
+    func = matmul_func()
+    generated, obj = build_module.compile_object(func, "llvm")
+    assert obj[:4] == b"\x7fELF" and generated.entry
+    kernel = build_module.load_object(func, "llvm", generated, obj)
+    a, b, c = arrays()
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+    with pytest.raises(KernelArgumentError, match=r"argument 2 'B': expected shape \(16, 16\)"):
+        kernel(a, b[:8], c)
+
+
+def test_compile_object_refuses_a_non_cpu_target() -> None:
+    with pytest.raises(CodegenError, match=r"compiles for the CPU \('llvm'\), not 'cuda"):
+        build_module.compile_object(matmul_func(), "cuda")
