@@ -4,7 +4,8 @@
     >>> from lowering.ir import Buffer, BufferStore, For, ForKind
     >>> B = Buffer("B", (te.const(4),), "float32")
     >>> i = te.var("i")
-    >>> print(For(i, te.const(0), te.const(4), ForKind.VECTORIZED, BufferStore(B, te.const(1.0), (i,))))
+    >>> store = BufferStore(B, te.const(1.0), (i,))
+    >>> print(For(i, te.const(0), te.const(4), ForKind.VECTORIZED, store))
     for (i, 0, 4) vectorized {
       B[i] = 1.0
     }

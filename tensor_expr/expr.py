@@ -15,7 +15,7 @@ from __future__ import annotations
 import builtins
 import enum
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from tensor_expr.dtype import check_dtype, is_float, is_integral, promote
 from tessel_errors import TensorExprError
@@ -456,7 +456,7 @@ class Let(PrimExpr):
         return self.body.dtype
 
 
-ExprLike = Union[PrimExpr, IterVar, int, float, bool]
+ExprLike = PrimExpr | IterVar | int | float | bool
 
 
 # ---------------------------------------------------------------------------------------

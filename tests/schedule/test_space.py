@@ -63,7 +63,8 @@ def test_from_json_rejects_a_value_that_is_not_a_choice() -> None:
     cfg = _space()
     obj = json.loads(cfg.get(0).to_json())
     obj["knobs"]["tile_i"] = [-1, 5]
-    with pytest.raises(ScheduleError, match=r"config value \[-1, 5\] is not a choice of knob 'tile_i'"):
+    with pytest.raises(ScheduleError,
+                       match=r"config value \[-1, 5\] is not a choice of knob 'tile_i'"):
         cfg.from_json(obj)
 
 
