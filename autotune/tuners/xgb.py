@@ -51,6 +51,7 @@ class XGBTuner(Tuner):
             raise ValueError(f"XGBTuner feature must be 'knob' or 'loop_ir', got {feature!r}")
         self.feature = feature
         self._loop_cache: dict[int, np.ndarray] = {}
+        self._other_tasks: dict[str, Task] = {}
         self.plan_size = plan_size
         self.eps_greedy = eps_greedy
         small = feature == "loop_ir"
@@ -81,21 +82,41 @@ class XGBTuner(Tuner):
             rows.append(self._loop_cache[i])
         return np.stack(rows) if rows else np.zeros((0, LOOP_FEATURE_LEN), np.float32)
 
-    def load_transfer(self, records: Sequence[MeasureRecord]) -> int:
-        """Pre-train on other tasks' records of the same template (configs that also fit
-        this task's space); returns how many rows were used."""
-        xs, ys = [], []
-        for r in records:
-            try:
-                cfg = self.space.from_json(r.config_json)
-            except Exception:  # other shapes have other split choices: skip those configs
-                continue
-            xs.append(cfg.index)
-            ys.append((r.flops or 1.0) / r.mean if r.ok and r.mean else 0.0)
-        if len(xs) >= 2:
-            self.model.fit_transfer(self._features(xs), np.asarray(ys))
+    def load_transfer(self, records: Sequence[MeasureRecord], max_rows: int = 256) -> int:
+        """Pre-train on other tasks' records of the same template; returns the rows used.
+
+        With loop-IR features a record is described by its own task's lowered program, so
+        records of every shape count; with knob features only configs that also fit this
+        task's space do. At most `max_rows` records, a random sample (a lowering costs
+        10-50 ms)."""
+        recs = list(records)
+        if len(recs) > max_rows:
+            recs = [recs[k] for k in sorted(self.rng.choice(len(recs), max_rows,
+                                                            replace=False))]
+        rows, ys = [], []
+        for r in recs:
+            row = self._record_features(r)
+            if row is not None:
+                rows.append(row)
+                ys.append((r.flops or 1.0) / r.mean if r.ok and r.mean else 0.0)
+        if len(rows) >= 2:
+            self.model.fit_transfer(np.stack(rows), np.asarray(ys))
             self._transferred = self.model.trained
-        return len(xs)
+        return len(rows)
+
+    def _record_features(self, r: MeasureRecord) -> np.ndarray | None:
+        """The feature row of another task's record, or None where it has none here."""
+        try:
+            if self.feature == "knob":
+                # other shapes have other split choices: only configs of this space fit
+                return self._features([self.space.from_json(r.config_json).index])[0]
+            task = self._other_tasks.get(r.workload_key)
+            if task is None:
+                task = Task.from_workload_key(r.workload_key, self.task.target)
+                self._other_tasks[r.workload_key] = task
+            return loop_features(task.lower(task.config_from_json(r.config_json)))
+        except Exception:  # a record of another template version, or one that won't lower
+            return None
 
     # -- proposing ------------------------------------------------------------------------
     def _propose(self, n: int) -> list[int]:

@@ -93,6 +93,18 @@ def test_xgb_transfer_uses_records_of_other_tasks_of_the_template(tmp_path: Path
         assert tuner.model.trained  # trained before its own plan_size measurements existed
 
 
+def test_xgb_transfer_on_loop_ir_features_learns_from_other_shapes_too(
+        tmp_path: Path) -> None:
+    other = Task("synthetic.test", [((48, 20), "float32")])  # other split choices
+    cost, _ = _bowl(other)
+    with TuningDatabase(tmp_path / "t.db") as db:
+        tune(other, make_tuner("random", other, seed=0), 30, db, FakeRunner(cost))
+        records = db.records(template="synthetic.test", exclude_workload=SMALL.workload_key)
+    loop_rows = make_tuner("xgb", SMALL, seed=0).load_transfer(records)
+    knob_rows = make_tuner("xgb_knob", SMALL, seed=0).load_transfer(records)
+    assert loop_rows == 30 and knob_rows < 30
+
+
 def test_xgb_on_loop_ir_features_trains_and_proposes_new_points(tmp_path: Path) -> None:
     cost, best = _bowl(SMALL)
     tuner = make_tuner("xgb", SMALL, seed=0, plan_size=8)
