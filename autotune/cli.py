@@ -304,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "or conv2d:N,C,H,W,O,KH,KW,stride,pad (repeatable)")
     t.add_argument("--trials", type=int, default=200, help="measurements per task (in all)")
     t.add_argument("--tuner", default="xgb",
-                   choices=["xgb", "xgb_knob", "random", "grid", "ga", "genetic"])
+                   choices=["xgb", "xgb_loop", "random", "grid", "ga", "genetic"])
     t.add_argument("--db", default=str(DEFAULT_DB_PATH), help="the tuning database")
     t.add_argument("--target", default="llvm", help="target, e.g. 'llvm -mcpu=native'")
     t.add_argument("--timeout", type=float, default=10.0, help="seconds per candidate")

@@ -63,20 +63,25 @@ def _replay_history(task: Task, tuner: Tuner, db: TuningDatabase,
                     progress: TuneProgress) -> None:
     """Feed the database's records of the task to the tuner (resume) and mark them visited."""
     inputs, results = [], []
+    seen: set[int] = set()
     for r in db.history(task.workload_key, task.target, task.device_key):
         try:
             cfg = task.config_from_json(r.config_json)
         except Exception:  # a record of another template version: keep it, skip it here
             continue
-        if cfg.index in tuner.visited:
+        if cfg.index in seen:
+            continue
+        seen.add(cfg.index)
+        res = MeasureResult(tuple(r.costs), r.error_kind, r.error_msg)
+        _note(progress, [MeasureInput(task, cfg)], [res])
+        if cfg.index in tuner.visited:  # a tuner tune() was given before: it knows this
             continue
         tuner.mark_visited(cfg.index)
         inputs.append(MeasureInput(task, cfg))
-        results.append(MeasureResult(tuple(r.costs), r.error_kind, r.error_msg))
+        results.append(res)
     if inputs:
         tuner.update(inputs, results)
-    progress.trials = len(inputs)
-    _note(progress, inputs, results)
+    progress.trials = len(seen)
 
 
 def _note(progress: TuneProgress, inputs: Sequence[MeasureInput],

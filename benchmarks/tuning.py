@@ -10,16 +10,19 @@ and PyTorch (benchmarks.tuned_model).
 By default (a) runs xgb, random and genetic search for 256 trials on matmul 1024^3 and two
 ResNet-18 layers (3x3 conv2d 64@56x56 and 256@14x14, the blocked NCHWc template that
 model compile uses), and (c) tunes each ResNet-18 task for 64 trials.
-Each tuner gets a fresh database in a temporary folder; the machine is shared, so note the
-load average printed next to each figure and compare ratios from one run only. numpy is
-timed in a child process without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set on some of these
-machines for old OpenBLAS builds; they make a current one pick a slower kernel), so the
-peer runs its best kernel; the line says which variables were dropped.
+
+Each tuner gets a fresh database in a temporary folder, and the tuners take turns, 32
+trials each; the machine is shared, so note the load average printed next to each figure
+and compare ratios from one run only. numpy is timed in a child process without
+OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set on some of these machines for old OpenBLAS
+builds; they make a current one pick a slower kernel), so the peer runs its best kernel;
+the line says which variables were dropped.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -91,24 +94,34 @@ def trials_to(curve: list[float], level: float) -> int | None:
 
 
 def run(ops: list[str], tuners: list[str], trials: int, checkpoints: list[int],
-        timeout: float, seed: int) -> None:
+        timeout: float, seed: int, step: int = 32) -> None:
     """Tune each op with each tuner (a fresh database each, so no tuner learns from another
-    run's records) and print the comparison tables."""
+    run's records) and print the comparison tables.
+
+    The tuners take turns, `step` trials each: a slow spell of the shared machine (seen
+    here: a config measured 2-6x slower for minutes) then falls on all of them alike
+    instead of on whichever tuner happened to run then."""
     tmp = Path(tempfile.mkdtemp(prefix="tessel-bench-"))
     for n_op, spec in enumerate(ops):
         task = parse_op_spec(spec)
-        curves: dict[str, list[float]] = {}
-        for name in tuners:
-            best: list[float] = []
-            t0 = time.time()
-            with TuningDatabase(tmp / f"{n_op}-{name}.db") as db, \
-                    LocalRunner(timeout=timeout, min_repeat_ms=50) as runner:
-                tune(task, make_tuner(name, task, seed=seed), trials, db, runner,
-                     callbacks=[_curve(task, best)])
-            curves[name] = best
-            print(f"{spec} {name}: {len(best)} trials in {time.time() - t0:.0f} s, best "
-                  f"{best[-1] if best else 0:.1f} GFLOP/s (load {os.getloadavg()[0]:.2f})",
-                  flush=True)
+        curves: dict[str, list[float]] = {name: [] for name in tuners}
+        spent = dict.fromkeys(tuners, 0.0)
+        with contextlib.ExitStack() as stack:
+            lanes = []
+            for name in tuners:
+                db = stack.enter_context(TuningDatabase(tmp / f"{n_op}-{name}.db"))
+                runner = stack.enter_context(LocalRunner(timeout=timeout, min_repeat_ms=50))
+                lanes.append((name, make_tuner(name, task, seed=seed), db, runner))
+            for upto in range(step, trials + step, step):
+                for name, tuner, db, runner in lanes:
+                    t0 = time.time()
+                    tune(task, tuner, min(upto, trials), db, runner,
+                         callbacks=[_curve(task, curves[name])])
+                    spent[name] += time.time() - t0
+        for name, best in curves.items():
+            print(f"{spec} {name}: {len(best)} trials in {spent[name]:.0f} s, best "
+                  f"{best[-1] if best else 0:.1f} GFLOP/s", flush=True)
+        print(f"(load {os.getloadavg()[0]:.2f})")
         top = max((c[-1] for c in curves.values() if c), default=0.0)
         print(f"\n{spec} (space {task.space.size}): best GFLOP/s after N trials; "
               f"trials to 95% of {top:.1f}, the best any tuner found")
@@ -119,7 +132,7 @@ def run(ops: list[str], tuners: list[str], trials: int, checkpoints: list[int],
             hits[name] = trials_to(c, 0.95 * top)
             shown = str(hits[name]) if hits[name] else f">{len(c)}"
             print(f"{name:8} " + "".join(vals) + f"   {shown:>6}")
-        for model in ("xgb", "xgb_knob"):
+        for model in ("xgb", "xgb_loop"):
             if model in hits and "random" in hits and hits[model]:
                 rnd = hits["random"]
                 need = f"{rnd}" if rnd else f"more than {len(curves['random'])}"

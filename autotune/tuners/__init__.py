@@ -1,5 +1,5 @@
-"""Tuners: random, grid, genetic (ga) and the XGBoost model-based tuner (xgb on loop-IR
-features, xgb_knob on knob features).
+"""Tuners: random, grid, genetic (ga) and the XGBoost model-based tuner (xgb on knob
+features, xgb_loop on loop-IR features).
 
     >>> from autotune.tuners import make_tuner
     >>> from autotune.task import Task
@@ -16,16 +16,16 @@ from autotune.task import Task
 from autotune.tuners.base import Tuner, throughput
 from autotune.tuners.genetic import GATuner
 from autotune.tuners.simple import GridTuner, RandomTuner
-from autotune.tuners.xgb import XGBKnobTuner, XGBTuner
+from autotune.tuners.xgb import XGBLoopTuner, XGBTuner
 from tessel_errors import TesselError
 
 TUNERS: dict[str, type[Tuner]] = {"random": RandomTuner, "grid": GridTuner, "ga": GATuner,
                                   "genetic": GATuner, "xgb": XGBTuner,
-                                  "xgb_knob": XGBKnobTuner}
+                                  "xgb_loop": XGBLoopTuner}
 
 
 def make_tuner(name: str, task: Task, seed: int | None = 0, **kwargs: Any) -> Tuner:
-    """A tuner by name: random, grid, ga (genetic), xgb or xgb_knob."""
+    """A tuner by name: random, grid, ga (genetic), xgb or xgb_loop."""
     try:
         cls = TUNERS[name]
     except KeyError:
@@ -34,5 +34,5 @@ def make_tuner(name: str, task: Task, seed: int | None = 0, **kwargs: Any) -> Tu
     return cls(task, seed=seed, **kwargs)
 
 
-__all__ = ["TUNERS", "GATuner", "GridTuner", "RandomTuner", "Tuner", "XGBKnobTuner",
+__all__ = ["TUNERS", "GATuner", "GridTuner", "RandomTuner", "Tuner", "XGBLoopTuner",
            "XGBTuner", "make_tuner", "throughput"]

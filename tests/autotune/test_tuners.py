@@ -30,7 +30,7 @@ def _bowl(task: Task, centre: float = 0.3):
     return cost, best
 
 
-@pytest.mark.parametrize("name", ["random", "grid", "ga", "xgb", "xgb_knob"])
+@pytest.mark.parametrize("name", ["random", "grid", "ga", "xgb", "xgb_loop"])
 def test_tuner_finds_the_optimum_of_a_small_space(name: str, tmp_path: Path) -> None:
     cost, best = _bowl(SMALL)
     budget = SMALL.space.size if name in ("random", "grid") else 200
@@ -40,7 +40,7 @@ def test_tuner_finds_the_optimum_of_a_small_space(name: str, tmp_path: Path) -> 
         assert db.best_record(SMALL.workload_key, "llvm").mean == pytest.approx(best)
 
 
-def test_xgb_on_knob_features_reaches_95_percent_in_half_the_trials_of_random(
+def test_xgb_reaches_95_percent_in_half_the_trials_of_random(
         tmp_path: Path) -> None:
     cost, best = _bowl(BIG)
 
@@ -51,13 +51,13 @@ def test_xgb_on_knob_features_reaches_95_percent_in_half_the_trials_of_random(
                  callbacks=[lambda p, i, r: hist.append((p.trials, p.best_mean))])
         return next((n for n, m in hist if best / m >= 0.95), 1000)
 
-    xgb = [trials_to_95("xgb_knob", s) for s in range(3)]
+    xgb = [trials_to_95("xgb", s) for s in range(3)]
     rnd = [trials_to_95("random", s) for s in range(3)]
     assert np.mean(xgb) * 2 <= np.mean(rnd), (xgb, rnd)
 
 
 def test_tuners_never_propose_a_config_twice() -> None:
-    for name in ["random", "ga", "xgb", "xgb_knob"]:
+    for name in ["random", "ga", "xgb", "xgb_loop"]:
         tuner = make_tuner(name, SMALL, seed=1)
         runner = FakeRunner(_bowl(SMALL)[0])
         seen: list[int] = []
@@ -100,14 +100,14 @@ def test_xgb_transfer_on_loop_ir_features_learns_from_other_shapes_too(
     with TuningDatabase(tmp_path / "t.db") as db:
         tune(other, make_tuner("random", other, seed=0), 30, db, FakeRunner(cost))
         records = db.records(template="synthetic.test", exclude_workload=SMALL.workload_key)
-    loop_rows = make_tuner("xgb", SMALL, seed=0).load_transfer(records)
-    knob_rows = make_tuner("xgb_knob", SMALL, seed=0).load_transfer(records)
+    loop_rows = make_tuner("xgb_loop", SMALL, seed=0).load_transfer(records)
+    knob_rows = make_tuner("xgb", SMALL, seed=0).load_transfer(records)
     assert loop_rows == 30 and knob_rows < 30
 
 
 def test_xgb_on_loop_ir_features_trains_and_proposes_new_points(tmp_path: Path) -> None:
     cost, best = _bowl(SMALL)
-    tuner = make_tuner("xgb", SMALL, seed=0, plan_size=8)
+    tuner = make_tuner("xgb_loop", SMALL, seed=0, plan_size=8)
     with TuningDatabase(tmp_path / "t.db") as db:
         p = tune(SMALL, tuner, 40, db, FakeRunner(cost))
         configs = [r.config_json for r in db.history(SMALL.workload_key)]

@@ -40,6 +40,15 @@ def test_resume_of_a_finished_run_measures_nothing(tmp_path: Path) -> None:
     assert again.seen == [] and p.trials == 24 and p.best_mean == 1.0
 
 
+def test_one_tuner_given_to_tune_in_steps_stops_at_the_total(tmp_path: Path) -> None:
+    tuner = make_tuner("xgb", SMALL, seed=0)
+    runner = FakeRunner(_cost)
+    with TuningDatabase(tmp_path / "t.db") as db:
+        steps = [tune(SMALL, tuner, n, db, runner).trials for n in (16, 32, 32, 48)]
+    assert steps == [16, 32, 32, 48] and len(runner.seen) == 48
+    assert len({inp.config.index for inp in runner.seen}) == 48
+
+
 _WRITER = textwrap.dedent("""
     import sys
     import tests.autotune.synthetic
