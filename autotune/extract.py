@@ -8,9 +8,9 @@ with how many times each occurs.
     [('conv2d_NCHWc.x86', 2)]
 
 The task is the anchor's template on the anchor's argument specs and attrs, as the
-build's template path calls it (a constant conv2d weight that the build packs into the
-blocked layout gives the packed kernel spec here too). The group's elementwise epilogue is
-not part of the task: it is tuned as the bare anchor.
+build's template path calls it (a constant conv2d weight, which build packs once in the
+blocks the tuned config picks, gives the attrs kernel_layout="OIHWio" here too). The
+group's elementwise epilogue is not part of the task: it is tuned as the bare anchor.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ def extract_tasks(mod: Any, target: str = "llvm", params: dict[str, Any] | None 
             continue
         name, tattrs = picked[0], dict(picked[1])
         pos = {p: k for k, p in enumerate(fn.params)}
-        if name == "conv2d_NCHWc.x86" and isinstance(e.args[pos[a1]], Constant):
-            specs[1], _ = LG._prepacked_kernel(specs, tattrs)
+        if isinstance(e.args[pos[a1]], Constant):
+            tattrs = LG.constant_weight_attrs(name, tattrs)
         task = Task(name, specs, tattrs, target, name=f"{name.split('.')[0]}")
         found[task] = found.get(task, 0) + 1
     return list(found.items())

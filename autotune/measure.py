@@ -111,9 +111,20 @@ def _random_array(rng: np.random.Generator, shape: Sequence[int], dtype: str) ->
     return rng.integers(0, 2, size=tuple(shape)).astype(dtype)
 
 
-def _reference(task: Task, tensors: list[Any], inputs: list[np.ndarray],
-               outs: list[np.ndarray], small_flop: float) -> list[np.ndarray]:
-    """The expected outputs: the TE evaluator on small problems, else the fallback kernel."""
+def _packed(task: Task, tensors: list[Any], logical: list[np.ndarray]) -> list[np.ndarray]:
+    """The inputs in the layouts the instantiated kernel takes (a weight packed in the
+    config's blocks: schedule.templates.input_packers), from arrays of the task's specs."""
+    from schedule.templates import input_packers
+
+    packers = input_packers(task.template, task.args, tensors[:task.num_inputs()])
+    return [packers[k](a) if k in packers else a for k, a in enumerate(logical)]
+
+
+def _reference(task: Task, tensors: list[Any], logical: list[np.ndarray],
+               inputs: list[np.ndarray], outs: list[np.ndarray], small_flop: float
+               ) -> list[np.ndarray]:
+    """The expected outputs: the TE evaluator on the candidate's own computation for small
+    problems, else the fallback kernel (on the task's inputs in its own layouts)."""
     n_in = task.num_inputs()
     if task.flop <= small_flop:
         import tensor_expr as te
@@ -122,9 +133,14 @@ def _reference(task: Task, tensors: list[Any], inputs: list[np.ndarray],
         return [np.asarray(g) for g in got]
     key = f"{task.workload_key}@{task.target}"
     if key not in _REFS:
-        _REFS[key] = task.build(None)
+        s, ref_tensors = task.instantiate(None)
+        import lowering
+
+        _REFS[key] = (lowering.build(s, ref_tensors, target=task.target, name="main"),
+                      ref_tensors)
+    kernel, ref_tensors = _REFS[key]
     ref = [np.empty_like(o) for o in outs]
-    _REFS[key](*inputs, *ref)
+    kernel(*_packed(task, ref_tensors, logical), *ref)
     return ref
 
 
@@ -170,14 +186,15 @@ def _do_run(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, An
     build_s = time.perf_counter() - t0
     rng = np.random.default_rng(opts.get("seed"))
     n_in = task.num_inputs()
-    inputs = [_random_array(rng, s_, d) for s_, d in task.args]
+    logical = [_random_array(rng, s_, d) for s_, d in task.args]
+    inputs = _packed(task, tensors, logical)
     outs = [np.zeros(tuple(int(getattr(x, "value", x)) for x in t.shape), t.dtype)
             for t in tensors[n_in:]]
     t1 = time.perf_counter()
     kernel(*inputs, *outs)
     first = time.perf_counter() - t1
     if opts.get("check"):
-        ref = _reference(task, tensors, inputs, outs, opts.get("small_flop", 2e7))
+        ref = _reference(task, tensors, logical, inputs, outs, opts.get("small_flop", 2e7))
         for k, (o, r) in enumerate(zip(outs, ref)):
             scale = float(np.max(np.abs(r))) if r.size else 0.0
             if o.shape != r.shape or not np.allclose(o, r, rtol=1e-3, atol=1e-3 * scale + 1e-6):

@@ -34,7 +34,7 @@ from relay_ir.ty import TensorType, TupleType, Type
 from relay_ir.visitor import post_order
 from schedule.schedule import Schedule, create_schedule
 from schedule.space import FallbackConfig
-from schedule.templates import get_template
+from schedule.templates import get_template, input_packers
 from schedule.templates.common import inline_injective, shape_of
 from schedule.templates.x86_conv2d import schedule_conv2d_nchw, schedule_depthwise_nchw
 from schedule.templates.x86_dense import schedule_gemm
@@ -143,27 +143,17 @@ def _nest(t: Type, it: Any) -> Any:
     return [_nest(f, it) for f in t.fields] if isinstance(t, TupleType) else next(it)
 
 
-def _pack_oihw(ic: int, oc: int) -> Callable[[np.ndarray], np.ndarray]:
-    def pack(w: np.ndarray) -> np.ndarray:
-        co, c, kh, kw = w.shape
-        blocked = w.reshape(co // oc, oc, c // ic, ic, kh, kw).transpose(0, 2, 4, 5, 3, 1)
-        return np.ascontiguousarray(blocked)
-    return pack
+def constant_weight_attrs(template: str, tattrs: dict[str, Any]) -> dict[str, Any]:
+    """The template attrs for an anchor whose weight is a constant: conv2d_NCHWc takes it
+    packed (OIHWio) in the blocks its config picks, and build packs it once (see
+    schedule.templates.input_packers). extract_tasks keys the tasks the same way.
 
-
-def _prepacked_kernel(specs: list[Spec], tattrs: dict[str, Any]
-                      ) -> tuple[Spec, Callable[[np.ndarray], np.ndarray]]:
-    """conv2d_NCHWc with a constant OIHW weight: the packed spec and the packing (the
-    blocks the template's fallback would pick, so the schedule is the same)."""
-    from schedule.templates.conv_common import conv_attrs
-    from schedule.templates.x86_conv2d_nchwc import pick_blocks
-
-    (dshape, _), (kshape, dt) = specs
-    co, c, kh, kw = kshape
-    _, ow = conv_attrs(tattrs).out_hw(dshape[2], dshape[3], kh, kw)
-    ic, oc, _ = pick_blocks(c, co, ow)
-    tattrs["kernel_layout"] = "OIHWio"
-    return ((co // oc, c // ic, kh, kw, ic, oc), dt), _pack_oihw(ic, oc)
+        >>> constant_weight_attrs("conv2d_NCHWc.x86", {"padding": (1, 1)})["kernel_layout"]
+        'OIHWio'
+    """
+    if template == "conv2d_NCHWc.x86":
+        return {**tattrs, "kernel_layout": "OIHWio"}
+    return tattrs
 
 
 def _template_path(fn: Function, anchor: Call, const_params: frozenset[int],
@@ -183,12 +173,14 @@ def _template_path(fn: Function, anchor: Call, const_params: frozenset[int],
     tattrs = dict(tattrs)
     pos = {p: k for k, p in enumerate(fn.params)}
     prepack: dict[int, Any] = {}
-    if name == "conv2d_NCHWc.x86" and pos[a1] in const_params and \
+    if pos[a1] in const_params and \
             all(isinstance(p.checked_type, TensorType) for p in fn.params):
-        specs[1], prepack[pos[a1]] = _prepacked_kernel(specs, tattrs)
+        tattrs = constant_weight_attrs(name, tattrs)
     tpl = get_template(name)
     cfg = tuned_config(name, specs, tattrs, target) or FallbackConfig()
     ins, outs = tpl.compute(cfg, specs, tattrs)
+    for k, pack in input_packers(name, specs, ins).items():
+        prepack[pos[(a0, a1)[k]]] = pack
     env, flat = _placeholders(fn)
     env[a0], env[a1] = ins[0], ins[1]
     flat[pos[a0]], flat[pos[a1]] = ins[0], ins[1]

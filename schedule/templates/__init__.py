@@ -66,10 +66,12 @@ from schedule.templates.registry import (
     build_compute,
     config_space,
     get_template,
+    input_packers,
     instantiate,
     register_template,
     workload_key,
 )
 
 __all__ = ["workload_key", "TEMPLATES", "Template", "Epilogue", "register_template", "instantiate",
+           "input_packers",
            "config_space", "get_template", "build_compute"]

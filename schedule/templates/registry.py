@@ -33,6 +33,10 @@ ComputeFn = Callable[[Any, Sequence[ArgSpec], dict[str, Any]],
                      tuple[list[Tensor], list[Tensor]]]
 # schedule(cfg, outs) -> Schedule
 ScheduleFn = Callable[[Any, Sequence[Tensor]], Schedule]
+# packers(input placeholders, arg specs) -> {input position: numpy transform from the spec's
+# layout to the layout the instantiated input takes (a weight packed in the config's blocks)}
+PackersFn = Callable[[Sequence[Tensor], Sequence[ArgSpec]],
+                     dict[int, Callable[[Any], Any]]]
 # epilogue(anchor_output) -> (extra input placeholders, final output tensor)
 Epilogue = Callable[[Tensor], tuple[list[Tensor], Tensor]]
 
@@ -47,13 +51,15 @@ class Template:
     schedule: ScheduleFn
     tunable: bool = True
     doc: str = ""
+    packers: PackersFn | None = None
 
 
 TEMPLATES: dict[str, Template] = {}
 
 
 def register_template(name: str, target_kind: str = "llvm", compute: ComputeFn | None = None,
-                      tunable: bool = True) -> Callable[[ScheduleFn], ScheduleFn]:
+                      tunable: bool = True, packers: PackersFn | None = None
+                      ) -> Callable[[ScheduleFn], ScheduleFn]:
     """Register the decorated schedule function with its compute builder under `name`.
 
     `@register_template("dense.x86", target_kind="llvm", compute=dense_compute)`
@@ -65,10 +71,22 @@ def register_template(name: str, target_kind: str = "llvm", compute: ComputeFn |
         if name in TEMPLATES:
             raise ScheduleError(f"template '{name}' is registered twice")
         doc = (fn.__doc__ or "").strip().split("\n")[0]
-        TEMPLATES[name] = Template(name, target_kind, compute, fn, tunable, doc)
+        TEMPLATES[name] = Template(name, target_kind, compute, fn, tunable, doc, packers)
         return fn
 
     return deco
+
+
+def input_packers(name: str, args: Sequence[ArgSpec], ins: Sequence[Tensor]
+                  ) -> dict[int, Callable[[Any], Any]]:
+    """{input position: numpy transform} for the inputs an instantiated template takes in
+    another layout than their spec (see PackersFn); {} for most templates.
+
+        >>> input_packers("dense.x86", [((4, 8), "float32"), ((8, 8), "float32")], [])
+        {}
+    """
+    tpl = get_template(name)
+    return dict(tpl.packers(ins, args)) if tpl.packers is not None else {}
 
 
 def get_template(name: str) -> Template:

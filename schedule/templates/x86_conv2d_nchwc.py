@@ -9,7 +9,12 @@ Layouts: attrs `data_layout` "NCHW" (default: packed by a separate injective sta
 "NCHWc" (args already [N, C/ic_bn, H, W, ic_bn]); `kernel_layout` "OIHW" (default,
 packed by a stage) or "OIHWio" ([O/oc_bn, I/ic_bn, KH, KW, ic_bn, oc_bn]); `out_layout`
 "NCHW" (default: unpacked by the output stage) or "NCHWc". With both inputs already
-packed (what a model does once for constant weights) the kernel is the convolution alone.
+packed the kernel is the convolution alone.
+
+"OIHWio" with a 4-D (OIHW) kernel spec is what a model with constant weights uses: the
+kernel argument arrives packed in the blocks the config chooses (tile_ic, tile_oc stay
+tunable), and `input_packers` gives the numpy packing that build applies once to the
+constant and measurement applies to each candidate's random weight.
 
     >>> from schedule.templates import instantiate
     >>> args = [((1, 16, 8, 8), "float32"), ((16, 16, 3, 3), "float32")]
@@ -20,8 +25,10 @@ packed (what a model does once for constant weights) the kernel is the convoluti
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from schedule.schedule import Schedule, create_schedule
 from schedule.space import FallbackConfig
@@ -81,12 +88,14 @@ def pick_blocks(C: int, CO: int, OW: int, oc_fixed: int | None = None
     return ic_bn, oc_bn, reg_n
 
 
-def _block_knob(cfg: Any, name: str, extent: int, fixed: int | None, default: int) -> int:
+def _block_knob(cfg: Any, name: str, extent: int, fixed: int | None, default: int,
+                max_block: int | None = None) -> int:
     """A channel-block knob: a split of the channels, or one value when the layout fixes it."""
     if fixed is not None:
         cfg.define_knob(name, [fixed])
         return fixed
-    cfg.define_split(name, extent, num_outputs=2)
+    keep = None if max_block is None else (lambda f: f[-1] <= max_block or f[-1] == default)
+    cfg.define_split(name, extent, num_outputs=2, filter=keep)
     fallback_split(cfg, name, [default])
     return int(cfg[name].size[-1])
 
@@ -105,8 +114,10 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
                            ("out_layout", ol, ("NCHW", "NCHWc"))):
         if v not in legal:
             raise ScheduleError(f"conv2d_NCHWc.x86: {what} must be one of {legal}, got {v!r}")
+    # a logical OIHW spec in the packed layout: the config picks the blocks
+    logical_kernel = kl == "OIHWio" and len(args) == 2 and len(args[1][0]) == 4
     expect_args("conv2d_NCHWc.x86", args, 2, [4 if dl == "NCHW" else 5,
-                                               4 if kl == "OIHW" else 6])
+                                               4 if kl == "OIHW" or logical_kernel else 6])
     data, kernel = placeholders(args, ["data", "kernel"])
     ds, ks = shape_of(data), shape_of(kernel)
     a = conv_attrs(attrs)
@@ -118,7 +129,7 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     else:
         N, C, H, W = ds[0], ds[1] * ds[4], ds[2], ds[3]
         fixed_ic = ds[4]
-    if kl == "OIHW":
+    if kl == "OIHW" or logical_kernel:
         CO, KH, KW = ks[0], ks[2], ks[3]
         fixed_oc = None
     else:
@@ -132,7 +143,8 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
 
     ic0, oc0, reg0 = pick_blocks(C, CO, OW, fixed_oc)
     ic_bn = _block_knob(cfg, "tile_ic", C, fixed_ic, ic0)
-    oc_bn = _block_knob(cfg, "tile_oc", CO, fixed_oc, oc0)
+    # oc_bn / lanes vectors per column are unrolled in the micro-kernel: keep it in registers
+    oc_bn = _block_knob(cfg, "tile_oc", CO, fixed_oc, oc0, max_block=4 * host_cpu().lanes)
     cfg.define_split("tile_ow", OW, num_outputs=2, max_factor=32)
     fallback_split(cfg, "tile_ow", [reg0])
 
@@ -147,6 +159,10 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
         kvec = T.compute((CO // oc_bn, C // ic_bn, KH, KW, ic_bn, oc_bn),
                          lambda o, i, y, x, bi, bo: kernel[o * oc_bn + bo, i * ic_bn + bi, y, x],
                          name="kernel_vec", tag=PACK_KERNEL)
+    elif logical_kernel:
+        kernel = T.placeholder((CO // oc_bn, C // ic_bn, KH, KW, ic_bn, oc_bn), kernel.dtype,
+                               name="kernel")
+        kvec = kernel
     else:
         kvec = kernel
     ico = T.reduce_axis((0, C // ic_bn), name="ic_outer")
@@ -248,4 +264,23 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     return s
 
 
-register_template("conv2d_NCHWc.x86", "llvm", compute=_compute)(schedule_conv2d_nchwc)
+def pack_oihw(ic_bn: int, oc_bn: int) -> Callable[[np.ndarray], np.ndarray]:
+    """The numpy packing OIHW -> OIHWio with these blocks: `pack_oihw(16, 32)(w)`."""
+    def pack(w: np.ndarray) -> np.ndarray:
+        co, c, kh, kw = w.shape
+        blocked = w.reshape(co // oc_bn, oc_bn, c // ic_bn, ic_bn, kh, kw)
+        return np.ascontiguousarray(blocked.transpose(0, 2, 4, 5, 3, 1))
+    return pack
+
+
+def _packers(ins: Sequence[Tensor], args: Sequence[Any]
+             ) -> dict[int, Callable[[np.ndarray], np.ndarray]]:
+    """A logical OIHW kernel spec instantiated packed: the packing of its blocks."""
+    kshape = shape_of(ins[1])
+    if len(args[1][0]) == 4 and len(kshape) == 6:
+        return {1: pack_oihw(kshape[4], kshape[5])}
+    return {}
+
+
+register_template("conv2d_NCHWc.x86", "llvm", compute=_compute,
+                  packers=_packers)(schedule_conv2d_nchwc)

@@ -127,3 +127,15 @@ def test_a_candidate_built_as_object_code_is_checked_against_the_reference() -> 
         res = runner.run([MeasureInput(task, task.config(i)) for i in (3, 11)])
     assert [r.error_kind for r in res] == [ErrorKind.NONE, ErrorKind.NONE]
     assert all(len(r.costs) == 3 and r.mean > 0 for r in res)
+
+
+@pytest.mark.parametrize("shape", [(1, 16, 8, 8), (1, 64, 28, 28)],
+                         ids=["evaluator-reference", "fallback-kernel-reference"])
+def test_a_packed_weight_task_is_measured_on_weights_packed_per_config(shape) -> None:
+    c = shape[1]
+    task = Task("conv2d_NCHWc.x86", [(shape, "float32"), ((c, c, 3, 3), "float32")],
+                {"padding": 1, "kernel_layout": "OIHWio"})
+    picks = [task.config(i) for i in (0, task.space.size - 1, task.space.size // 2)]
+    with LocalRunner(timeout=60, check_trials=3) as runner:
+        res = runner.run([MeasureInput(task, cfg) for cfg in picks])
+    assert [r.error_kind for r in res] == [ErrorKind.NONE] * 3, [r.error_msg for r in res]

@@ -264,3 +264,29 @@ def test_a_dynamic_model_whose_database_file_is_gone_warns_and_uses_the_default(
         got = lib.run(*inputs)
     assert applied == [None]
     np.testing.assert_allclose(got, relay_ir.interpret(mod, *inputs), rtol=1e-4, atol=1e-5)
+
+
+def test_a_tuned_conv_packs_its_constant_weight_in_the_recorded_blocks(tmp_path: Path) -> None:
+    from schedule.templates import instantiate
+    from tests.relay_ir.programs import resnet_block, resnet_block_inputs
+
+    x, w1, w2 = resnet_block_inputs(np.random.default_rng(5))
+    params = {"w1": w1, "w2": w2}
+    (task, count), = extract_tasks(resnet_block(), "llvm", params)
+    assert count == 2 and task.args[1][0] == (8, 8, 3, 3)  # the logical OIHW weight
+
+    def blocks(cfg) -> tuple[int, ...]:
+        _, tensors = instantiate(task.template, task.args, task.attrs, cfg)
+        return tuple(int(d.value) for d in tensors[1].shape[4:])
+
+    default = blocks(None)
+    index = next(i for i in range(task.space.size) if blocks(task.config(i)) != default)
+    with TuningDatabase(tmp_path / "tuning.db") as db:
+        db.add(_record_for(task, index))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every task tuned: no warning
+        lib = relay_ir.build(resnet_block(), params=params, tuning_db=tmp_path / "tuning.db")
+    packed = [tuple(k.specs[1][0]) for k in lib.plan.kernels]
+    assert {s[4:] for s in packed} == {blocks(task.config(index))}
+    want = relay_ir.interpret(resnet_block(), x, w1, w2)
+    np.testing.assert_allclose(lib.run(x=x), want, rtol=1e-4, atol=1e-5)

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from schedule.templates import config_space, instantiate
+from schedule.templates import config_space, input_packers, instantiate
 from tests.schedule.templates.refs import close, conv2d_nchw, depthwise_nchw, rand, run
 
 CASES: list[tuple[str, list[Any], dict[str, Any], Any]] = [
@@ -64,3 +64,28 @@ def test_nchwc_with_packed_layouts_equals_numpy() -> None:
     got = run(s, tensors, [xc, wc])  # [1, 16/bn, 6, 6, bn]
     want = conv2d_nchw(x, w, 1, 1)
     close(got.transpose(0, 1, 4, 2, 3).reshape(want.shape), want)
+
+
+def test_nchwc_with_a_logical_oihw_weight_takes_it_packed_in_the_configs_blocks() -> None:
+    rng = np.random.default_rng()
+    args = [((1, 16, 6, 6), "float32"), ((32, 16, 3, 3), "float32")]
+    attrs = {"padding": 1, "kernel_layout": "OIHWio"}
+    x, w = rand(rng, (1, 16, 6, 6)), rand(rng, (32, 16, 3, 3))
+    space = config_space("conv2d_NCHWc.x86", args, attrs)
+    blocks = set()
+    for index in space.sample(rng, 4) + [0, space.size - 1]:
+        s, tensors = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=space.get(index))
+        packers = input_packers("conv2d_NCHWc.x86", args, tensors[:2])
+        assert list(packers) == [1]
+        blocks.add(tuple(int(d.value) for d in tensors[1].shape[4:]))
+        close(run(s, tensors, [x, packers[1](w)]), conv2d_nchw(x, w, 1, 1))
+    assert len(blocks) > 1  # the blocks follow the config
+
+
+def test_oc_blocks_past_four_vectors_are_not_in_the_space() -> None:
+    from schedule.templates.common import host_cpu
+
+    space = config_space("conv2d_NCHWc.x86", [((1, 8, 6, 6), "float32"),
+                                               ((1024, 8, 1, 1), "float32")], {})
+    blocks = [e.size[-1] for e in space.knobs["tile_oc"].entities]
+    assert max(blocks) <= 4 * host_cpu().lanes and 1 in blocks
