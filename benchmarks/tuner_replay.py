@@ -10,6 +10,16 @@ answer, so "reached 95%" means the tuner really found a config within 95% of the
     python -m benchmarks.tuner_replay --db land.db --op conv2d_nchwc:1,64,56,56,64,3,3,1,1
     python -m benchmarks.tuner_replay --db land.db --op ... --tuners xgb,random --seeds 20
 
+`benchmarks/landscapes/` keeps measured landscapes as `tessel db export` files (--db takes
+them as they are): conv2d_nchwc_64x56x56_3x3.jsonl.gz is the whole 2,058-point space of
+the ResNet-18 layer 3x3 conv 64@56x56 on a 2-core AMD EPYC (Zen 5, AVX-512) machine:
+
+    python -m benchmarks.tuner_replay --op conv2d_nchwc:1,64,56,56,64,3,3,1,1 \
+        --db benchmarks/landscapes/conv2d_nchwc_64x56x56_3x3.jsonl.gz
+
+Config indices depend on the host's vector width (the template sizes its knobs by it), so
+a landscape replays on machines of the kind that measured it.
+
 It prints per tuner: the median (and quartiles) of trials to 95% of the landscape's best
 (runs that never got there count as more than --trials), how many runs got there, and the
 mean fraction of the best found after each checkpoint.
@@ -18,6 +28,7 @@ mean fraction of the best found after each checkpoint.
 from __future__ import annotations
 
 import argparse
+import gzip
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,12 +41,25 @@ from tessel_errors import TesselError
 from tuning_logs import ErrorKind, TuningDatabase
 
 
+def _open(path: str | Path, workdir: Path) -> TuningDatabase:
+    """A database read-only, or a `tessel db export` file (.jsonl, .jsonl.gz) imported into
+    a temporary one."""
+    name = str(path)
+    if not name.endswith((".jsonl", ".jsonl.gz")):
+        return TuningDatabase(path, readonly=True)
+    db = TuningDatabase(workdir / (Path(name).name + ".db"))
+    with (gzip.open(name, "rt") if name.endswith(".gz") else open(name)) as f:
+        db.import_jsonl(f)
+    return db
+
+
 def load_landscape(db_paths: Sequence[str | Path], task: Task) -> dict[int, float]:
-    """{config index: seconds} of every error-free record of `task` in the databases
-    (the fastest where a config was measured more than once)."""
+    """{config index: seconds} of every error-free record of `task` in the databases or
+    export files (the fastest where a config was measured more than once)."""
     table: dict[int, float] = {}
+    work = Path(tempfile.mkdtemp(prefix="tessel-landscape-"))
     for path in db_paths:
-        with TuningDatabase(path, readonly=True) as db:
+        with _open(path, work) as db:
             for r in db.history(task.workload_key):
                 if not r.ok:
                     continue
@@ -94,8 +118,9 @@ def summarize(curves: list[list[float]], top: float, trials: int,
             + "".join(f"{f:8.3f}" for f in fracs))
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Command line entry: see the module docstring."""
+def main(argv: Sequence[str] | None = None, task: Task | None = None) -> None:
+    """Command line entry: see the module docstring (`task` stands in for --op, for a
+    template an op spec cannot name)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--db", required=True, action="append",
                     help="tuning database holding the landscape (repeatable)")
@@ -107,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--noise", type=float, default=0.03,
                     help="log-normal sigma of the simulated measurement noise")
     a = ap.parse_args(argv)
-    task = parse_op_spec(a.op)
+    task = task or parse_op_spec(a.op)
     table = load_landscape(a.db, task)
     if not table:
         raise SystemExit(f"{', '.join(a.db)} hold no error-free record of "
