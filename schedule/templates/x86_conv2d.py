@@ -129,7 +129,8 @@ def schedule_conv2d_nchw(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     cfg.define_split("tile_rc", C, num_outputs=2)
     cfg.define_reorder("reduce_order", [0, 1, 2], policy="candidate",
                        candidates=[[0, 1, 2], [1, 2, 0], [1, 0, 2]])
-    cfg.define_knob("unroll_kw", [True, False])
+    # unroll the kernel rows and / or columns around the register tile
+    cfg.define_annotate("unroll_k", ["kh", "kw"], policy="try_unroll")
     if isinstance(cfg, FallbackConfig):
         wb = _width_block(OW, L)
         vecs = -(-wb // L)
@@ -139,7 +140,7 @@ def schedule_conv2d_nchw(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         fallback_split(cfg, "tile_oh", [hb])
         fallback_split(cfg, "tile_ow", [wb])
         fallback_split(cfg, "tile_rc", [divisor_at_most(C, 64)])
-        fallback_value(cfg, "unroll_kw", True)
+        fallback_value(cfg, "unroll_k", ["none", "unroll"])
 
     n, co, oh, ow = s[O].op.axis
     coo, coi = cfg["tile_co"].apply(s, O, co)
@@ -155,8 +156,7 @@ def schedule_conv2d_nchw(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     rco, rci = cfg["tile_rc"].apply(s, CC, rc)
     inner = [[rci, ry, rx][i] for i in cfg["reduce_order"].perm]
     s[CC].reorder(cn, rco, *inner, cco, coh, cow)
-    if cfg["unroll_kw"].val:
-        s[CC].unroll(rx)
+    cfg["unroll_k"].apply(s, CC, [ry, rx])
     s[CC].unroll(cco)
     s[CC].unroll(coh)
     s[CC].vectorize(cow)

@@ -32,7 +32,10 @@ def test_dense_space_declares_tiles_packing_and_unroll() -> None:
 def test_conv_spaces_declare_blocks_and_reduction_order() -> None:
     nchw = config_space("conv2d_nchw.x86", CONV, {"padding": 1})
     assert {"tile_co", "tile_oh", "tile_ow", "tile_rc", "reduce_order",
-            "unroll_kw"} <= set(nchw.knobs)
+            "unroll_k"} <= set(nchw.knobs)
+    # an annotate knob: unroll the kernel rows, the columns, both or neither
+    assert [e.to_json() for e in nchw.knobs["unroll_k"].entities] == [
+        ["none", "none"], ["none", "unroll"], ["unroll", "none"], ["unroll", "unroll"]]
     nchwc = config_space("conv2d_NCHWc.x86", CONV, {"padding": 1})
     assert {"tile_ic", "tile_oc", "tile_ow", "reduce_order", "unroll_kw"} <= set(nchwc.knobs)
     dw = config_space("depthwise_conv2d_nchw.x86", [((1, 8, 8, 8), "float32"),
