@@ -69,6 +69,13 @@ def _dynamic_db(path: Path, batch: int) -> dict[str, str]:
     return _tuned_db(specialize(mlp_dynamic(), [(batch, 8), (16, 8)]), path)
 
 
+def _run_matches_the_interpreter(lib, mod, seed: int, batch: int) -> None:
+    """Run a `?`-batch model on fresh random inputs and compare with relay_ir.interpret."""
+    inputs = _dynamic_inputs(np.random.default_rng(seed), batch=batch)
+    np.testing.assert_allclose(lib.run(*inputs), relay_ir.interpret(mod, *inputs),
+                               rtol=1e-4, atol=1e-5)
+
+
 def test_build_with_an_empty_database_warns_listing_the_untuned_tasks(tmp_path: Path) -> None:
     mod = mlp()
     db_path = tmp_path / "tuning.db"
@@ -224,10 +231,8 @@ def test_a_dynamic_model_built_with_a_database_object_closed_since_reopens_its_f
     configs = _dynamic_db(tmp_path / "tuning.db", batch=3)
     with TuningDatabase(tmp_path / "tuning.db") as db:
         lib = relay_ir.build(mod, tuning_db=db)
-    inputs = _dynamic_inputs(np.random.default_rng(6), batch=3)
-    got = lib.run(*inputs)
+    _run_matches_the_interpreter(lib, mod, seed=6, batch=3)
     assert applied == list(configs.values())
-    np.testing.assert_allclose(got, relay_ir.interpret(mod, *inputs), rtol=1e-4, atol=1e-5)
 
 
 def test_a_dynamic_model_built_inside_using_database_applies_it_after_the_block(
@@ -236,10 +241,8 @@ def test_a_dynamic_model_built_inside_using_database_applies_it_after_the_block(
     configs = _dynamic_db(tmp_path / "tuning.db", batch=3)
     with using_database(tmp_path / "tuning.db"):
         lib = relay_ir.build(mod)
-    inputs = _dynamic_inputs(np.random.default_rng(8), batch=3)
-    got = lib.run(*inputs)
+    _run_matches_the_interpreter(lib, mod, seed=8, batch=3)
     assert applied == list(configs.values())
-    np.testing.assert_allclose(got, relay_ir.interpret(mod, *inputs), rtol=1e-4, atol=1e-5)
 
 
 def test_a_dynamic_model_built_without_a_database_ignores_one_current_at_run(
