@@ -12,11 +12,16 @@ ResNet-18 layers (3x3 conv2d 64@56x56 and 256@14x14, the blocked NCHWc template 
 model compile uses), and (c) tunes each ResNet-18 task for 64 trials.
 
 Each tuner gets a fresh database in a temporary folder, and the tuners take turns, 32
-trials each; the machine is shared, so note the load average printed next to each figure
-and compare ratios from one run only. numpy is timed in a child process without
-OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set on some of these machines for old OpenBLAS
-builds; they make a current one pick a slower kernel), so the peer runs its best kernel;
-the line says which variables were dropped.
+trials each. A timing taken while tuning is one noisy sample (the same config read 1.3x
+apart between runs here, median), so each op gets two tables: as measured while tuning,
+and verified: every config that raised some tuner's best is re-measured 3 times in
+shuffled rounds, and the curves and the best any tuner found use those medians.
+`--compare-only FOLDER` redoes only the tables from the databases a run left there. The
+machine is shared, so note the load average and compare ratios from one run only.
+
+numpy is timed in a child process without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set on
+some of these machines for old OpenBLAS builds; they make a current one pick a slower
+kernel), so the peer runs its best kernel; the line says which variables were dropped.
 """
 
 from __future__ import annotations
@@ -31,7 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autotune import LocalRunner, make_tuner, parse_op_spec, tune
+import numpy as np
+
+from autotune import LocalRunner, MeasureInput, make_tuner, parse_op_spec, tune
 from autotune.tuners import throughput
 from tuning_logs import TuningDatabase
 
@@ -78,75 +85,144 @@ def numpy_gflops(n: int, repeat: int = 10) -> tuple[float, list[str]]:
     return float(out.stdout.strip()), dropped
 
 
-def _curve(task: Any, best: list[float]) -> Any:
-    """A tune() callback appending the best GFLOP/s so far after each measured trial."""
-    def cb(p: Any, inputs: Any, results: Any) -> None:
-        cur = best[-1] if best else 0.0
-        for r in results:
-            cur = max(cur, throughput(task, r) / 1e9)
-            best.append(cur)
-    return cb
-
-
 def trials_to(curve: list[float], level: float) -> int | None:
     """The first trial (1-based) whose best-so-far reaches `level`, or None."""
     return next((k + 1 for k, v in enumerate(curve) if v >= level), None)
 
 
-def run(ops: list[str], tuners: list[str], trials: int, checkpoints: list[int],
-        timeout: float, seed: int, step: int = 32) -> None:
-    """Tune each op with each tuner (a fresh database each, so no tuner learns from another
-    run's records) and print the comparison tables.
+def history(task: Any, db_path: Path) -> tuple[list[float], list[tuple[int, int]]]:
+    """A tuner's run from its database: best GFLOP/s so far after each trial, and the
+    (trial, config index) of each improvement."""
+    with TuningDatabase(db_path, readonly=True) as db:
+        recs = db.history(task.workload_key)
+    curve: list[float] = []
+    steps: list[tuple[int, int]] = []
+    best = 0.0
+    for k, r in enumerate(recs):
+        g = (task.flop / r.mean / 1e9) if r.ok and r.mean > 0 else 0.0
+        if g > best:
+            best = g
+            steps.append((k + 1, task.config_from_json(r.config_json).index))
+        curve.append(best)
+    return curve, steps
+
+
+def remeasure(task: Any, indices: list[int], rounds: int, timeout: float, seed: int
+              ) -> dict[int, float]:
+    """Median GFLOP/s of each config over `rounds` rounds, each round measuring all of them
+    in a fresh random order (so a slow spell of the machine does not favour any)."""
+    rng = np.random.default_rng(seed)
+    got: dict[int, list[float]] = {i: [] for i in indices}
+    with LocalRunner(timeout=timeout, min_repeat_ms=50, check_trials=0,
+                     slow_cutoff=None) as runner:
+        for _ in range(rounds):
+            order = [indices[k] for k in rng.permutation(len(indices))]
+            results = runner.run([MeasureInput(task, task.config(i)) for i in order])
+            for i, res in zip(order, results):
+                got[i].append(throughput(task, res) / 1e9)
+    return {i: float(np.median(v)) for i, v in got.items()}
+
+
+def verified(steps: list[tuple[int, int]], values: dict[int, float], n: int) -> list[float]:
+    """A best-so-far curve of n trials from the re-measured values of the improvements."""
+    curve, best, k = [], 0.0, 0
+    for t in range(1, n + 1):
+        while k < len(steps) and steps[k][0] <= t:
+            best = max(best, values[steps[k][1]])
+            k += 1
+        curve.append(best)
+    return curve
+
+
+def report(spec: str, task: Any, curves: dict[str, list[float]], checkpoints: list[int],
+           what: str) -> float:
+    """Print the table of one op (best after each checkpoint, trials to 95% of the best any
+    tuner found) and the xgb-against-random line; returns that best."""
+    top = max((c[-1] for c in curves.values() if c), default=0.0)
+    print(f"\n{spec} (space {task.space.size}), {what}: best GFLOP/s after N trials; "
+          f"trials to 95% of {top:.1f}, the best any tuner found")
+    print("tuner    " + "".join(f"{n:>8}" for n in checkpoints) + "   to-95%")
+    hits: dict[str, int | None] = {}
+    for name, c in curves.items():
+        vals = [f"{c[min(n, len(c)) - 1]:8.1f}" if c else "       -" for n in checkpoints]
+        hits[name] = trials_to(c, 0.95 * top)
+        shown = str(hits[name]) if hits[name] else f">{len(c)}"
+        print(f"{name:8} " + "".join(vals) + f"   {shown:>6}")
+    for model in ("xgb", "xgb_loop"):
+        if model in hits and "random" in hits and hits[model]:
+            rnd = hits["random"]
+            need = f"{rnd}" if rnd else f"more than {len(curves['random'])}"
+            ratio = f" ({hits[model] / rnd:.2f}x)" if rnd else ""
+            print(f"{model} reached 95% in {hits[model]} trials, random in {need}{ratio}")
+    return top
+
+
+def tune_op(task: Any, tuners: list[str], trials: int, timeout: float, seed: int,
+            folder: Path, n_op: int, step: int = 32) -> dict[str, Path]:
+    """Tune `task` with each tuner into its own fresh database; returns their paths.
 
     The tuners take turns, `step` trials each: a slow spell of the shared machine (seen
     here: a config measured 2-6x slower for minutes) then falls on all of them alike
     instead of on whichever tuner happened to run then."""
-    tmp = Path(tempfile.mkdtemp(prefix="tessel-bench-"))
+    paths = {name: folder / f"{n_op}-{name}.db" for name in tuners}
+    spent = dict.fromkeys(tuners, 0.0)
+    with contextlib.ExitStack() as stack:
+        lanes = []
+        for name in tuners:
+            db = stack.enter_context(TuningDatabase(paths[name]))
+            runner = stack.enter_context(LocalRunner(timeout=timeout, min_repeat_ms=50))
+            lanes.append((name, make_tuner(name, task, seed=seed), db, runner))
+        for upto in range(step, trials + step, step):
+            for name, tuner, db, runner in lanes:
+                t0 = time.time()
+                tune(task, tuner, min(upto, trials), db, runner)
+                spent[name] += time.time() - t0
+    for name in tuners:
+        print(f"{task.name} {name}: {trials} trials in {spent[name]:.0f} s", flush=True)
+    return paths
+
+
+def compare(spec: str, task: Any, paths: dict[str, Path], checkpoints: list[int],
+            timeout: float, seed: int, rounds: int = 3) -> None:
+    """Print the tables of one op: as measured while tuning, then verified (every config
+    that improved some tuner's best re-measured `rounds` times, medians); and the tuned
+    matmul against numpy."""
+    runs = {name: history(task, path) for name, path in paths.items()}
+    report(spec, task, {n: c for n, (c, _) in runs.items()}, checkpoints,
+           "as measured while tuning")
+    configs = sorted({i for _, steps in runs.values() for _, i in steps})
+    t0 = time.time()
+    values = remeasure(task, configs, rounds, timeout, seed)
+    curves = {n: verified(steps, values, len(c)) for n, (c, steps) in runs.items()}
+    top = report(spec, task, curves, checkpoints,
+                 f"verified ({len(configs)} configs re-measured {rounds}x in "
+                 f"{time.time() - t0:.0f} s, medians)")
+    if task.template == "matmul.x86" and task.args[0][0][0] == task.args[0][0][1]:
+        time.sleep(0.3)  # let the measurement worker's threads go idle first
+        ref, dropped = numpy_gflops(task.args[0][0][0])
+        note = f", without {' '.join(dropped)}" if dropped else ""
+        first = checkpoints[0]
+        early = ", ".join(f"{name} {c[min(first, len(c)) - 1] / ref:.2f}"
+                          for name, c in curves.items() if c)
+        print(f"numpy (OpenBLAS{note}) {ref:.1f} GFLOP/s; tuned (verified)/numpy "
+              f"{top / ref:.2f}; after {first} trials: {early}")
+    print(f"(load {os.getloadavg()[0]:.2f})", flush=True)
+
+
+def run(ops: list[str], tuners: list[str], trials: int, checkpoints: list[int],
+        timeout: float, seed: int, folder: Path | None = None) -> None:
+    """Tune each op with each tuner (a fresh database each, so no tuner learns from another
+    run's records) and print the comparison tables; with `folder` holding the databases
+    of an earlier run (`{op number}-{tuner}.db`), only compare them."""
+    tune_now = folder is None
+    folder = folder or Path(tempfile.mkdtemp(prefix="tessel-bench-"))
+    print(f"databases in {folder}")
     for n_op, spec in enumerate(ops):
         task = parse_op_spec(spec)
-        curves: dict[str, list[float]] = {name: [] for name in tuners}
-        spent = dict.fromkeys(tuners, 0.0)
-        with contextlib.ExitStack() as stack:
-            lanes = []
-            for name in tuners:
-                db = stack.enter_context(TuningDatabase(tmp / f"{n_op}-{name}.db"))
-                runner = stack.enter_context(LocalRunner(timeout=timeout, min_repeat_ms=50))
-                lanes.append((name, make_tuner(name, task, seed=seed), db, runner))
-            for upto in range(step, trials + step, step):
-                for name, tuner, db, runner in lanes:
-                    t0 = time.time()
-                    tune(task, tuner, min(upto, trials), db, runner,
-                         callbacks=[_curve(task, curves[name])])
-                    spent[name] += time.time() - t0
-        for name, best in curves.items():
-            print(f"{spec} {name}: {len(best)} trials in {spent[name]:.0f} s, best "
-                  f"{best[-1] if best else 0:.1f} GFLOP/s", flush=True)
-        print(f"(load {os.getloadavg()[0]:.2f})")
-        top = max((c[-1] for c in curves.values() if c), default=0.0)
-        print(f"\n{spec} (space {task.space.size}): best GFLOP/s after N trials; "
-              f"trials to 95% of {top:.1f}, the best any tuner found")
-        print("tuner    " + "".join(f"{n:>8}" for n in checkpoints) + "   to-95%")
-        hits: dict[str, int | None] = {}
-        for name, c in curves.items():
-            vals = [f"{c[min(n, len(c)) - 1]:8.1f}" if c else "       -" for n in checkpoints]
-            hits[name] = trials_to(c, 0.95 * top)
-            shown = str(hits[name]) if hits[name] else f">{len(c)}"
-            print(f"{name:8} " + "".join(vals) + f"   {shown:>6}")
-        for model in ("xgb", "xgb_loop"):
-            if model in hits and "random" in hits and hits[model]:
-                rnd = hits["random"]
-                need = f"{rnd}" if rnd else f"more than {len(curves['random'])}"
-                ratio = f" ({hits[model] / rnd:.2f}x)" if rnd else ""
-                print(f"{model} reached 95% in {hits[model]} trials, random in {need}{ratio}")
-        if task.template == "matmul.x86" and task.args[0][0][0] == task.args[0][0][1]:
-            time.sleep(0.3)  # let the measurement worker's threads go idle first
-            ref, dropped = numpy_gflops(task.args[0][0][0])
-            note = f", without {' '.join(dropped)}" if dropped else ""
-            first = checkpoints[0]
-            early = ", ".join(f"{name} {c[min(first, len(c)) - 1] / ref:.2f}"
-                              for name, c in curves.items() if c)
-            print(f"numpy (OpenBLAS{note}) {ref:.1f} GFLOP/s; tuned/numpy {top / ref:.2f}; "
-                  f"after {first} trials: {early} (load {os.getloadavg()[0]:.2f})")
+        task.name = spec
+        paths = (tune_op(task, tuners, trials, timeout, seed, folder, n_op) if tune_now
+                 else {name: folder / f"{n_op}-{name}.db" for name in tuners})
+        compare(spec, task, paths, checkpoints, timeout, seed)
         print(flush=True)
 
 
@@ -163,10 +239,12 @@ def main() -> None:
                     help="(c): tune ResNet-18 with this many trials per task and time it "
                          "against ONNX Runtime and PyTorch (0: skip)")
     ap.add_argument("--model-db", default=None, help="(c): keep ResNet-18's records here")
+    ap.add_argument("--compare-only", type=Path, default=None, metavar="FOLDER",
+                    help="(a): no tuning; compare the databases an earlier run left in FOLDER")
     a = ap.parse_args()
     if a.ops != "none":
         run(_split_ops(a.ops), a.tuners.split(","), a.trials,
-            [int(x) for x in a.checkpoints.split(",")], a.timeout, a.seed)
+            [int(x) for x in a.checkpoints.split(",")], a.timeout, a.seed, a.compare_only)
     if a.model_trials > 0:
         from benchmarks import tuned_model
 
