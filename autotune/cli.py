@@ -93,7 +93,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     with TuningDatabase(args.db) as db, LocalRunner(
             timeout=args.timeout, number=args.number, repeat=args.repeat,
             min_repeat_ms=args.min_repeat_ms, n_parallel_build=args.build_workers,
-            imports=args.imports or ()) as runner:
+            imports=args.imports or (),
+            cache_flush=bool(args.model) if args.cache_flush is None else args.cache_flush
+            ) as runner:
         for n, task in enumerate(tasks):
             tuner = make_tuner(args.tuner, task, seed=args.seed)
             t0 = time.time()
@@ -315,6 +317,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--repeat", type=int, default=3, help="timed repeats per candidate")
     t.add_argument("--min-repeat-ms", type=float, default=50.0,
                    help="raise number until one repeat takes this long")
+    t.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=None,
+                   help="flush the caches before each timed call, as inside a model "
+                        "(default: on for MODEL, off for --op)")
     t.add_argument("--build-workers", type=int, default=None,
                    help="processes that compile candidates (default: one per core)")
     t.add_argument("--seed", type=int, default=0)

@@ -212,6 +212,9 @@ def _do_run(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, An
     warm = 0 if min_repeat_s and first >= min_repeat_s else int(opts.get("warmup", 1))
     for _ in range(warm):
         kernel(*inputs, *outs)
+    if opts.get("cache_flush"):
+        return {"costs": _cold_costs(kernel, [*inputs, *outs], int(opts.get("repeat", 3)),
+                                     min_repeat_s), "build_s": build_s}
     number = max(int(opts.get("number", 1)), math.ceil(min_repeat_s / max(first, 1e-9)))
     costs = []
     for _ in range(int(opts.get("repeat", 3))):
@@ -220,6 +223,38 @@ def _do_run(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, An
             kernel(*inputs, *outs)
         costs.append((time.perf_counter() - t2) / number)
     return {"costs": costs, "build_s": build_s}
+
+
+_FLUSH: list[np.ndarray] = []
+
+
+def _flush_buffer() -> np.ndarray:
+    """Bytes enough to push everything out of the caches: twice the last-level cache."""
+    if not _FLUSH:
+        size = 32 << 20
+        try:
+            text = open("/sys/devices/system/cpu/cpu0/cache/index3/size").read().strip()
+            size = int(text.rstrip("KMG")) << {"K": 10, "M": 20, "G": 30}.get(text[-1], 0)
+        except (OSError, ValueError):
+            pass
+        _FLUSH.append(np.ones(2 * max(size, 8 << 20), np.uint8))
+    return _FLUSH[0]
+
+
+def _cold_costs(kernel: Any, arrays: list[np.ndarray], repeat: int, min_repeat_s: float
+                ) -> list[float]:
+    """Seconds of single calls, each after the caches were flushed (as in a model, where
+    the layers before have evicted this one's weights); at least `repeat` calls and
+    `min_repeat_s` of kernel time, in `repeat` groups averaged."""
+    flush = _flush_buffer()
+    calls: list[float] = []
+    while len(calls) < repeat or (sum(calls) < min_repeat_s and len(calls) < 10 * repeat):
+        flush += 1  # every cache line written: the kernel's data is evicted
+        t0 = time.perf_counter()
+        kernel(*arrays)
+        calls.append(time.perf_counter() - t0)
+    groups = np.array_split(np.asarray(calls), repeat)
+    return [float(g.mean()) for g in groups]
 
 
 def _worker_main(conn: Any, imports: Sequence[str]) -> None:
@@ -379,19 +414,23 @@ class LocalRunner:
     `repeat` repeats, `warmup` untimed calls (none when the first call already took
     `min_repeat_ms`); fresh random inputs per candidate. A candidate whose first call takes
     over `slow_cutoff` times the best mean this runner has measured for the task is timed
-    once (its record says so): repeats would only refine the time of a loser.
+    once (its record says so): repeats would only refine the time of a loser. With
+    `cache_flush`, every timed call follows a flush of the caches (as TVM's
+    enable_cpu_cache_flush): the time a layer takes inside a model, whose other layers have
+    evicted its weights, rather than with everything hot (in ResNet-18 the hot and cold
+    times of one conv differ up to 2x, and do not rank configs alike).
     """
 
     def __init__(self, timeout: float = 10.0, number: int = 1, repeat: int = 3,
                  min_repeat_ms: float = 0.0, warmup: int = 1, check_trials: int = 3,
                  n_parallel_build: int | None = None, imports: Sequence[str] = (),
                  ref_timeout: float = 120.0, builder: LocalBuilder | None = None,
-                 slow_cutoff: float | None = 10.0) -> None:
+                 slow_cutoff: float | None = 10.0, cache_flush: bool = False) -> None:
         self.timeout = timeout
         self.slow_cutoff = slow_cutoff
         self._best: dict[str, float] = {}
         self.opts = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
-                     "warmup": warmup}
+                     "warmup": warmup, "cache_flush": cache_flush}
         self.check_trials = check_trials
         self.ref_timeout = ref_timeout
         self.builder = builder or LocalBuilder(n_parallel_build, timeout, imports)

@@ -15,10 +15,12 @@ error against ONNX Runtime on a fresh random input (it stops with an error above
 torch jit (median of --repeat runs after --warmup), with the load average next to each;
 then the ratios tessel_tuned / each peer and tuned / untuned.
 
-The database defaults to a fresh temporary file. Tuning resumes from the records a --db
-already holds (nothing is measured twice), so re-running with more --trials only measures
-the difference. Every peer runs on Tessel's thread count (TESSEL_NUM_THREADS, else the
-CPUs of this process); the machine may be shared, so compare ratios of one run only.
+Candidates are timed with the caches flushed before each call (LocalRunner(cache_flush=
+True)), as a layer runs inside the model. The database defaults to a fresh temporary
+file. Tuning resumes from the records a --db already holds (nothing is measured twice), so
+re-running with more --trials only measures the difference. Every peer runs on Tessel's
+thread count (TESSEL_NUM_THREADS, else the CPUs of this process); the machine may be
+shared, so compare ratios of one run only.
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ def tune_model(tasks: list[tuple[Task, int]], db_path: Path, trials: int, timeou
     rows = []
     print(f"{'task':<58} {'trials':>6} {'new':>4} {'errors':>6} {'GFLOP/s':>8} {'s':>5}")
     with TuningDatabase(db_path) as db, \
-            LocalRunner(timeout=timeout, min_repeat_ms=min_repeat_ms) as runner:
+            LocalRunner(timeout=timeout, min_repeat_ms=min_repeat_ms,
+                        cache_flush=True) as runner:
         for task, count in tasks:
             t0 = time.time()
             p = tune(task, make_tuner("xgb", task, seed=seed), trials, db, runner)

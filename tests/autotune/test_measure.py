@@ -139,3 +139,16 @@ def test_a_packed_weight_task_is_measured_on_weights_packed_per_config(shape) ->
     with LocalRunner(timeout=60, check_trials=3) as runner:
         res = runner.run([MeasureInput(task, cfg) for cfg in picks])
     assert [r.error_kind for r in res] == [ErrorKind.NONE] * 3, [r.error_msg for r in res]
+
+
+def test_with_cache_flush_each_timed_call_runs_on_cold_caches() -> None:
+    task = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+    with LocalRunner(timeout=30, check_trials=1, cache_flush=True, min_repeat_ms=1) as runner:
+        res = runner.run([MeasureInput(task, task.config(i)) for i in (0, 5)])
+    assert all(r.ok and len(r.costs) == 3 and min(r.costs) > 0 for r in res)
+
+
+def test_the_flush_buffer_is_larger_than_the_last_level_cache() -> None:
+    from autotune.measure import _flush_buffer
+
+    assert _flush_buffer().nbytes >= 16 << 20
