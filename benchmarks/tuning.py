@@ -3,7 +3,7 @@ of trials and trials needed to reach 95% of the best any tuner found; (b) the tu
 against numpy (OpenBLAS) in the same run; (c) tuned ResNet-18 latency against ONNX Runtime
 and PyTorch (benchmarks.tuned_model).
 
-    python -m benchmarks.tuning          # all of it: about an hour on 2 cores
+    python -m benchmarks.tuning          # all of it: about half an hour on 2 cores
     python -m benchmarks.tuning --ops matmul:1024x1024x1024 --trials 64 --model-trials 0
     python -m benchmarks.tuning --ops none --model-trials 64     # (c) only
 
