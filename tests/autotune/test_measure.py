@@ -141,14 +141,34 @@ def test_a_packed_weight_task_is_measured_on_weights_packed_per_config(shape) ->
     assert [r.error_kind for r in res] == [ErrorKind.NONE] * 3, [r.error_msg for r in res]
 
 
-def test_with_cache_flush_each_timed_call_runs_on_cold_caches() -> None:
+def test_a_runner_with_cache_flush_measures_each_candidate() -> None:
     task = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
     with LocalRunner(timeout=30, check_trials=1, cache_flush=True, min_repeat_ms=1) as runner:
         res = runner.run([MeasureInput(task, task.config(i)) for i in (0, 5)])
     assert all(r.ok and len(r.costs) == 3 and min(r.costs) > 0 for r in res)
 
 
-def test_the_flush_buffer_is_larger_than_the_last_level_cache() -> None:
+def test_every_cold_call_follows_a_write_of_the_whole_flush_buffer() -> None:
+    from autotune.measure import _cold_costs, _flush_buffer
+
+    buf = _flush_buffer()
+    seen: list[tuple[int, int]] = []
+
+    def kernel(*arrays: object) -> None:  # what the buffer's first and last bytes hold now
+        seen.append((int(buf[0]), int(buf[-1])))
+
+    before = int(buf[0])
+    costs = _cold_costs(kernel, [], repeat=3, min_repeat_s=0.0)
+    assert len(costs) == 3
+    assert seen == [((before + k) % 256,) * 2 for k in (1, 2, 3)]
+
+
+def test_the_flush_buffer_is_twice_the_last_level_cache() -> None:
     from autotune.measure import _flush_buffer
 
-    assert _flush_buffer().nbytes >= 16 << 20
+    try:
+        text = Path("/sys/devices/system/cpu/cpu0/cache/index3/size").read_text().strip()
+    except OSError:
+        pytest.skip("no last-level cache size in /sys on this machine")
+    size = int(text.rstrip("KMG")) << {"K": 10, "M": 20, "G": 30}.get(text[-1], 0)
+    assert _flush_buffer().nbytes == 2 * max(size, 8 << 20)
