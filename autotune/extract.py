@@ -29,7 +29,7 @@ def extract_tasks(mod: Any, target: str = "llvm", params: dict[str, Any] | None 
     from relay_ir.expr import Call, Constant, Function, Var
     from relay_ir.strategy import strategy_of
     from relay_ir.visitor import post_order
-    from schedule.templates import TEMPLATES
+    from schedule.templates import TEMPLATES, constant_weight_attrs
 
     mod = T.InferType()(bind_params(_main_of(mod), params))
     fused = optimize_for_build(mod)
@@ -55,7 +55,7 @@ def extract_tasks(mod: Any, target: str = "llvm", params: dict[str, Any] | None 
         name, tattrs = picked[0], dict(picked[1])
         pos = {p: k for k, p in enumerate(fn.params)}
         if isinstance(e.args[pos[a1]], Constant):
-            tattrs = LG.constant_weight_attrs(name, tattrs)
+            tattrs = constant_weight_attrs(name, tattrs)
         task = Task(name, specs, tattrs, target, name=f"{name.split('.')[0]}")
         found[task] = found.get(task, 0) + 1
     return list(found.items())

@@ -34,7 +34,7 @@ from relay_ir.ty import TensorType, TupleType, Type
 from relay_ir.visitor import post_order
 from schedule.schedule import Schedule, create_schedule
 from schedule.space import FallbackConfig
-from schedule.templates import get_template, input_packers
+from schedule.templates import constant_weight_attrs, get_template, input_packers
 from schedule.templates.common import inline_injective, shape_of
 from schedule.templates.x86_conv2d import schedule_conv2d_nchw, schedule_depthwise_nchw
 from schedule.templates.x86_dense import schedule_gemm
@@ -141,19 +141,6 @@ def _placeholders(fn: Function) -> tuple[dict[Var, Any], list[Tensor]]:
 
 def _nest(t: Type, it: Any) -> Any:
     return [_nest(f, it) for f in t.fields] if isinstance(t, TupleType) else next(it)
-
-
-def constant_weight_attrs(template: str, tattrs: dict[str, Any]) -> dict[str, Any]:
-    """The template attrs for an anchor whose weight is a constant: conv2d_NCHWc takes it
-    packed (OIHWio) in the blocks its config picks, and build packs it once (see
-    schedule.templates.input_packers). extract_tasks keys the tasks the same way.
-
-        >>> constant_weight_attrs("conv2d_NCHWc.x86", {"padding": (1, 1)})["kernel_layout"]
-        'OIHWio'
-    """
-    if template == "conv2d_NCHWc.x86":
-        return {**tattrs, "kernel_layout": "OIHWio"}
-    return tattrs
 
 
 def _template_path(fn: Function, anchor: Call, const_params: frozenset[int],

@@ -65,6 +65,7 @@ from schedule.templates.registry import (
     Template,
     build_compute,
     config_space,
+    constant_weight_attrs,
     get_template,
     input_packers,
     instantiate,
@@ -73,5 +74,5 @@ from schedule.templates.registry import (
 )
 
 __all__ = ["workload_key", "TEMPLATES", "Template", "Epilogue", "register_template", "instantiate",
-           "input_packers",
+           "input_packers", "constant_weight_attrs",
            "config_space", "get_template", "build_compute"]

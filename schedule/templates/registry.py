@@ -52,13 +52,17 @@ class Template:
     tunable: bool = True
     doc: str = ""
     packers: PackersFn | None = None
+    # attrs that make the template take its weight (input 1) in a packed layout when the
+    # caller holds it as a constant and packs it once with `packers`
+    constant_weight_attrs: tuple[tuple[str, Any], ...] = ()
 
 
 TEMPLATES: dict[str, Template] = {}
 
 
 def register_template(name: str, target_kind: str = "llvm", compute: ComputeFn | None = None,
-                      tunable: bool = True, packers: PackersFn | None = None
+                      tunable: bool = True, packers: PackersFn | None = None,
+                      constant_weight_attrs: dict[str, Any] | None = None
                       ) -> Callable[[ScheduleFn], ScheduleFn]:
     """Register the decorated schedule function with its compute builder under `name`.
 
@@ -71,7 +75,8 @@ def register_template(name: str, target_kind: str = "llvm", compute: ComputeFn |
         if name in TEMPLATES:
             raise ScheduleError(f"template '{name}' is registered twice")
         doc = (fn.__doc__ or "").strip().split("\n")[0]
-        TEMPLATES[name] = Template(name, target_kind, compute, fn, tunable, doc, packers)
+        TEMPLATES[name] = Template(name, target_kind, compute, fn, tunable, doc, packers,
+                                   tuple(sorted((constant_weight_attrs or {}).items())))
         return fn
 
     return deco
@@ -87,6 +92,18 @@ def input_packers(name: str, args: Sequence[ArgSpec], ins: Sequence[Tensor]
     """
     tpl = get_template(name)
     return dict(tpl.packers(ins, args)) if tpl.packers is not None else {}
+
+
+def constant_weight_attrs(name: str, attrs: dict[str, Any]) -> dict[str, Any]:
+    """`attrs` for a call whose weight (input 1) is a constant the caller packs once with
+    `input_packers`: the template's own additions, e.g. conv2d_NCHWc's OIHWio layout.
+
+        >>> constant_weight_attrs("conv2d_NCHWc.x86", {"padding": 1})["kernel_layout"]
+        'OIHWio'
+        >>> constant_weight_attrs("dense.x86", {})
+        {}
+    """
+    return {**attrs, **dict(get_template(name).constant_weight_attrs)}
 
 
 def get_template(name: str) -> Template:

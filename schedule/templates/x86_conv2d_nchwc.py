@@ -282,5 +282,5 @@ def _packers(ins: Sequence[Tensor], args: Sequence[Any]
     return {}
 
 
-register_template("conv2d_NCHWc.x86", "llvm", compute=_compute,
-                  packers=_packers)(schedule_conv2d_nchwc)
+register_template("conv2d_NCHWc.x86", "llvm", compute=_compute, packers=_packers,
+                  constant_weight_attrs={"kernel_layout": "OIHWio"})(schedule_conv2d_nchwc)
