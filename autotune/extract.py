@@ -24,8 +24,8 @@ def extract_tasks(mod: Any, target: str = "llvm", params: dict[str, Any] | None 
                   ) -> list[tuple[Task, int]]:
     """[(task, occurrences)] of a model, in first-occurrence order."""
     from relay_ir import transform as T
-    from relay_ir.build import lower_group as LG
-    from relay_ir.build.pipeline import _main_of, bind_params, optimize_for_build
+    from relay_ir.backend import lower_group as LG
+    from relay_ir.backend.pipeline import _main_of, bind_params, optimize_for_build
     from relay_ir.expr import Call, Constant, Function, Var
     from relay_ir.strategy import strategy_of
     from relay_ir.visitor import post_order

@@ -144,6 +144,6 @@ from relay_ir import transform
 
 # --- M1 exports ---
 from relay_ir import strategy
-from relay_ir.build import CompiledModel, MemoryPlan, ProfileTable
-from relay_ir.build import load as load_compiled
-from relay_ir.build import build  # the function; the package stays importable by path
+from relay_ir.backend import CompiledModel, MemoryPlan, ProfileTable
+from relay_ir.backend import load as load_compiled
+from relay_ir.backend import build  # the function; the package stays importable by path

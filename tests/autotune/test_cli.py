@@ -123,7 +123,7 @@ def test_compile_any_device_applies_records_of_another_device(tmp_path: Path) ->
 
     import relay_ir
     from autotune.extract import extract_tasks
-    from relay_ir.build.pipeline import bind_params
+    from relay_ir.backend.pipeline import bind_params
     from relay_ir.frontend.onnx import from_onnx
     from tuning_logs import MeasureRecord, TuningDatabase
 

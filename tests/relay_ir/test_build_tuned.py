@@ -12,8 +12,8 @@ import pytest
 
 import relay_ir
 from autotune.extract import extract_tasks
-from relay_ir.build import lower_group as LG
-from relay_ir.build.pipeline import specialize
+from relay_ir.backend import lower_group as LG
+from relay_ir.backend.pipeline import specialize
 from tessel_errors import RelayError
 from tests.relay_ir.programs import mlp, mlp_dynamic, mlp_inputs
 from tuning_logs import MeasureRecord, TuningDatabase, using_database

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from relay_ir.build.memory_plan import MemoryPlan, plan_memory
+from relay_ir.backend.memory_plan import MemoryPlan, plan_memory
 from tessel_errors import KernelArgumentError, RelayError
 
 _CALL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)

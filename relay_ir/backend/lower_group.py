@@ -11,7 +11,7 @@ rest the injective schedule (inlined, vectorized, parallel). If a schedule canno
 applied, the group falls back to a plain schedule (injective stages inlined), so every
 group compiles.
 
-    >>> from relay_ir.build.lower_group import lower_group   # doctest: +SKIP
+    >>> from relay_ir.backend.lower_group import lower_group   # doctest: +SKIP
     >>> gk = lower_group(fused_fn, "llvm")                    # doctest: +SKIP
     >>> gk.name, gk.in_specs, gk.out_specs                    # doctest: +SKIP
 """
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 import lowering
-from relay_ir.build.tuned import tuned_config
+from relay_ir.backend.tuned import tuned_config
 from relay_ir.expr import Call, Constant, Function, Tuple, TupleGetItem, Var
 from relay_ir.op.registry import Op
 from relay_ir.strategy import out_shape, strategy_of

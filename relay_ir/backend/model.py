@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from relay_ir.build.executor import GraphPlan, check_inputs
-from relay_ir.build.memory_plan import MemoryPlan
-from relay_ir.build.profile import ProfileTable, profile_plan
+from relay_ir.backend.executor import GraphPlan, check_inputs
+from relay_ir.backend.memory_plan import MemoryPlan
+from relay_ir.backend.profile import ProfileTable, profile_plan
 from tessel_errors import RelayError
 
 
 class CompiledModel:
     """A compiled dataflow model: `run(**inputs)`, `profile(**inputs)`, `memory_plan`,
     `save(path)`; `kernels_compiled` counts distinct kernels (identical groups share one).
-    `tuning` (a relay_ir.build.tuned.TuningSource) names the records that the kernels
+    `tuning` (a relay_ir.backend.tuned.TuningSource) names the records that the kernels
     compiled at a first run with new shapes apply (those of build)."""
 
     def __init__(self, mod: Any, target: Any, input_specs: list[tuple[str, tuple, str]],
@@ -62,8 +62,8 @@ class CompiledModel:
 
     def _compile(self, shapes: tuple) -> tuple[GraphPlan, Any]:
         """Compile @main for these input shapes, applying build's tuning records."""
-        from relay_ir.build.pipeline import compile_static, specialize
-        from relay_ir.build.tuned import TuningSource, applying_records
+        from relay_ir.backend.pipeline import compile_static, specialize
+        from relay_ir.backend.tuned import TuningSource, applying_records
 
         source = self.tuning or TuningSource()
         with source.opened() as db, applying_records(db, source.any_device) as scope:
@@ -100,7 +100,7 @@ class CompiledModel:
 
     def save(self, path: str) -> None:
         """Write kernels (object code), graph (JSON) and constants (npz) to folder `path`."""
-        from relay_ir.build.serialize import save
+        from relay_ir.backend.serialize import save
 
         save(self, path)
 

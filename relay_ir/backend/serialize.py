@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from relay_ir.build.executor import GraphPlan, KernelFn, Step, Value
+from relay_ir.backend.executor import GraphPlan, KernelFn, Step, Value
 from tessel_errors import RelayError
 
 FORMAT = "tessel-compiled-model"
@@ -62,7 +62,7 @@ def load(path: str) -> Any:
     `lib = load("model.tessel"); lib.run(x=x)`
     """
     from lowering.llvm.jit import ObjectModule
-    from relay_ir.build.model import CompiledModel
+    from relay_ir.backend.model import CompiledModel
 
     try:
         with open(os.path.join(path, "model.json")) as f:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from relay_ir import transform as T
-from relay_ir.build.executor import (
+from relay_ir.backend.executor import (
     GraphPlan,
     KernelFn,
     Step,
@@ -25,7 +25,7 @@ from relay_ir.build.executor import (
     check_inputs,
     not_dataflow_error,
 )
-from relay_ir.build.lower_group import flatten_types, lower_group
+from relay_ir.backend.lower_group import flatten_types, lower_group
 from relay_ir.expr import (
     Call,
     Constant,
@@ -227,7 +227,7 @@ def _nest_like(t: Any, it: Any) -> Any:
 def compile_static(mod: IRModule, target: Any) -> tuple[GraphPlan, _Planner]:
     """Optimise, fuse and plan a module whose @main has static shapes.
 
-    Tuned configs come from the records in scope (see relay_ir.build.tuned).
+    Tuned configs come from the records in scope (see relay_ir.backend.tuned).
 
         >>> plan, planner = compile_static(mod, "llvm")   # doctest: +SKIP
     """
@@ -258,7 +258,7 @@ def build(mod: Any, target: Any = "llvm", params: dict[str, Any] | None = None,
         >>> lib = relay_ir.build(mod, tuning_db="tuning_logs/tuning.db")  # doctest: +SKIP
         >>> lib = relay_ir.build(mod, tuning_db="other.db", any_device=True)  # doctest: +SKIP
     """
-    from relay_ir.build.tuned import TuningSource, applying_records
+    from relay_ir.backend.tuned import TuningSource, applying_records
     from tuning_logs import resolve_database
 
     with resolve_database(tuning_db, readonly=True) as db, \
@@ -270,7 +270,7 @@ def build(mod: Any, target: Any = "llvm", params: dict[str, Any] | None = None,
 
 def _build(mod: Any, target: Any, params: dict[str, Any] | None, tuning: Any) -> Any:
     from lowering.target import Target
-    from relay_ir.build.model import CompiledModel
+    from relay_ir.backend.model import CompiledModel
 
     if Target.parse(target).kind != "llvm":
         raise RelayError(f"relay_ir.build compiles for the CPU ('llvm') so far, got target "
