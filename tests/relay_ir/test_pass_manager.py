@@ -49,6 +49,27 @@ def test_disabled_pass_wins_over_opt_level_and_required():
         assert _has_op(_seq()(_foldable()), "exp")
 
 
+def test_a_pass_the_sequence_requires_runs_below_the_opt_level():
+    seq = T.Sequential([T.InferType(), T.FoldConstant()], required=["FoldConstant"])
+    with T.PassContext(opt_level=0):
+        assert not _has_op(seq(_foldable()), "exp")
+
+
+def test_disabling_a_pass_the_sequence_requires_is_an_error():
+    seq = T.Sequential([T.InferType(), T.FoldConstant()], name="folding",
+                       required=["FoldConstant"])
+    with T.PassContext(disabled_pass=["fold_constant"]):
+        with pytest.raises(RelayError, match=r"disables FoldConstant, which folding needs "
+                                             r"\(it always runs FoldConstant\)"):
+            seq(_foldable())
+
+
+def test_a_sequence_can_only_require_its_own_passes():
+    with pytest.raises(RelayError, match=r"requires FuseOps, which is not among its passes "
+                                         r"\(InferType\)"):
+        T.Sequential([T.InferType()], name="types", required=["FuseOps"])
+
+
 def test_calling_a_pass_directly_always_runs_it():
     with T.PassContext(opt_level=0):
         assert not _has_op(T.FoldConstant()(_foldable()), "exp")
