@@ -145,6 +145,17 @@ def test_optimize_reports_its_passes_to_the_outer_timing_context():
     assert {"optimize", "FuseOps", "FoldConstant"} <= {t.name for t in ctx.timings}
 
 
+def test_optimize_keeps_the_outer_disabled_passes_when_given_an_opt_level():
+    with T.PassContext(disabled_pass=["FoldConstant", "FuseOps"]):
+        assert _has_op(T.optimize(_foldable(), opt_level=3), "exp")
+    assert not _has_op(T.optimize(_foldable(), opt_level=3, disabled_pass=["FuseOps"]), "exp")
+
+
+def test_standard_sequence_names_its_purposes():
+    with pytest.raises(RelayError, match=r"purpose must be one of optimize, build, got 'vm'"):
+        T.standard_sequence("vm")
+
+
 @T.module_pass(opt_level=0, name="BreakScoping")
 def _break_scoping(mod, ctx):
     ghost = tvar("ghost", (3,))
