@@ -52,24 +52,17 @@ def _sequence_passes(ctx: T.PassContext, name: str) -> list[str]:
     return out
 
 
-def test_default_build_folds_constants_and_fuses() -> None:
-    lib = relay_ir.build(_const_subgraph())
-    assert _groups(lib) == ["fused_add_relu"]
-    _assert_matches_interpreter(lib, _const_subgraph(), np.random.default_rng(0))
-
-
-def test_opt_level_0_build_compiles_one_kernel_per_op_and_folds_nothing() -> None:
-    with T.PassContext(opt_level=0):
+@pytest.mark.parametrize("options,groups", [
+    ({}, ["fused_add_relu"]),
+    ({"opt_level": 0}, ["fused_exp", "fused_add", "fused_relu"]),
+    ({"disabled_pass": ["FoldConstant"]}, ["fused_exp_add_relu"]),
+], ids=["default_folds_and_fuses", "opt_level_0_one_kernel_per_op_and_no_folding",
+        "disabled_fold_constant_keeps_the_constant_subgraph_in_a_kernel"])
+def test_the_pass_context_decides_the_kernels_of_build(options: dict, groups: list) -> None:
+    with T.PassContext(**options):
         lib = relay_ir.build(_const_subgraph())
-    assert _groups(lib) == ["fused_exp", "fused_add", "fused_relu"]
-    _assert_matches_interpreter(lib, _const_subgraph(), np.random.default_rng(1))
-
-
-def test_disabled_fold_constant_keeps_the_constant_subgraph_in_a_kernel() -> None:
-    with T.PassContext(disabled_pass=["FoldConstant"]):
-        lib = relay_ir.build(_const_subgraph())
-    assert _groups(lib) == ["fused_exp_add_relu"]
-    _assert_matches_interpreter(lib, _const_subgraph(), np.random.default_rng(2))
+    assert _groups(lib) == groups
+    _assert_matches_interpreter(lib, _const_subgraph(), np.random.default_rng(len(groups)))
 
 
 def test_required_pass_runs_a_pass_above_the_opt_level() -> None:
