@@ -22,12 +22,14 @@ class CompiledModel:
     """A compiled dataflow model: `run(**inputs)`, `profile(**inputs)`, `memory_plan`,
     `save(path)`; `kernels_compiled` counts distinct kernels (identical groups share one).
     `tuning` (a relay_ir.backend.tuned.TuningSource) names the records that the kernels
-    compiled at a first run with new shapes apply (those of build)."""
+    compiled at a first run with new shapes apply (those of build), and `pass_context`
+    the PassContext they are optimised under (that of build)."""
 
     def __init__(self, mod: Any, target: Any, input_specs: list[tuple[str, tuple, str]],
-                 static: Any = None, tuning: Any = None) -> None:
+                 static: Any = None, tuning: Any = None, pass_context: Any = None) -> None:
         self.mod, self.target = mod, target
         self.tuning = tuning
+        self.pass_context = pass_context
         self.input_specs = input_specs
         self._plans: dict[tuple, GraphPlan] = {}
         self._last: GraphPlan | None = None
@@ -67,7 +69,8 @@ class CompiledModel:
 
         source = self.tuning or TuningSource()
         with source.opened() as db, applying_records(db, source.any_device) as scope:
-            plan_and_planner = compile_static(specialize(self.mod, list(shapes)), self.target)
+            plan_and_planner = compile_static(specialize(self.mod, list(shapes)), self.target,
+                                              self.pass_context)
         scope.warn(stacklevel=4)  # the caller of run / profile
         return plan_and_planner
 

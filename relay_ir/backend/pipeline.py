@@ -4,14 +4,20 @@
     >>> y = lib.run(x=x)                                            # doctest: +SKIP
     >>> print(lib.profile(x=x))                                     # doctest: +SKIP
 
-Pipeline: bind params as constants, InferType, SimplifyInference, FoldConstant, FuseOps,
-InferType; every Primitive group lowers into one kernel (identical groups, by
-structural_equal, compile once); the graph's values get a static memory plan. A @main
-with `?` dims is compiled per concrete input shape at the first run with that shape.
+Pipeline: bind params as constants, then the standard optimisation sequence for "build"
+(relay_ir.transform.standard_sequence: the passes the current PassContext enables, always
+ending in graph form and FuseOps); every Primitive group lowers into one kernel (identical
+groups, by structural_equal, compile once); the graph's values get a static memory plan.
+A @main with `?` dims is compiled per concrete input shape at the first run with that
+shape, under the PassContext that was current at build.
+
+    >>> with relay_ir.transform.PassContext(opt_level=0):     # doctest: +SKIP
+    ...     lib = relay_ir.build(mod)                         # one kernel per op, no folding
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -34,7 +40,6 @@ from relay_ir.expr import (
     Function,
     GlobalVar,
     If,
-    Let,
     Match,
     RefCreate,
     RefRead,
@@ -104,13 +109,9 @@ def bind_params(mod: IRModule, params: dict[str, Any] | None) -> IRModule:
 
 
 def optimize_for_build(mod: IRModule) -> IRModule:
-    """InferType, SimplifyInference, FoldConstant, FuseOps, InferType (graph form first)."""
-    mod = T.InferType()(mod)
-    if any(isinstance(e, Let) for e in post_order(mod["main"].body)):
-        mod = T.InferType()(T.ToGraphNormalForm()(mod))
-    mod = T.InferType()(T.SimplifyInference()(mod))
-    mod = T.InferType()(T.FoldConstant()(mod))
-    return T.InferType()(T.FuseOps()(mod))
+    """The standard sequence for "build" under the current PassContext: typed, graph-form
+    @main whose ops all sit in Primitive groups."""
+    return T.standard_sequence("build")(mod)
 
 
 class _Planner:
@@ -224,14 +225,17 @@ def _nest_like(t: Any, it: Any) -> Any:
     return [_nest_like(f, it) for f in t.fields] if isinstance(t, TupleType) else next(it)
 
 
-def compile_static(mod: IRModule, target: Any) -> tuple[GraphPlan, _Planner]:
-    """Optimise, fuse and plan a module whose @main has static shapes.
+def compile_static(mod: IRModule, target: Any, pass_context: T.PassContext | None = None
+                   ) -> tuple[GraphPlan, _Planner]:
+    """Optimise, fuse and plan a module whose @main has static shapes, under `pass_context`
+    (default: the current one).
 
     Tuned configs come from the records in scope (see relay_ir.backend.tuned).
 
         >>> plan, planner = compile_static(mod, "llvm")   # doctest: +SKIP
     """
-    fused = optimize_for_build(mod)
+    with pass_context or nullcontext():
+        fused = optimize_for_build(mod)
     planner = _Planner(target)
     return planner.plan(fused["main"]), planner
 
@@ -287,7 +291,7 @@ def _build(mod: Any, target: Any, params: dict[str, Any] | None, tuning: Any) ->
         specs.append((p.name_hint, tuple(_dim(d) for d in t.shape), t.dtype))
     static = all(isinstance(d, int) for _, s, _ in specs for d in s)
     return CompiledModel(mod, target, specs, compile_static(mod, target) if static else None,
-                         tuning=tuning)
+                         tuning=tuning, pass_context=T.PassContext.current())
 
 
 def specialize(mod: IRModule, shapes: list[tuple[int, ...]]) -> IRModule:

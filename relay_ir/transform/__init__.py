@@ -17,7 +17,7 @@ from relay_ir.transform.fuse_ops import FuseOps, fuse_expr
 from relay_ir.transform.graph_normal_form import ToGraphNormalForm, to_graph_normal_form
 from relay_ir.transform.infer_type import InferType
 from relay_ir.transform.inline import Inline
-from relay_ir.transform.optimize import optimize, standard_passes
+from relay_ir.transform.optimize import optimize, standard_sequence
 from relay_ir.transform.pass_manager import (
     FunctionPass,
     ModulePass,
@@ -59,7 +59,7 @@ __all__ = [
     "post_order",
     "simplify_expr",
     "simplify_inference",
-    "standard_passes",
+    "standard_sequence",
     "to_a_normal_form",
     "to_graph_normal_form",
     "verify_module",

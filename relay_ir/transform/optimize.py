@@ -1,15 +1,25 @@
-"""The standard optimisation sequence, as `relay_ir.transform.optimize(mod, opt_level=2)`.
+"""The standard optimisation sequence, one for every caller: `standard_sequence(purpose)`.
 
     InferType -> SimplifyInference -> Inline -> ToGraphNormalForm -> DeadCodeElimination
     -> EliminateCommonSubexpr (opt 3) -> FoldConstant (opt 2) -> SimplifyExpr
     -> FoldConstant -> FuseOps (fusion from opt 1; at opt 0 each op gets its own function)
 
-Each pass runs only when the PassContext enables it (its opt_level, required_pass,
-disabled_pass), so `optimize(mod, opt_level=0)` still types the module and puts each op
-in a Primitive function, and `disabled_pass=["FuseOps"]` stops before fusion.
+`relay_ir.transform.optimize`, `relay_ir.build` (and autotune's task extraction, which
+must see build's groups) all run this sequence under the current PassContext: a pass runs
+when its opt_level is at most the context's, or `required_pass` names it, and not when
+`disabled_pass` names it. The purpose says which passes the caller cannot do without; they
+run under every context and disabling one is an error:
 
-    >>> [p.name for p in standard_passes()][:2]
+- "optimize" (transform.optimize): InferType. `disabled_pass=["FuseOps"]` stops before
+  fusion.
+- "build" (a backend that compiles every Primitive group into a kernel and plans a
+  dataflow graph: relay_ir.build, and the VM to come): InferType, ToGraphNormalForm,
+  FuseOps.
+
+    >>> [p.name for p in standard_sequence().passes][:2]
     ['InferType', 'SimplifyInference']
+    >>> standard_sequence("build").required
+    ('InferType', 'ToGraphNormalForm', 'FuseOps')
 """
 
 from __future__ import annotations
@@ -24,14 +34,29 @@ from relay_ir.transform.fuse_ops import DEFAULT_MAX_DEPTH, FuseOps
 from relay_ir.transform.graph_normal_form import ToGraphNormalForm
 from relay_ir.transform.infer_type import InferType
 from relay_ir.transform.inline import Inline
-from relay_ir.transform.pass_manager import Pass, PassContext, Sequential
+from relay_ir.transform.pass_manager import PassContext, Sequential
 from relay_ir.transform.simplify_expr import SimplifyExpr
 from relay_ir.transform.simplify_inference import SimplifyInference
+from tessel_errors import RelayError
+
+# The passes each purpose's result cannot do without (see the module docstring).
+REQUIRED = {
+    "optimize": ("InferType",),
+    "build": ("InferType", "ToGraphNormalForm", "FuseOps"),
+}
 
 
-def standard_passes(max_fuse_depth: int = DEFAULT_MAX_DEPTH) -> list[Pass]:
-    """The passes of the standard sequence, in order."""
-    return [
+def standard_sequence(purpose: str = "optimize", max_fuse_depth: int = DEFAULT_MAX_DEPTH
+                      ) -> Sequential:
+    """The standard passes as one Sequential named `purpose` ("optimize" or "build").
+
+    >>> standard_sequence("build").name
+    'build'
+    """
+    if purpose not in REQUIRED:
+        raise RelayError(f"standard_sequence purpose must be one of {', '.join(REQUIRED)}, "
+                         f"got {purpose!r}")
+    passes = [
         InferType(),
         SimplifyInference(),
         Inline(),
@@ -43,6 +68,7 @@ def standard_passes(max_fuse_depth: int = DEFAULT_MAX_DEPTH) -> list[Pass]:
         FoldConstant(),
         FuseOps(fuse_opt_level=None, max_depth=max_fuse_depth),
     ]
+    return Sequential(passes, name=purpose, required=REQUIRED[purpose])
 
 
 def optimize(
@@ -55,22 +81,25 @@ def optimize(
 ) -> IRModule:
     """Run the standard sequence; `opt_level=None` uses the current PassContext as is.
 
+    Each other argument, when given, replaces the current context's for this call.
+
     >>> from relay_ir.expr import Var, Function
     >>> from relay_ir.ty import TensorType
     >>> x = Var("x", TensorType((2,)))
     >>> len(optimize(IRModule.from_expr(Function((x,), x)), opt_level=2).functions)
     1
     """
-    seq = Sequential(standard_passes(max_fuse_depth), name="optimize")
+    seq = standard_sequence("optimize", max_fuse_depth)
     if opt_level is None and not required_pass and not disabled_pass and not verify:
         return seq(mod)
     outer = PassContext.current()
     level = outer.opt_level if opt_level is None else opt_level
-    with PassContext(level, required_pass, disabled_pass, verify or outer.verify,
+    with PassContext(level, tuple(required_pass) or outer.required_pass,
+                     tuple(disabled_pass) or outer.disabled_pass, verify or outer.verify,
                      outer.timing) as ctx:
         out = seq(mod)
     outer.timings.extend(ctx.timings)
     return out
 
 
-__all__ = ["optimize", "standard_passes"]
+__all__ = ["optimize", "standard_sequence"]

@@ -3,7 +3,10 @@
 A pass is a named function from IRModule to IRModule. `Sequential` runs a list of passes,
 skipping those the current `PassContext` does not enable: a pass runs when its name is in
 `required_pass`, or when its opt_level is at most the context's and it is not in
-`disabled_pass` (disabled wins). Calling a pass directly always runs it.
+`disabled_pass` (disabled wins), as in TVM. A Sequential may also name passes its result
+cannot do without (`Sequential(..., required=["FuseOps"])`, as relay_ir.build's does):
+those run under every context, and disabling one is an error rather than a silently
+broken result. Calling a pass directly always runs it.
 
 After every pass (direct or inside a Sequential) the manager
 - records its wall time when the context has `timing=True` (`ctx.timing_report()`);
@@ -126,12 +129,15 @@ class PassContext:
 
     # decisions
 
+    def pass_disabled(self, p: Pass) -> bool:
+        """Whether `disabled_pass` names pass `p`."""
+        return _names_contain(self.disabled_pass, p.name)
+
     def pass_enabled(self, p: Pass) -> bool:
-        """Whether a Sequential under this context runs pass `p`."""
-        name = normalise_pass_name(p.name)
-        if name in {normalise_pass_name(n) for n in self.disabled_pass}:
+        """Whether a Sequential under this context runs pass `p` (unless it requires it)."""
+        if self.pass_disabled(p):
             return False
-        if name in {normalise_pass_name(n) for n in self.required_pass}:
+        if _names_contain(self.required_pass, p.name):
             return True
         return p.opt_level <= self.opt_level
 
@@ -150,6 +156,10 @@ class PassContext:
             label = "  " * t.depth + t.name
             lines.append(f"{label:<34} {t.seconds * 1e3:>12.3f}")
         return "\n".join(lines)
+
+
+def _names_contain(names: Iterable[str], name: str) -> bool:
+    return normalise_pass_name(name) in {normalise_pass_name(n) for n in names}
 
 
 class Pass:
@@ -256,24 +266,42 @@ def verify_module(mod: IRModule, after: str = "") -> None:
 class Sequential(Pass):
     """Run passes in order, skipping those the current PassContext does not enable.
 
-    >>> from relay_ir.transform import InferType
-    >>> Sequential([InferType()], name="just_types").name
-    'just_types'
+    `required` names passes of the list that run under every context because the
+    sequence's result needs them (a PassContext disabling one raises a RelayError).
+
+    >>> from relay_ir.transform import InferType, FoldConstant
+    >>> seq = Sequential([InferType(), FoldConstant()], name="fold", required=["InferType"])
+    >>> seq.name, seq.required
+    ('fold', ('InferType',))
     """
 
     def __init__(
-        self, passes: Sequence[Pass], opt_level: int = 0, name: str = "Sequential"
+        self, passes: Sequence[Pass], opt_level: int = 0, name: str = "Sequential",
+        required: Iterable[str] = (),
     ) -> None:
         for p in passes:
             if not isinstance(p, Pass):
                 raise RelayError(f"Sequential expects Pass objects, got {type(p).__name__}")
         self.passes = list(passes)
+        self.required = tuple(required)
+        missing = [n for n in self.required
+                   if not any(_names_contain([n], p.name) for p in self.passes)]
+        if missing:
+            raise RelayError(f"Sequential {name!r} requires {', '.join(missing)}, which is "
+                             f"not among its passes ({', '.join(p.name for p in passes)})")
         super().__init__(name, opt_level)
 
     def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        """Run each enabled pass in turn."""
+        """Run each enabled or required pass in turn."""
         for p in self.passes:
-            if ctx.pass_enabled(p):
+            if _names_contain(self.required, p.name):
+                if ctx.pass_disabled(p):
+                    raise RelayError(
+                        f"PassContext disables {p.name}, which {self.name} needs (it "
+                        f"always runs {', '.join(self.required)}); remove {p.name} from "
+                        f"disabled_pass")
+                mod = _run(p, mod, ctx)
+            elif ctx.pass_enabled(p):
                 mod = _run(p, mod, ctx)
         return mod
 

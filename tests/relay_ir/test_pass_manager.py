@@ -49,6 +49,27 @@ def test_disabled_pass_wins_over_opt_level_and_required():
         assert _has_op(_seq()(_foldable()), "exp")
 
 
+def test_a_pass_the_sequence_requires_runs_below_the_opt_level():
+    seq = T.Sequential([T.InferType(), T.FoldConstant()], required=["FoldConstant"])
+    with T.PassContext(opt_level=0):
+        assert not _has_op(seq(_foldable()), "exp")
+
+
+def test_disabling_a_pass_the_sequence_requires_is_an_error():
+    seq = T.Sequential([T.InferType(), T.FoldConstant()], name="folding",
+                       required=["FoldConstant"])
+    with T.PassContext(disabled_pass=["fold_constant"]):
+        with pytest.raises(RelayError, match=r"disables FoldConstant, which folding needs "
+                                             r"\(it always runs FoldConstant\)"):
+            seq(_foldable())
+
+
+def test_a_sequence_can_only_require_its_own_passes():
+    with pytest.raises(RelayError, match=r"requires FuseOps, which is not among its passes "
+                                         r"\(InferType\)"):
+        T.Sequential([T.InferType()], name="types", required=["FuseOps"])
+
+
 def test_calling_a_pass_directly_always_runs_it():
     with T.PassContext(opt_level=0):
         assert not _has_op(T.FoldConstant()(_foldable()), "exp")
@@ -122,6 +143,17 @@ def test_optimize_reports_its_passes_to_the_outer_timing_context():
     with T.PassContext(timing=True) as ctx:
         T.optimize(_foldable(), opt_level=3)
     assert {"optimize", "FuseOps", "FoldConstant"} <= {t.name for t in ctx.timings}
+
+
+def test_optimize_keeps_the_outer_disabled_passes_when_given_an_opt_level():
+    with T.PassContext(disabled_pass=["FoldConstant", "FuseOps"]):
+        assert _has_op(T.optimize(_foldable(), opt_level=3), "exp")
+    assert not _has_op(T.optimize(_foldable(), opt_level=3, disabled_pass=["FuseOps"]), "exp")
+
+
+def test_standard_sequence_names_its_purposes():
+    with pytest.raises(RelayError, match=r"purpose must be one of optimize, build, got 'vm'"):
+        T.standard_sequence("vm")
 
 
 @T.module_pass(opt_level=0, name="BreakScoping")
