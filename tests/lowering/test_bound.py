@@ -50,13 +50,19 @@ def test_symbolic_shape_is_an_isl_parameter():
     assert _text(footprint([Loop(io, (n + 3) // 4)], [c], (n,))) == [("(io * 4)", "4")]
 
 
-def test_non_affine_access_falls_back_to_intervals():
+def test_non_affine_access_falls_back_to_interval_sets():
     io, ii = te.var("io"), te.var("ii")
     c = Consumer([Loop(ii, te.const(4))], [], [(io * 4 + ii * ii,)])
     fp = footprint([Loop(io, te.const(8))], [c], (te.const(64),))
-    assert _text(fp) == [("0", "64")]  # product of loop vars: the whole dimension
+    assert _text(fp) == [("(io * 4)", "10")]  # ii * ii within [0, 9]
     c2 = Consumer([Loop(ii, te.const(4))], [], [((io * 4 + ii) % 7,)])
     assert _text(footprint([Loop(io, te.const(8))], [c2], (te.const(7),)))[0][1] in ("7", "4")
+
+
+def test_product_of_a_fixed_and_a_free_loop_var_reads_the_whole_dimension():
+    io, ii = te.var("io"), te.var("ii")
+    c = Consumer([Loop(ii, te.const(4))], [], [(io * ii,)])
+    assert _text(footprint([Loop(io, te.const(8))], [c], (te.const(32),))) == [("0", "32")]
 
 
 def test_parsed_maps_are_cached():
