@@ -96,6 +96,25 @@ def test_compute_at_conv2d_buffer_is_window_sized():
     np.testing.assert_allclose(c, ref, rtol=1e-5)
 
 
+def test_non_affine_consumer_buffer_is_sized_by_interval_sets():
+    # C[o, i] reads B[o*4 + i*i]: per o, the 10 elements from o*4 (i*i in [0, 9])
+    A = te.placeholder((40,), name="A")
+    B = te.compute((40,), lambda n: A[n] * 2.0 + 1.0, name="B")
+    C = te.compute((8, 4), lambda o, i: B[o * 4 + i * i], name="C")
+    s = create_schedule(C)
+    s[B].compute_at(s[C], s[C].op.axis[0])
+    f = lowering.lower(s, [A, C])
+    assert _allocs(f) == [("B", ["10"])]
+    rng = np.random.default_rng(3)
+    a, c = rng.random(40, dtype=np.float32), np.full((8, 4), np.nan, "float32")
+    lowering.interpret(f, a, c)
+    o, i = np.meshgrid(np.arange(8), np.arange(4), indexing="ij")
+    np.testing.assert_allclose(c, (a * 2 + 1)[o * 4 + i * i], rtol=1e-6)
+    c_llvm = np.full((8, 4), np.nan, "float32")
+    lowering.build(s, [A, C], target="llvm")(a, c_llvm)
+    np.testing.assert_allclose(c_llvm, c, rtol=1e-6)
+
+
 def test_strided_consumer_buffer_covers_only_the_read_rows():
     A = te.placeholder((64,), name="A")
     B = te.compute((64,), lambda i: A[i] + 1.0, name="B")
