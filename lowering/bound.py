@@ -9,9 +9,8 @@ constant, or an expression of the shape vars), so buffers are exactly as big as 
 footprint. conv2d windows, strided access and split/fused indices are affine.
 
 Non-affine accesses (data-dependent indices, products of loop vars) fall back to interval
-arithmetic over the loop ranges (lowering/interval.py: `sym_interval` gives bounds as
-expressions of the fixed loop vars, which tensor_expr.arith's constant bounds cannot), and
-when even that fails, to the producer's whole dimension.
+sets over the loop ranges (`Analyzer.int_set`: bounds as expressions of the fixed loop
+vars), and when even that fails, to the producer's whole dimension.
 
     >>> import tensor_expr as te
     >>> from lowering.bound import Consumer, Loop, footprint
@@ -30,9 +29,8 @@ from typing import Any
 
 import islpy as isl
 
-from lowering.interval import const_bounds, sym_interval
-from lowering.passes.simplify import simplify_expr
 from tensor_expr import expr as E
+from tensor_expr.arith import Analyzer, simplify
 from tensor_expr.visitor import collect_vars, substitute
 
 
@@ -168,7 +166,7 @@ def _nice_min(mn: Any, d: int, consumers: Sequence[Consumer], fixed: Sequence[Lo
     for c in consumers:
         zero = {lp.var: E.const(0, lp.var.dtype) for lp in c.free}
         for acc in c.accesses:
-            cand = simplify_expr(substitute(acc[d], zero))
+            cand = simplify(substitute(acc[d], zero))
             key = str(cand)
             if key in seen:
                 continue
@@ -281,7 +279,7 @@ def _sum(terms: list[tuple[E.PrimExpr, int]], const: int) -> E.PrimExpr:
     out: E.PrimExpr = E.const(const)
     for e, c in terms:
         out = out + _scale(e, c)
-    return simplify_expr(out)
+    return simplify(out)
 
 
 def aff_to_expr(aff: Any, names: _Names) -> E.PrimExpr | None:
@@ -291,7 +289,7 @@ def aff_to_expr(aff: Any, names: _Names) -> E.PrimExpr | None:
         return None
     terms, const, den = parts
     out = _sum(terms, const)
-    return out if den == 1 else simplify_expr(E.floordiv(out, E.const(den)))
+    return out if den == 1 else simplify(E.floordiv(out, E.const(den)))
 
 
 def _scale(e: E.PrimExpr, c: int) -> E.PrimExpr:
@@ -332,28 +330,27 @@ def pwaff_to_expr(pw: Any, names: _Names) -> E.PrimExpr | None:
 
 def _interval_dim(d: int, fixed: Sequence[Loop], consumers: Sequence[Consumer],
                   fixed_ids: set[int]) -> tuple[E.PrimExpr, E.PrimExpr] | None:
+    ana = Analyzer()
     lo: E.PrimExpr | None = None
     hi: E.PrimExpr | None = None
     for c in consumers:
-        ranges = {id(lp.var): (E.const(0), lp.extent - 1) for lp in c.free}
+        dom = {lp.var: (E.const(0, lp.var.dtype), lp.extent) for lp in c.free}
         for acc in c.accesses:
-            iv = sym_interval(acc[d], ranges)
+            iv = ana.int_set(acc[d], dom)
             if iv is None:
                 return None
-            lo = iv[0] if lo is None else E.min(lo, iv[0])
-            hi = iv[1] if hi is None else E.max(hi, iv[1])
+            lo = iv.min_value if lo is None else E.min(lo, iv.min_value)
+            hi = iv.max_value if hi is None else E.max(hi, iv.max_value)
     if lo is None or hi is None:
         return None
-    lo = simplify_expr(lo)
-    ext = simplify_expr(hi - lo + 1)
+    lo = ana.simplify(lo)
+    ext = ana.simplify(hi - lo + 1)
     if any(id(v) in fixed_ids for v in collect_vars(ext)):
-        bound = const_bounds(ext, {id(lp.var): (0, _int(lp.extent) - 1) for lp in fixed
-                                   if _int(lp.extent) is not None})
+        for lp in fixed:
+            if isinstance(lp.extent, E.IntImm):
+                ana.bind(lp.var, (0, lp.extent.value))
+        bound = ana.const_int_bound(ext).max_value
         if bound is None:
             return None
-        ext = E.const(bound[1])
+        ext = E.const(bound)
     return lo, ext
-
-
-def _int(e: E.PrimExpr) -> int | None:
-    return e.value if isinstance(e, E.IntImm) else None

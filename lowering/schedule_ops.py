@@ -22,16 +22,17 @@ from typing import Any
 
 from lowering import ir
 from lowering.bound import Consumer, Loop, footprint
-from lowering.interval import const_bounds
 from lowering.passes.loop_partition import loop_partition
 from lowering.passes.remove_no_op import remove_no_op
-from lowering.passes.simplify import simplify, simplify_expr
+from lowering.passes.simplify import simplify
 from lowering.passes.verify_loops import verify_loops
 from schedule.relations import Fuse, Split, pass_down_extents, pass_up_values
 from schedule.schedule import Schedule
 from schedule.stage import INLINE, PLACEHOLDER, ROOT, SCOPE, Stage
 from schedule.tensorize import Region
 from tensor_expr import expr as E
+from tensor_expr.arith import Analyzer
+from tensor_expr.arith import simplify as simplify_expr
 from tensor_expr.tensor import ComputeOp, PlaceholderOp, Tensor
 from tensor_expr.visitor import ExprMutator, post_order_visit, substitute
 from tessel_errors import LoweringError
@@ -254,24 +255,24 @@ class _Lowerer:
             consumers.append(Consumer(free, cons, accs))
         return footprint(fixed, consumers, st.op.shape)  # type: ignore[attr-defined]
 
-    def _ranges(self, inf: _Info) -> dict[int, tuple[int, int]]:
-        out = {}
+    def _analyzer(self, inf: _Info) -> Analyzer:
+        """An Analyzer that knows the ranges of the stage's loops."""
+        ana = Analyzer()
         for e in inf.chain:
             lp = self._loop(e)
-            if isinstance(lp.extent, E.IntImm):
-                out[id(lp.var)] = (0, lp.extent.value - 1)
-        return out
+            ana.bind(lp.var, (0, lp.extent))
+        return ana
 
     def _guards(self, st: Stage, inf: _Info, op: ComputeOp, shape: Sequence[E.PrimExpr]) -> None:
-        ranges = self._ranges(inf)
+        ana = self._analyzer(inf)
         zero = E.const(0)
 
         def add(lo: E.PrimExpr, e: E.PrimExpr, hi: E.PrimExpr, red: bool) -> None:
-            b = const_bounds(e, ranges)
+            b_lo, b_hi = ana.const_int_bound(e)
             lo_c = lo.value if isinstance(lo, E.IntImm) else None
             hi_c = hi.value if isinstance(hi, E.IntImm) else None
-            need_lo = not (b is not None and lo_c is not None and b[0] >= lo_c)
-            need_hi = not (b is not None and hi_c is not None and b[1] < hi_c)
+            need_lo = not (b_lo is not None and lo_c is not None and b_lo >= lo_c)
+            need_hi = not (b_hi is not None and hi_c is not None and b_hi < hi_c)
             inf.guards.append((lo, e, hi, red, need_lo, need_hi))
 
         for r in st.relations:
@@ -379,7 +380,7 @@ class _Lowerer:
 
     def _store_index(self, inf: _Info) -> tuple[E.PrimExpr, ...]:
         op = inf.stage.op
-        return tuple(simplify_expr(inf.rootval[a] - m)
+        return tuple(inf.rootval[a] - m
                      for a, m in zip(op.axis, inf.buf_min))  # type: ignore[attr-defined]
 
     def _convert(self, e: E.PrimExpr, inf: _Info) -> E.PrimExpr:
@@ -511,7 +512,7 @@ class _ToBuffers(ExprMutator):
     def visit_ProducerLoad(self, e: E.ProducerLoad) -> E.PrimExpr:
         idx = [self.visit(i) for i in e.indices]
         buf, mins = self.low._buffer_of(e.producer)
-        return ir.BufferLoad(buf, tuple(simplify_expr(i - m) for i, m in zip(idx, mins)))
+        return ir.BufferLoad(buf, tuple(i - m for i, m in zip(idx, mins)))
 
 
 def _strides(st: Stage, shape: Sequence[E.PrimExpr]) -> tuple[E.PrimExpr, ...] | None:

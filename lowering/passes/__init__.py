@@ -1,6 +1,6 @@
 """Loop passes, one per file: each is a function PrimFunc -> PrimFunc.
 
-- simplify: canonical index arithmetic, constant folding, constant-condition ifs removed
+- simplify: tensor_expr.arith under the loop ranges, constant-condition ifs removed
 - loop_partition: split off the guarded head/tail so the main loop body is guard-free
 - remove_no_op: drop empty and zero-trip loops, inline unit loops
 - verify_loops: legality of loop kinds (one parallel loop per path, constant vector extents)
@@ -8,7 +8,7 @@
 
 from lowering.passes.loop_partition import loop_partition
 from lowering.passes.remove_no_op import remove_no_op
-from lowering.passes.simplify import simplify, simplify_expr
+from lowering.passes.simplify import simplify
 from lowering.passes.verify_loops import verify_loops
 
-__all__ = ["simplify", "simplify_expr", "loop_partition", "remove_no_op", "verify_loops"]
+__all__ = ["simplify", "loop_partition", "remove_no_op", "verify_loops"]

@@ -29,10 +29,10 @@ from __future__ import annotations
 import dataclasses
 
 from lowering import ir
-from lowering.interval import const_bounds
 from lowering.passes.remove_no_op import substitute_stmt
-from lowering.passes.simplify import _linear, simplify_expr
 from tensor_expr import expr as E
+from tensor_expr.arith import Analyzer, simplify
+from tensor_expr.arith.linear import linearize
 
 _MAX_PIECES_DEPTH = 4  # partitioned loops nested at most this deep (code size)
 
@@ -70,10 +70,12 @@ class _Partition(ir.StmtMutator):
                 or self.depth >= _MAX_PIECES_DEPTH or s.kind is ir.ForKind.THREAD_BINDING:
             return self.generic_visit(s)
         lo, hi = s.min.value, s.min.value + s.extent.value
-        inner = _inner_ranges(s.body)
         conds: list[E.PrimExpr] = []
         ir.post_order_visit_stmt(s.body, lambda n: conds.extend(_conjuncts(n.condition))
                                  if isinstance(n, ir.IfThenElse) else None)
+        if not conds:
+            return self.generic_visit(s)
+        inner = _inner_analyzer(s.body)
         m_lo, m_hi = lo, hi
         known: list[tuple[E.PrimExpr, tuple[float, float], tuple[float, float]]] = []
         for c in conds:
@@ -103,27 +105,21 @@ class _Partition(ir.StmtMutator):
         return ir.seq(*pieces)
 
 
-def _intervals(c: E.PrimExpr, v: E.Var, inner: dict[int, tuple[int, int]]
+def _intervals(c: E.PrimExpr, v: E.Var, inner: Analyzer
                ) -> tuple[tuple[float, float], tuple[float, float]] | None:
     """([lo, hi) where conjunct c holds for all inner iterations, [lo, hi) where it holds
     for none), infinite ends as floats; None when c is not linear in v over inner loops."""
     neg = _as_negative(c)
-    lin = _linear(neg) if neg is not None else None
-    if lin is None:
+    if neg is None:
         return None
-    terms, const = lin
-    coef = terms.get(id(v), (None, 0))[1]
+    lin = linearize(neg)
+    coef = lin.take(v)
     if coef == 0:
         return None
-    lo_rest = hi_rest = 0
-    for k, (atom, co) in terms.items():
-        if k == id(v):
-            continue
-        b = const_bounds(atom, inner)
-        if b is None:
-            return None
-        lo_rest += min(co * b[0], co * b[1])
-        hi_rest += max(co * b[0], co * b[1])
+    const, lin.const = lin.const, 0
+    lo_rest, hi_rest = inner.const_int_bound(lin.to_expr())
+    if lo_rest is None or hi_rest is None:
+        return None
     inf = float("inf")
     always = -1 - hi_rest - const  # holds everywhere iff coef * v <= always
     never = -lo_rest - const  # fails everywhere iff coef * v >= never
@@ -132,18 +128,25 @@ def _intervals(c: E.PrimExpr, v: E.Var, inner: dict[int, tuple[int, int]]
     return (_ceil_div(always, coef), inf), (-inf, never // coef + 1)
 
 
-def _inner_ranges(s: ir.Stmt) -> dict[int, tuple[int, int]]:
-    out: dict[int, tuple[int, int]] = {}
+def _inner_analyzer(s: ir.Stmt) -> Analyzer:
+    """An Analyzer that knows the ranges of the constant loops in `s` (a var that several
+    loops share gets the union of their ranges)."""
+    ranges: dict[int, tuple[E.Var, int, int]] = {}
 
     def f(n: ir.Stmt) -> None:
         if isinstance(n, ir.For) and isinstance(n.min, E.IntImm) and \
                 isinstance(n.extent, E.IntImm) and n.extent.value > 0:
-            r = (n.min.value, n.min.value + n.extent.value - 1)
-            old = out.get(id(n.var))
-            out[id(n.var)] = r if old is None else (min(old[0], r[0]), max(old[1], r[1]))
+            lo, hi = n.min.value, n.min.value + n.extent.value
+            old = ranges.get(id(n.var))
+            if old is not None:
+                lo, hi = min(old[1], lo), max(old[2], hi)
+            ranges[id(n.var)] = (n.var, lo, hi)
 
     ir.post_order_visit_stmt(s, f)
-    return out
+    ana = Analyzer()
+    for var, lo, hi in ranges.values():
+        ana.bind(var, (lo, hi))
+    return ana
 
 
 class _Rewrite(ir.StmtMutator):
@@ -162,7 +165,7 @@ class _Rewrite(ir.StmtMutator):
         keep = [c for c in cs if id(c) not in self.true_ids]
         if not keep:
             return then
-        return ir.IfThenElse(simplify_expr(E.all(*keep)), then, other)
+        return ir.IfThenElse(simplify(E.all(*keep)), then, other)
 
 
 def loop_partition(func: ir.PrimFunc) -> ir.PrimFunc:

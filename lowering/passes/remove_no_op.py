@@ -15,8 +15,8 @@ from __future__ import annotations
 import dataclasses
 
 from lowering import ir
-from lowering.passes.simplify import simplify_expr
 from tensor_expr import expr as E
+from tensor_expr.arith import simplify
 from tensor_expr.visitor import substitute
 
 _EMPTY = ir.SeqStmt(())
@@ -33,7 +33,7 @@ class _Subst(ir.StmtMutator):
 
     def visit_expr(self, e: E.PrimExpr) -> E.PrimExpr:
         out = substitute(e, self.vmap)
-        return out if out is e else simplify_expr(out)
+        return out if out is e else simplify(out)
 
 
 def substitute_stmt(s: ir.Stmt, var: E.Var, value: E.PrimExpr) -> ir.Stmt:

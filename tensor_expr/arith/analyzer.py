@@ -22,10 +22,11 @@ from typing import Any, NamedTuple
 
 from tensor_expr import expr as E
 from tensor_expr.arith.bound import BoundAnalyzer, value_range
+from tensor_expr.arith.int_set import IntervalSet, IntSetEvaluator, as_interval
 from tensor_expr.arith.interval import Interval, iintersect, to_public
 from tensor_expr.arith.modular import ModularAnalyzer, ModularSet
 from tensor_expr.arith.rewrite import Simplifier
-from tensor_expr.arith.structural import structural_equal
+from tensor_expr.arith.structural import struct_key, structural_equal
 from tensor_expr.visitor import uses_var
 from tessel_errors import TensorExprError
 
@@ -75,22 +76,31 @@ class Analyzer:
             rng = rng.dom
         if isinstance(rng, E.Range):
             lo, hi = rng.min, rng.min + rng.extent - 1
+        elif isinstance(rng, tuple) and len(rng) == 2 and type(rng[0]) is int \
+                and type(rng[1]) is int:
+            lo, hi = E.IntImm(rng[0], v.dtype), E.IntImm(rng[1] - 1, v.dtype)
         elif isinstance(rng, (tuple, list)) and len(rng) == 2:
             lo = E.as_expr(rng[0], v.dtype)
             hi = E.as_expr(rng[1], v.dtype) - 1
-        elif isinstance(rng, (int, E.PrimExpr)) and not isinstance(rng, bool):
-            value = self.simplify(E.as_expr(rng, v.dtype))
-            b = BoundAnalyzer(self).bound(value)
-            return _VarRange(v, value, value, b, value)
         else:
-            raise TensorExprError(
-                f"Analyzer.bind({v.name}, {rng!r}): expected a Range, a (lo, hi) pair "
-                "(half-open) or an expression"
-            )
+            return self._make_point(v, rng)
+        if isinstance(lo, E.IntImm) and isinstance(hi, E.IntImm):
+            # loop ranges are mostly constant: nothing to simplify (a hot path of lowering)
+            return _VarRange(v, lo, hi, iintersect((lo.value, hi.value), value_range(v.dtype)))
         lo, hi = self.simplify(lo), self.simplify(hi)
         ba = BoundAnalyzer(self)
         interval = (ba.bound(lo)[0], ba.bound(hi)[1])
         return _VarRange(v, lo, hi, iintersect(interval, value_range(v.dtype)))
+
+    def _make_point(self, v: E.Var, rng: Any) -> _VarRange:
+        if isinstance(rng, (int, E.PrimExpr)) and not isinstance(rng, bool):
+            value = self.simplify(E.as_expr(rng, v.dtype))
+            b = BoundAnalyzer(self).bound(value)
+            return _VarRange(v, value, value, b, value)
+        raise TensorExprError(
+            f"Analyzer.bind({v.name}, {rng!r}): expected a Range, a (lo, hi) pair "
+            "(half-open) or an expression"
+        )
 
     def _push_ranges(self, pairs: list[tuple[E.Var, Any]]) -> list[tuple[int, Any]]:
         saved = []
@@ -188,11 +198,15 @@ class Analyzer:
         (None, None)
         """
         e = E.as_expr(expr)
+        kmemo: dict[int, Any] = {}  # structural keys hold across walks
+        unchanged: dict[int, Any] | None = None
         for _ in range(max(1, steps)):
-            out = Simplifier(self).visit(e)
-            if out is e or structural_equal(out, e):
+            simp = Simplifier(self, kmemo, unchanged)
+            out = simp.visit(e)
+            if out is e or struct_key(out, kmemo) == struct_key(e, kmemo):
                 return out
-            e = out
+            # the next walk only needs to look again at what this one rewrote
+            e, unchanged = out, simp.unchanged
         return e
 
     def can_prove(self, cond: Any) -> bool:
@@ -231,6 +245,26 @@ class Analyzer:
         raw = BoundAnalyzer(self).bound(e)
         simple = BoundAnalyzer(self).bound(self.simplify(e))
         return ConstIntBound(*to_public(iintersect(raw, simple)))
+
+    def int_set(self, expr: Any, dom_map: dict[Any, Any]) -> IntervalSet | None:
+        """The symbolic [min, max] (inclusive, simplified) of `expr` while each var of
+        `dom_map` ranges over its Range or half-open (lo, hi) pair and the other vars stay
+        fixed; None where the expression is beyond interval arithmetic.
+
+        >>> import tensor_expr as te
+        >>> io, ii = te.var("io"), te.var("ii")
+        >>> s = Analyzer().int_set((io * 4 + ii) // 2, {ii: (0, 4)})
+        >>> print(s.min_value, s.max_value)
+        (io * 2) ((io * 2) + 1)
+        """
+        dom = {}
+        for v, rng in dom_map.items():
+            var = _as_var(v)
+            dom[id(var)] = as_interval(var, rng)
+        out = IntSetEvaluator(dom).eval(E.as_expr(expr))
+        if out is None:
+            return None
+        return IntervalSet(self.simplify(out.min_value), self.simplify(out.max_value))
 
     def modular_set(self, expr: Any) -> ModularSet:
         """The set coeff*k + base containing every value of `expr`.

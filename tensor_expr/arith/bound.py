@@ -105,7 +105,10 @@ class BoundAnalyzer:
             return iunion(self.bound(e.args[1]), self.bound(e.args[2]))
         if isinstance(e, E.Cast):
             if is_integral(e.value.dtype) or e.value.dtype == "bool":
-                return iintersect(self.bound(e.value), value_range(e.dtype))
+                inner, r = self.bound(e.value), value_range(e.dtype)
+                if r[0] <= inner[0] and inner[1] <= r[1]:
+                    return inner
+                return r  # a narrowing cast wraps: values outside r land anywhere in it
             return value_range(e.dtype)
         if isinstance(e, (E.CmpOp, E.Not)):
             return (0, 1)

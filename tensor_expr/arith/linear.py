@@ -25,11 +25,18 @@ from tensor_expr.expr import Add, IntImm, Mul, PrimExpr, Sub
 _Memo = dict[int, tuple[Any, Hashable]]
 
 
+_WIDTH: dict[str, int] = {}
+
+
 def wrap_int(value: int, dtype: str) -> int:
     """`value` wrapped into the range of the integer `dtype` (two's complement)."""
     if dtype == "bool":
         return int(bool(value))
-    width = int("".join(ch for ch in dtype if ch.isdigit()))
+    width = _WIDTH.get(dtype)
+    if width is None:
+        width = _WIDTH[dtype] = int("".join(ch for ch in dtype if ch.isdigit()))
+    if -(1 << (width - 1)) <= value < (1 << (width - 1)) and dtype.startswith("int"):
+        return value  # the usual case: already in range
     mask = (1 << width) - 1
     value &= mask
     if dtype.startswith("int") and value >= 1 << (width - 1):
@@ -80,6 +87,11 @@ class Lin:
             slot[1] += coeff
             if slot[1] == 0:
                 del self.terms[k]
+
+    def take(self, atom: PrimExpr, memo: _Memo | None = None) -> int:
+        """Remove the term of `atom` and return its coefficient (0 when it has none)."""
+        slot = self.terms.pop(struct_key(atom, memo), None)
+        return 0 if slot is None else slot[1]
 
     def plus(self, other: Lin, scale: int = 1) -> Lin:
         """self + scale * other (a new form)."""

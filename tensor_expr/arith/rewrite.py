@@ -66,16 +66,31 @@ def _finite(iv: tuple[float, float]) -> bool:
 class Simplifier(ExprMutator):
     """One simplification walk under the analyzer's current variable ranges."""
 
-    def __init__(self, ana: Analyzer) -> None:
+    def __init__(self, ana: Analyzer, kmemo: dict[int, Any] | None = None,
+                 unchanged: dict[int, Any] | None = None) -> None:
+        """`kmemo`: structural keys to share; `unchanged`: nodes that an earlier walk under
+        the same ranges left as they were (this walk would too: it is deterministic)."""
         super().__init__()
         self.ana = ana
-        self.kmemo: dict[int, Any] = {}
+        self.kmemo: dict[int, Any] = {} if kmemo is None else kmemo
         self.lmemo: dict[int, tuple[Any, Lin]] = {}
         self.bounds = BoundAnalyzer(ana, self.kmemo)
+        self.unchanged: dict[int, Any] = {}  # what this walk rewrote to itself
+        for key, node in (unchanged or {}).items():
+            self.memo[key] = (node, node)
 
     def visit(self, e: Any) -> Any:
+        if not isinstance(e, E.PrimExpr) or id(e) in self.memo:
+            return super().visit(e)
         out = super().visit(e)
-        if out is not e and isinstance(out, E.PrimExpr):
+        if out is not e and struct_key(out, self.kmemo) == struct_key(e, self.kmemo):
+            # keep the input node: parents then keep theirs, and the caller sees at once
+            # that nothing changed
+            out = e
+            self.memo[id(e)] = (e, e)
+        if out is e:
+            self.unchanged[id(e)] = e
+        else:
             self.memo.setdefault(id(out), (out, out))  # outputs are already simple
         return out
 
@@ -86,20 +101,24 @@ class Simplifier(ExprMutator):
 
     def lin_of(self, e: E.PrimExpr) -> Lin:
         """The linear form of `e` with its atoms simplified (a fresh copy: callers mutate)."""
+        return self._shared_lin(e).copy()
+
+    def _shared_lin(self, e: E.PrimExpr) -> Lin:
+        """The memoised form itself: read it, never mutate it."""
         hit = self.lmemo.get(id(e))
         if hit is None:
             hit = (e, self._lin_of(e))
             self.lmemo[id(e)] = hit
-        return hit[1].copy()
+        return hit[1]
 
     def _lin_of(self, e: E.PrimExpr) -> Lin:
         dt = e.dtype
         if isinstance(e, E.Add):
-            return self.lin_of(e.a).plus(self.lin_of(e.b))
+            return self._shared_lin(e.a).plus(self._shared_lin(e.b))
         if isinstance(e, E.Sub):
-            return self.lin_of(e.a).plus(self.lin_of(e.b), -1)
+            return self._shared_lin(e.a).plus(self._shared_lin(e.b), -1)
         if isinstance(e, E.Mul):
-            la, lb = self.lin_of(e.a), self.lin_of(e.b)
+            la, lb = self._shared_lin(e.a), self._shared_lin(e.b)
             if la.is_const:
                 return lb.scaled(la.const)
             if lb.is_const:
@@ -109,7 +128,7 @@ class Simplifier(ExprMutator):
         if isinstance(s, E.IntImm):
             return Lin.constant(s.value, dt)
         if isinstance(s, (E.Add, E.Sub, E.Mul)):
-            return self.lin_of(s)
+            return self._shared_lin(s)
         return Lin.atom(s, dt, self.kmemo)
 
     def finish(self, lin: Lin) -> E.PrimExpr:

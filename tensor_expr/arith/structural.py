@@ -31,6 +31,11 @@ def _fields(cls: type) -> tuple[str, ...]:
 
 def struct_key(e: Any, memo: dict[int, tuple[Any, Hashable]] | None = None) -> Hashable:
     """A hashable key equal for structurally equal expressions: `struct_key(i + 1)`."""
+    t = type(e)
+    if t is Var:  # the most frequent atoms: no memo entry (whoever keys a var holds it)
+        return ("Var", id(e))
+    if t is IntImm:
+        return ("Int", e.dtype, e.value)
     if memo is None:
         memo = {}
     hit = memo.get(id(e))
@@ -50,7 +55,7 @@ def _key(e: Any, memo: dict[int, tuple[Any, Hashable]]) -> Hashable:
         return ("Float", e.dtype, repr(e.value))
     if isinstance(e, IterVar):
         return ("Var", id(e.var))
-    if isinstance(e, PrimExpr) and dataclasses.is_dataclass(e):
+    if isinstance(e, PrimExpr) and hasattr(type(e), "__dataclass_fields__"):
         parts: list[Hashable] = [type(e).__name__]
         for name in _fields(type(e)):
             parts.append(struct_key(getattr(e, name), memo))

@@ -50,13 +50,19 @@ def test_symbolic_shape_is_an_isl_parameter():
     assert _text(footprint([Loop(io, (n + 3) // 4)], [c], (n,))) == [("(io * 4)", "4")]
 
 
-def test_non_affine_access_falls_back_to_intervals():
+def test_non_affine_access_falls_back_to_interval_sets():
     io, ii = te.var("io"), te.var("ii")
     c = Consumer([Loop(ii, te.const(4))], [], [(io * 4 + ii * ii,)])
     fp = footprint([Loop(io, te.const(8))], [c], (te.const(64),))
-    assert _text(fp) == [("0", "64")]  # product of loop vars: the whole dimension
+    assert _text(fp) == [("(io * 4)", "10")]  # ii * ii within [0, 9]
     c2 = Consumer([Loop(ii, te.const(4))], [], [((io * 4 + ii) % 7,)])
     assert _text(footprint([Loop(io, te.const(8))], [c2], (te.const(7),)))[0][1] in ("7", "4")
+
+
+def test_product_of_a_fixed_and_a_free_loop_var_reads_the_whole_dimension():
+    io, ii = te.var("io"), te.var("ii")
+    c = Consumer([Loop(ii, te.const(4))], [], [(io * ii,)])
+    assert _text(footprint([Loop(io, te.const(8))], [c], (te.const(32),))) == [("0", "32")]
 
 
 def test_parsed_maps_are_cached():
@@ -88,6 +94,25 @@ def test_compute_at_conv2d_buffer_is_window_sized():
     b = a * 2
     ref = sum(b[i:i + 12, j:j + 12] for i in range(3) for j in range(3))
     np.testing.assert_allclose(c, ref, rtol=1e-5)
+
+
+def test_non_affine_consumer_buffer_is_sized_by_interval_sets():
+    # C[o, i] reads B[o*4 + i*i]: per o, the 10 elements from o*4 (i*i in [0, 9])
+    A = te.placeholder((40,), name="A")
+    B = te.compute((40,), lambda n: A[n] * 2.0 + 1.0, name="B")
+    C = te.compute((8, 4), lambda o, i: B[o * 4 + i * i], name="C")
+    s = create_schedule(C)
+    s[B].compute_at(s[C], s[C].op.axis[0])
+    f = lowering.lower(s, [A, C])
+    assert _allocs(f) == [("B", ["10"])]
+    rng = np.random.default_rng(3)
+    a, c = rng.random(40, dtype=np.float32), np.full((8, 4), np.nan, "float32")
+    lowering.interpret(f, a, c)
+    o, i = np.meshgrid(np.arange(8), np.arange(4), indexing="ij")
+    np.testing.assert_allclose(c, (a * 2 + 1)[o * 4 + i * i], rtol=1e-6)
+    c_llvm = np.full((8, 4), np.nan, "float32")
+    lowering.build(s, [A, C], target="llvm")(a, c_llvm)
+    np.testing.assert_allclose(c_llvm, c, rtol=1e-6)
 
 
 def test_strided_consumer_buffer_covers_only_the_read_rows():

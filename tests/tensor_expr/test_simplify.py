@@ -101,6 +101,21 @@ def test_mod_of_mod_with_dividing_modulus():
     assert _text(te.simplify(F % 32 % 8)) == "floormod(f, 8)"
 
 
+def test_floordiv_divides_a_form_whose_coefficients_it_divides():
+    assert _text(te.simplify((I * 8 + J * 4) // 4)) == "((i * 2) + j)"
+
+
+def test_floormod_without_ranges_drops_the_multiples_of_the_modulus():
+    assert _text(te.simplify((I * 8 + J) % 4)) == "floormod(j, 4)"
+
+
+def test_like_terms_are_merged_by_identity_not_by_name():
+    # two vars that print alike (two stages' axes both named n) are different values
+    m, n = te.var("n"), te.var("n")
+    assert _text(te.simplify(m * m - n * n)) == "((n * n) - (n * n))"
+    assert isinstance(te.simplify(m * m - m * m), E.IntImm)
+
+
 def test_floordiv_without_ranges_is_kept():
     assert _text(te.simplify((I * 6 + J) // 4)) == "floordiv(((i * 6) + j), 4)"
 
@@ -234,6 +249,20 @@ def test_const_int_bound_of_narrow_types():
     u = te.var("u", "uint8")
     assert ana.const_int_bound(u) == (0, 255)
     assert ana.const_int_bound(te.cast(u, "int32") * 2) == (0, 510)
+
+
+def test_const_int_bound_of_a_narrowing_cast_that_wraps_is_the_whole_type():
+    # int8(i) for i in [0, 200] takes the values -128..127 (numpy: astype wraps)
+    ana = Analyzer()
+    ana.bind(I, (0, 201))
+    wrapped = np.arange(201).astype("int8")
+    assert ana.const_int_bound(te.cast(I, "int8")) == (wrapped.min(), wrapped.max())
+    assert ana.const_int_bound(te.cast(I // 2, "int8")) == (0, 100)  # fits: no wrap
+
+
+def test_comparison_of_a_wrapped_cast_is_not_decided_from_the_unwrapped_range():
+    wide = te.cast(te.cast(I, "int8"), "int32")
+    assert not isinstance(te.simplify(wide >= 0, {I: (0, 201)}), E.IntImm)
 
 
 def test_modular_set():
