@@ -6,7 +6,6 @@
     'matmul.x86'
 """
 
-from autotune.apply import best_config, untuned
 from autotune.extract import extract_tasks
 from autotune.measure import (
     BuildResult,
@@ -23,5 +22,5 @@ from autotune.tuning import TuneProgress, tune
 
 __all__ = ["BuildResult", "FakeRunner", "GATuner", "GridTuner", "LocalBuilder", "LocalRunner",
            "MeasureInput", "MeasureResult", "OpSpecError", "RandomTuner", "Task", "Tuner",
-           "TuneProgress", "XGBTuner", "best_config", "extract_tasks", "make_tuner",
-           "parse_op_spec", "tune", "untuned"]
+           "TuneProgress", "XGBTuner", "extract_tasks", "make_tuner", "parse_op_spec",
+           "tune"]

@@ -146,22 +146,56 @@ def _load_model(path: str, shapes: Sequence[str] | None) -> tuple[Any, dict[str,
     return from_onnx(path, shape=_parse_shapes(shapes))
 
 
+def _compile_db(given: str | None) -> str | None:
+    """The database `tessel compile` reads: one named with --db must exist (a typo would
+    otherwise compile every task untuned); the default one only if it is there."""
+    if given is None:
+        return str(DEFAULT_DB_PATH) if Path(DEFAULT_DB_PATH).is_file() else None
+    if not Path(given).is_file():
+        raise TesselError(f"no tuning database at {given!r} (--db); check the path, or leave "
+                          f"--db out to use {DEFAULT_DB_PATH} if it exists")
+    return given
+
+
+def _load_inputs(specs: Sequence[str]) -> dict[str, Any]:
+    """NAME=file.npy pairs of `tessel run --input` as arrays (TesselError naming a bad one)."""
+    import numpy as np
+
+    inputs: dict[str, Any] = {}
+    for it in specs:
+        name, eq, path = it.partition("=")
+        if not eq or not name or not path:
+            raise TesselError(f"--input {it!r}: give NAME=file.npy")
+        try:
+            inputs[name] = np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            raise TesselError(f"--input {name}: no file at {path!r}") from None
+        except (OSError, ValueError, EOFError) as e:
+            raise TesselError(f"--input {name}: {path!r} is not a readable .npy file ({e})"
+                              ) from None
+    return inputs
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     """Compile an ONNX model with relay_ir.build and save it (--any-device: use records of
     other devices too)."""
     import relay_ir
     from autotune.extract import extract_tasks
+    from relay_ir.backend.tuned import find_tuned
 
+    db_path = _compile_db(args.db)
     mod, params = _load_model(args.model, args.shape)
-    db_path = args.db if Path(args.db).is_file() else None
     if db_path is not None:
         with TuningDatabase(db_path, readonly=True) as db:
             tasks = extract_tasks(mod, args.target, params)
-            dev = _device(args)
-            have = [t for t, _ in tasks if db.best_record(t.workload_key, t.target, dev)]
-        where = "on any device" if dev is None else "on this device"
+            have = [t for t, _ in tasks if find_tuned(db, t.template, t.args, t.attrs,
+                                                      t.target, args.any_device)]
+        where = "on any device" if args.any_device else "on this device"
         print(f"{len(have)} of {len(tasks)} tunable tasks have tuning records {where} in "
               f"{db_path}")
+    else:
+        print(f"no tuning database at {DEFAULT_DB_PATH}: every task uses its default "
+              "schedule (tune with `tessel tune MODEL`, or name one with --db)")
     t0 = time.time()
     lib = relay_ir.build(mod, target=args.target, params=params, tuning_db=db_path,
                          any_device=args.any_device)
@@ -176,11 +210,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     import relay_ir
 
+    inputs = _load_inputs(args.input or [])
     lib = relay_ir.load_compiled(args.compiled)
-    inputs: dict[str, Any] = {}
-    for it in args.input or []:
-        name, _, path = it.partition("=")
-        inputs[name] = np.load(path)
     rng = np.random.default_rng(0)
     for name, shape, dtype in lib.input_specs if hasattr(lib, "input_specs") else []:
         if name not in inputs:
@@ -331,7 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compile", help="compile an ONNX model (relay_ir.build)")
     c.add_argument("model")
     c.add_argument("-o", "--output", required=True)
-    c.add_argument("--db", default=str(DEFAULT_DB_PATH))
+    c.add_argument("--db", default=None,
+                   help=f"the tuning database (default: {DEFAULT_DB_PATH} if it exists)")
     c.add_argument("--target", default="llvm")
     c.add_argument("--shape", action="append", help="input shape NAME=1x3x224x224")
     c.add_argument("--any-device", action="store_true",

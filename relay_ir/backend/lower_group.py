@@ -8,8 +8,11 @@ the anchor, the rest of the group is its epilogue (bias, batch-norm scale/shift,
 residual add, clip) computed in the anchor's output stage, and the template's fallback
 config schedules it. Reductions, pooling and softmax get the reduction schedules, the
 rest the injective schedule (inlined, vectorized, parallel). If a schedule cannot be
-applied, the group falls back to a plain schedule (injective stages inlined), so every
-group compiles.
+applied, the group falls back to the next, plainer one (the last: injective stages
+inlined, nothing else), so every group compiles, and a warning names the group and why.
+
+`anchor_task` is the one function from a fused group to its template task: build compiles
+the group with it and autotune.extract_tasks tunes it.
 
     >>> from relay_ir.backend.lower_group import lower_group   # doctest: +SKIP
     >>> gk = lower_group(fused_fn, "llvm")                    # doctest: +SKIP
@@ -19,6 +22,7 @@ group compiles.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +30,7 @@ from typing import Any
 import numpy as np
 
 import lowering
-from relay_ir.backend.tuned import tuned_config
+from relay_ir.backend.tuned import TuningScope
 from relay_ir.expr import Call, Constant, Function, Tuple, TupleGetItem, Var
 from relay_ir.op.registry import Op
 from relay_ir.strategy import out_shape, strategy_of
@@ -143,38 +147,89 @@ def _nest(t: Type, it: Any) -> Any:
     return [_nest(f, it) for f in t.fields] if isinstance(t, TupleType) else next(it)
 
 
-def _template_path(fn: Function, anchor: Call, const_params: frozenset[int],
-                   target: Any = "llvm"
-                   ) -> tuple[Schedule, list[Tensor], str, dict[int, Any]] | None:
-    """The anchor's template with the rest of the group as its epilogue, or None."""
+@dataclass(frozen=True)
+class AnchorTask:
+    """The template task of a fused group: its anchor call, the template the anchor's
+    strategy picks, the anchor's argument specs and the template attrs, and the positions
+    of the anchor's two operands among the group's parameters.
+
+    relay_ir.build compiles the group through this template and autotune.extract_tasks
+    tunes this task: both get it from `anchor_task`, so what is tuned is what is built.
+    """
+
+    anchor: Call
+    template: str
+    specs: tuple[Spec, ...]
+    attrs: dict[str, Any]
+    operands: tuple[int, int]
+
+    @property
+    def tunable(self) -> bool:
+        """Whether the template has a space to tune (some templates only schedule)."""
+        return get_template(self.template).tunable
+
+
+def constant_params(call: Call) -> frozenset[int]:
+    """Positions of a group call's arguments that are constants (a weight among them is
+    packed once at build time); none when a parameter is a tuple, since positions then
+    differ from flattened kernel positions."""
+    fn = call.op
+    if not all(isinstance(p.checked_type, TensorType) for p in fn.params):
+        return frozenset()
+    return frozenset(i for i, a in enumerate(call.args) if isinstance(a, Constant))
+
+
+def anchor_task(fn: Function, const_params: frozenset[int] = frozenset()
+                ) -> AnchorTask | None:
+    """The template task of a fused group, or None (no single anchor, operands that are not
+    group parameters, no template for these shapes).
+
+    `const_params` (see `constant_params`): a constant weight makes the template take it
+    in its packed layout (schedule.templates.constant_weight_attrs).
+    """
+    anchors = [c for c in group_ops(fn) if strategy_of(c.op).kind == "anchor"]
+    if len(anchors) != 1:
+        return None
+    anchor = anchors[0]
     strat = strategy_of(anchor.op)
+    if strat.template is None or len(anchor.args) != 2:
+        return None
     a0, a1 = anchor.args
     if not (isinstance(a0, Var) and isinstance(a1, Var) and a0 is not a1
             and a0 in fn.params and a1 in fn.params):
         return None
-    specs = [_spec(a0.checked_type), _spec(a1.checked_type)]
-    picked = strat.template(specs, anchor.attrs) if strat.template else None
+    specs = (_spec(a0.checked_type), _spec(a1.checked_type))
+    picked = strat.template(list(specs), anchor.attrs)
     if picked is None:
         return None
-    name, tattrs = picked
-    tattrs = dict(tattrs)
+    name, tattrs = picked[0], dict(picked[1])
     pos = {p: k for k, p in enumerate(fn.params)}
-    prepack: dict[int, Any] = {}
-    if pos[a1] in const_params and \
-            all(isinstance(p.checked_type, TensorType) for p in fn.params):
+    if pos[a1] in const_params:
         tattrs = constant_weight_attrs(name, tattrs)
-    tpl = get_template(name)
-    cfg = tuned_config(name, specs, tattrs, target) or FallbackConfig()
-    ins, outs = tpl.compute(cfg, specs, tattrs)
-    for k, pack in input_packers(name, specs, ins).items():
-        prepack[pos[(a0, a1)[k]]] = pack
+    return AnchorTask(anchor, name, specs, tattrs, (pos[a0], pos[a1]))
+
+
+def _template_path(fn: Function, task: AnchorTask, target: Any,
+                   tuning: TuningScope | None
+                   ) -> tuple[Schedule, list[Tensor], str, dict[int, Any]]:
+    """The anchor's template with the rest of the group as its epilogue."""
+    specs = list(task.specs)
+    tpl = get_template(task.template)
+    tuned = tuning.config(task.template, specs, task.attrs, target) if tuning else None
+    cfg = tuned or FallbackConfig()
+    ins, outs = tpl.compute(cfg, specs, task.attrs)
+    prepack = {task.operands[k]: pack
+               for k, pack in input_packers(task.template, specs, ins).items()}
     env, flat = _placeholders(fn)
+    a0, a1 = (fn.params[k] for k in task.operands)
     env[a0], env[a1] = ins[0], ins[1]
-    flat[pos[a0]], flat[pos[a1]] = ins[0], ins[1]
-    final = _evaluate(fn, env, {id(anchor): outs[0]})
+    flat[task.operands[0]], flat[task.operands[1]] = ins[0], ins[1]
+    final = _evaluate(fn, env, {id(task.anchor): outs[0]})
     if isinstance(final, list) or shape_of(final) != shape_of(outs[0]):
-        return None
-    return tpl.schedule(cfg, [final]), flat + [final], name, prepack
+        raise ScheduleError(f"the group's epilogue changes the shape of the "
+                            f"{task.anchor.op.name} output, which the template "
+                            f"{task.template} computes in its output stage")
+    return tpl.schedule(cfg, [final]), flat + [final], task.template, prepack
 
 
 _ANCHOR_SCHEDULES = {"conv2d_nchw": schedule_conv2d_nchw,
@@ -216,11 +271,15 @@ def _anchor_tag(outs: list[Tensor]) -> str | None:
 
 
 def lower_group(fn: Function, target: Any = "llvm",
-                const_params: frozenset[int] = frozenset()) -> GroupKernel:
+                const_params: frozenset[int] = frozenset(),
+                tuning: TuningScope | None = None) -> GroupKernel:
     """Compile one Primitive function into a GroupKernel (template, group kind, or plain).
 
-    `const_params`: positions of params that are constants at the call (a conv2d weight
-    among them is packed once at build time, see GroupKernel.prepack).
+    `const_params`: positions of params that are constants at the call (see
+    `constant_params`; a conv2d weight among them is packed once at build time, see
+    GroupKernel.prepack). `tuning`: the records to configure the template with (None: the
+    template's fallback config). A schedule that does not apply is a warning naming the
+    group and the reason, and the group compiles with the next, plainer schedule.
     `gk = lower_group(fn); gk.kernel(*inputs, *outputs)`
     """
     name = group_name(fn)
@@ -228,26 +287,29 @@ def lower_group(fn: Function, target: Any = "llvm",
     in_specs = [_spec(t) for p in fn.params
                 for t in flatten_types(p.checked_type or p.type_annotation)]
     out_specs = [_spec(t) for t in flatten_types(fn.body.checked_type)]
-    anchors = [c for c in calls if strategy_of(c.op).kind == "anchor"]
-    attempts: list[Any] = []
-    if len(anchors) == 1:
-        attempts.append(lambda: _template_path(fn, anchors[0], const_params, target))
-    attempts.append(lambda: _generic_path(fn, calls, plain=False))
-    attempts.append(lambda: _generic_path(fn, calls, plain=True))
-    last: Exception | None = None
-    for attempt in attempts:
+    attempts: list[tuple[str, Callable[[], Any]]] = []
+    task = anchor_task(fn, const_params)
+    if task is not None:
+        attempts.append((f"template {task.template}",
+                         lambda: _template_path(fn, task, target, tuning)))
+    attempts.append(("group", lambda: _generic_path(fn, calls, plain=False)))
+    attempts.append(("plain", lambda: _generic_path(fn, calls, plain=True)))
+    failed: list[str] = []
+    for what, attempt in attempts:
         try:
-            got = attempt()
-            if got is None:
-                continue
-            s, args, how, prepack = got
+            s, args, how, prepack = attempt()
             kernel = lowering.build(s, args, target=target, name=name)
-            specs = list(in_specs)
-            for k in prepack:
-                specs[k] = (tuple(int(d.value) for d in args[k].shape), args[k].dtype)
-            return GroupKernel(name, kernel, specs, out_specs, how, prepack)
         except RelayError:
             raise
         except TesselError as e:  # a schedule that does not apply: try the next one
-            last = e
-    raise RelayError(f"relay_ir.build could not compile the fused group {name}: {last}")
+            failed.append(f"the {what} schedule does not apply: {e}")
+            continue
+        if failed:
+            warnings.warn(f"fused group {name} compiled with the {how} schedule, slower "
+                          f"than intended; " + "; ".join(failed), stacklevel=2)
+        specs = list(in_specs)
+        for k in prepack:
+            specs[k] = (tuple(int(d.value) for d in args[k].shape), args[k].dtype)
+        return GroupKernel(name, kernel, specs, out_specs, how, prepack)
+    raise RelayError(f"relay_ir.build could not compile the fused group {name}: "
+                     + "; ".join(failed))

@@ -65,12 +65,12 @@ class CompiledModel:
     def _compile(self, shapes: tuple) -> tuple[GraphPlan, Any]:
         """Compile @main for these input shapes, applying build's tuning records."""
         from relay_ir.backend.pipeline import compile_static, specialize
-        from relay_ir.backend.tuned import TuningSource, applying_records
+        from relay_ir.backend.tuned import TuningSource
 
         source = self.tuning or TuningSource()
-        with source.opened() as db, applying_records(db, source.any_device) as scope:
+        with source.opened() as scope:
             plan_and_planner = compile_static(specialize(self.mod, list(shapes)), self.target,
-                                              self.pass_context)
+                                              self.pass_context, scope)
         scope.warn(stacklevel=4)  # the caller of run / profile
         return plan_and_planner
 

@@ -31,7 +31,8 @@ from relay_ir.backend.executor import (
     check_inputs,
     not_dataflow_error,
 )
-from relay_ir.backend.lower_group import flatten_types, lower_group
+from relay_ir.backend.lower_group import constant_params, flatten_types, lower_group
+from relay_ir.backend.tuned import TuningScope, TuningSource
 from relay_ir.expr import (
     Call,
     Constant,
@@ -57,7 +58,8 @@ from relay_ir.visitor import post_order
 from tessel_errors import RelayError
 
 
-def _main_of(mod: Any) -> IRModule:
+def main_of(mod: Any) -> IRModule:
+    """The module to build: an IRModule as is, an expression as the @main of a new one."""
     if isinstance(mod, IRModule):
         return mod
     if isinstance(mod, Expr):
@@ -117,8 +119,9 @@ def optimize_for_build(mod: IRModule) -> IRModule:
 class _Planner:
     """Turns the fused @main into kernels, values and steps."""
 
-    def __init__(self, target: Any) -> None:
+    def __init__(self, target: Any, tuning: TuningScope | None = None) -> None:
         self.target = target
+        self.tuning = tuning
         self.kernels: list[KernelFn] = []
         self.group_kernels: list[Any] = []
         self.by_hash: dict[int, list[tuple[Function, frozenset[int], int]]] = {}
@@ -136,7 +139,7 @@ class _Planner:
         for other, c, k in self.by_hash.get(h, []):
             if c == consts and structural_equal(other, fn):
                 return k
-        gk = lower_group(fn, self.target, consts)
+        gk = lower_group(fn, self.target, consts, self.tuning)
         self.compiled += 1
         self.group_kernels.append(gk)
         self.kernels.append(KernelFn.from_kernel(gk.kernel, gk.in_specs + gk.out_specs))
@@ -172,8 +175,7 @@ class _Planner:
             raise RelayError(f"relay_ir.build: op {e.op.name} was left outside every fused "
                              "group (a FuseOps bug?)")
         if isinstance(e, Call) and isinstance(e.op, Function) and e.op.attr("Primitive"):
-            consts = frozenset(i for i, a in enumerate(e.args) if isinstance(a, Constant))
-            k = self.kernel_for(e.op, consts if _all_tensors(e.op) else frozenset())
+            k = self.kernel_for(e.op, constant_params(e))
             ins = [v for a in e.args for v in _flat_ids(memo[id(a)])]
             for i, pack in self.group_kernels[k].prepack.items():
                 val = self.values[ins[i]]
@@ -183,11 +185,6 @@ class _Planner:
             self.steps.append(Step(k, ins, outs, self.group_kernels[k].name))
             return _nest_like(e.checked_type, iter(outs))
         raise not_dataflow_error(f"a {type(e).__name__} in @main")
-
-
-def _all_tensors(fn: Function) -> bool:
-    """Params are plain tensors (so param positions are flattened positions)."""
-    return all(isinstance(p.checked_type, TensorType) for p in fn.params)
 
 
 def _graph_order(body: Expr) -> list[Expr]:
@@ -225,18 +222,17 @@ def _nest_like(t: Any, it: Any) -> Any:
     return [_nest_like(f, it) for f in t.fields] if isinstance(t, TupleType) else next(it)
 
 
-def compile_static(mod: IRModule, target: Any, pass_context: T.PassContext | None = None
-                   ) -> tuple[GraphPlan, _Planner]:
+def compile_static(mod: IRModule, target: Any, pass_context: T.PassContext | None = None,
+                   tuning: TuningScope | None = None) -> tuple[GraphPlan, _Planner]:
     """Optimise, fuse and plan a module whose @main has static shapes, under `pass_context`
-    (default: the current one).
-
-    Tuned configs come from the records in scope (see relay_ir.backend.tuned).
+    (default: the current one), configuring templates with the records of `tuning` (None:
+    fallback configs; see relay_ir.backend.tuned).
 
         >>> plan, planner = compile_static(mod, "llvm")   # doctest: +SKIP
     """
     with pass_context or nullcontext():
         fused = optimize_for_build(mod)
-    planner = _Planner(target)
+    planner = _Planner(target, tuning)
     return planner.plan(fused["main"]), planner
 
 
@@ -262,24 +258,24 @@ def build(mod: Any, target: Any = "llvm", params: dict[str, Any] | None = None,
         >>> lib = relay_ir.build(mod, tuning_db="tuning_logs/tuning.db")  # doctest: +SKIP
         >>> lib = relay_ir.build(mod, tuning_db="other.db", any_device=True)  # doctest: +SKIP
     """
-    from relay_ir.backend.tuned import TuningSource, applying_records
     from tuning_logs import resolve_database
 
-    with resolve_database(tuning_db, readonly=True) as db, \
-            applying_records(db, any_device) as scope:
-        model = _build(mod, target, params, TuningSource.of(db, any_device))
+    with resolve_database(tuning_db, readonly=True) as db:
+        scope = TuningScope(db, any_device)
+        model = _build(mod, target, params, scope)
     scope.warn(stacklevel=2)
     return model
 
 
-def _build(mod: Any, target: Any, params: dict[str, Any] | None, tuning: Any) -> Any:
+def _build(mod: Any, target: Any, params: dict[str, Any] | None,
+           tuning: TuningScope) -> Any:
     from lowering.target import Target
     from relay_ir.backend.model import CompiledModel
 
     if Target.parse(target).kind != "llvm":
         raise RelayError(f"relay_ir.build compiles for the CPU ('llvm') so far, got target "
                          f"'{target}'")
-    mod = bind_params(_main_of(mod), params)
+    mod = bind_params(main_of(mod), params)
     check_dataflow(mod["main"])
     typed = T.InferType()(mod)
     main = typed["main"]
@@ -290,8 +286,10 @@ def _build(mod: Any, target: Any, params: dict[str, Any] | None, tuning: Any) ->
             raise not_dataflow_error(f"a parameter %{p.name_hint} of type {t}")
         specs.append((p.name_hint, tuple(_dim(d) for d in t.shape), t.dtype))
     static = all(isinstance(d, int) for _, s, _ in specs for d in s)
-    return CompiledModel(mod, target, specs, compile_static(mod, target) if static else None,
-                         tuning=tuning, pass_context=T.PassContext.current())
+    plan = compile_static(mod, target, tuning=tuning) if static else None
+    return CompiledModel(mod, target, specs, plan,
+                         tuning=TuningSource.of(tuning.db, tuning.any_device),
+                         pass_context=T.PassContext.current())
 
 
 def specialize(mod: IRModule, shapes: list[tuple[int, ...]]) -> IRModule:

@@ -148,3 +148,45 @@ def test_compile_any_device_applies_records_of_another_device(tmp_path: Path) ->
     want = relay_ir.interpret(bind_params(mod, params), x)
     got = relay_ir.load_compiled(str(tmp_path / "b.tessel")).run(x=x)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_compile_with_a_database_that_does_not_exist_is_an_error(tmp_path: Path) -> None:
+    _tiny_onnx(tmp_path)
+    p = _tessel("compile", "tiny.onnx", "--db", "typo.db", "-o", "t.tessel", cwd=tmp_path,
+                ok=False)
+    assert p.returncode == 2
+    assert p.stderr.strip() == ("tessel: error: no tuning database at 'typo.db' (--db); check "
+                                "the path, or leave --db out to use tuning_logs/tuning.db if "
+                                "it exists")
+    assert not (tmp_path / "t.tessel").exists()
+
+
+def test_compile_counts_a_record_the_template_cannot_read_as_untuned(tmp_path: Path) -> None:
+    from autotune.extract import extract_tasks
+    from relay_ir.frontend.onnx import from_onnx
+    from tuning_logs import MeasureRecord, TuningDatabase
+
+    model, _ = _tiny_onnx(tmp_path)
+    mod, params = from_onnx(str(model))
+    [(task, _)] = extract_tasks(mod, "llvm", params)
+    with TuningDatabase(tmp_path / "stale.db") as db:  # a knob this template does not have
+        db.add(MeasureRecord(task.workload_key, task.template, task.target, task.device_key,
+                             {"no_such_knob": 3}, costs=(1e-4,), tuner="test"))
+    p = _tessel("compile", "tiny.onnx", "--db", "stale.db", "-o", "s.tessel", cwd=tmp_path)
+    assert "0 of 1 tunable tasks have tuning records on this device" in p.stdout
+    assert "1 tunable task(s) have no tuning record on this device" in p.stderr
+
+
+def test_run_with_a_missing_input_file_is_a_one_line_error(tmp_path: Path) -> None:
+    _tiny_onnx(tmp_path)
+    _tessel("compile", "tiny.onnx", "-o", "t.tessel", cwd=tmp_path)
+    p = _tessel("run", "t.tessel", "--input", "x=missing.npy", cwd=tmp_path, ok=False)
+    assert p.returncode == 2
+    assert p.stderr.strip() == "tessel: error: --input x: no file at 'missing.npy'"
+
+
+def test_run_with_an_input_that_is_not_npy_is_a_one_line_error(tmp_path: Path) -> None:
+    (tmp_path / "x.txt").write_text("not an array")
+    p = _tessel("run", "whatever.tessel", "--input", "x=x.txt", cwd=tmp_path, ok=False)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.startswith("tessel: error: --input x: 'x.txt' is not a readable .npy file")

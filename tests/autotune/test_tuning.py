@@ -140,13 +140,13 @@ def test_extract_tasks_deduplicates_groups_and_counts_them() -> None:
     assert len(task.space.knobs["tile_oc"].entities) > 1
 
 
-def test_best_config_reads_the_database_in_scope(tmp_path: Path) -> None:
-    from autotune.apply import best_config, untuned
-    from tuning_logs import using_database
+def test_find_tuned_gives_the_best_record_once_the_task_is_tuned(tmp_path: Path) -> None:
+    from relay_ir.backend.tuned import find_tuned
+    from tuning_logs import TuningDatabase
 
-    with using_database(tmp_path / "t.db") as db:
-        assert best_config(SMALL.template, SMALL.args, {}) is None
-        assert [t.workload_key for t in untuned()] == [SMALL.workload_key]
+    with TuningDatabase(tmp_path / "t.db") as db:
+        assert find_tuned(db, SMALL.template, SMALL.args, {}, SMALL.target) is None
         tune(SMALL, make_tuner("grid", SMALL), 10, db, FakeRunner(_cost))
-        cfg = best_config(SMALL.template, SMALL.args, {})
-    assert cfg is not None and cfg.index == 0  # _cost: 1 + index % 17, lowest at index 0
+        got = find_tuned(db, SMALL.template, SMALL.args, {}, SMALL.target)
+    assert got is not None and got.config.index == 0  # _cost: 1 + index % 17, lowest at 0
+    assert got.from_this_device

@@ -12,7 +12,7 @@ import pytest
 
 import relay_ir
 from autotune.extract import extract_tasks
-from relay_ir.backend import lower_group as LG
+from relay_ir.backend.tuned import TuningScope
 from relay_ir.backend.pipeline import specialize
 from tessel_errors import RelayError
 from tests.relay_ir.programs import mlp, mlp_dynamic, mlp_inputs
@@ -47,15 +47,15 @@ def _canon(config_json: str) -> str:
 
 @pytest.fixture
 def applied(monkeypatch: pytest.MonkeyPatch) -> list:
-    """The configs tuned_config returned while compiling (None: the fallback was used)."""
+    """The configs the tuning scope gave while compiling (None: the fallback was used)."""
     got: list = []
-    real = LG.tuned_config
+    real = TuningScope.config
 
-    def spy(*args, **kwargs):
-        cfg = real(*args, **kwargs)
+    def spy(self, *args, **kwargs):
+        cfg = real(self, *args, **kwargs)
         got.append(None if cfg is None else _canon(cfg.to_json()))
         return cfg
-    monkeypatch.setattr(LG, "tuned_config", spy)
+    monkeypatch.setattr(TuningScope, "config", spy)
     return got
 
 

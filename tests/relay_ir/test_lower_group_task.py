@@ -1,0 +1,93 @@
+"""One path from a fused group to its task: what autotune.extract_tasks tunes is what
+relay_ir.build compiles; a schedule that does not apply is a warning naming the group."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import relay_ir
+from autotune.extract import extract_tasks
+from relay_ir.backend.pipeline import bind_params
+from relay_ir.backend.tuned import TuningScope
+from schedule.templates import TEMPLATES, workload_key
+from tessel_errors import ScheduleError
+from tests.relay_ir.programs import mlp, mlp_inputs, resnet_block, resnet_block_inputs
+
+
+@pytest.fixture
+def asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The workload keys build asks the tuning scope for, in order."""
+    keys: list[str] = []
+    real = TuningScope.config
+
+    def spy(self, template, specs, attrs, target):
+        keys.append(workload_key(template, specs, attrs))
+        return real(self, template, specs, attrs, target)
+    monkeypatch.setattr(TuningScope, "config", spy)
+    return keys
+
+
+@pytest.fixture
+def empty_db(tmp_path: Path) -> Path:
+    from tuning_logs import TuningDatabase
+
+    TuningDatabase(tmp_path / "empty.db").close()
+    return tmp_path / "empty.db"
+
+
+def _params(mod, values: list[np.ndarray]) -> dict[str, np.ndarray]:
+    names = [p.name_hint for p in mod["main"].params]
+    return dict(zip(names[1:], values[1:]))  # every input but the data is a weight
+
+
+@pytest.mark.parametrize("program, inputs", [(mlp, mlp_inputs),
+                                             (resnet_block, resnet_block_inputs)])
+@pytest.mark.parametrize("weights_constant", [False, True])
+def test_extract_tasks_gives_the_tasks_build_compiles_with(
+        program, inputs, weights_constant: bool, asked: list[str], empty_db: Path) -> None:
+    mod = program()
+    params = _params(mod, inputs(np.random.default_rng(3))) if weights_constant else None
+    tasks = extract_tasks(mod, "llvm", params)
+    relay_ir.build(mod, params=params, tuning_db=empty_db)
+    assert tasks and sorted(set(asked)) == sorted(t.workload_key for t, _ in tasks)
+
+
+def test_a_constant_conv_weight_gives_the_packed_task_in_both(asked: list[str],
+                                                             empty_db: Path) -> None:
+    mod = resnet_block()
+    params = _params(mod, resnet_block_inputs(np.random.default_rng(4)))
+    [(task, n)] = extract_tasks(mod, "llvm", params)
+    relay_ir.build(mod, params=params, tuning_db=empty_db)
+    assert n == 2 and task.attrs["kernel_layout"] == "OIHWio"
+    assert set(asked) == {task.workload_key}
+
+
+def test_a_template_that_does_not_apply_warns_naming_the_group_and_the_reason(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(cfg, outs):
+        raise ScheduleError("dense.x86: refused for this test")
+    monkeypatch.setitem(TEMPLATES, "dense.x86",
+                        dataclasses.replace(TEMPLATES["dense.x86"], schedule=refuse))
+    mod = mlp()
+    with pytest.warns(UserWarning, match=r"fused group fused_dense_\w+ compiled with the "
+                      r"dense \(ops graph\) schedule.*template dense.x86 schedule does not "
+                      r"apply: dense.x86: refused for this test"):
+        lib = relay_ir.build(mod)
+    assert ("fused_dense_bias_add_relu", "dense (ops graph)") in lib.group_schedules
+    xs = mlp_inputs(np.random.default_rng(5))
+    np.testing.assert_allclose(lib.run(*xs), relay_ir.interpret(bind_params(mod, None), *xs),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_a_group_compiled_as_intended_gives_no_warning() -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lib = relay_ir.build(mlp())
+    assert all(how == "dense.x86" for name, how in lib.group_schedules
+               if name.startswith("fused_dense"))
