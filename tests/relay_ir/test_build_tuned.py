@@ -12,8 +12,8 @@ import pytest
 
 import relay_ir
 from autotune.extract import extract_tasks
-from relay_ir.backend.tuned import TuningScope
 from relay_ir.backend.pipeline import specialize
+from relay_ir.backend.tuned import TuningScope
 from tessel_errors import RelayError
 from tests.relay_ir.programs import mlp, mlp_dynamic, mlp_inputs
 from tuning_logs import MeasureRecord, TuningDatabase, using_database
