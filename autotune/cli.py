@@ -41,7 +41,7 @@ def _device(args: argparse.Namespace) -> str | None:
     """The device key to filter by: this host's for the target, or None with --any-device."""
     if getattr(args, "any_device", False):
         return None
-    from lowering.target import device_key
+    from tessel_target import device_key
 
     return device_key(args.target)
 

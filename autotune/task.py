@@ -72,7 +72,7 @@ class Task:
     @cached_property
     def device_key(self) -> str:
         """The device the records of this task are filed under (target + host CPU)."""
-        from lowering.target import device_key
+        from tessel_target import device_key
 
         return device_key(self.target)
 
@@ -104,7 +104,7 @@ class Task:
         """The config space the template declares for these args (computed once)."""
         from schedule.templates import config_space
 
-        return config_space(self.template, list(self.args), self.attrs)
+        return config_space(self.template, list(self.args), self.attrs, self.target)
 
     def config_space(self) -> ConfigSpace:
         """The config space: `task.config_space().size`."""
@@ -127,7 +127,8 @@ class Task:
         """(schedule, argument tensors) for `cfg` (None: the template's fallback)."""
         from schedule.templates import instantiate
 
-        return instantiate(self.template, list(self.args), self.attrs, cfg)
+        return instantiate(self.template, list(self.args), self.attrs, cfg,
+                           target=self.target)
 
     def lower(self, cfg: ConfigEntity | None = None) -> Any:
         """The loop-IR PrimFunc of `cfg`."""

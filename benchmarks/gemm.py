@@ -24,8 +24,8 @@ import numpy as np
 import lowering
 import tensor_expr as te
 from lowering.kernel import num_threads
-from lowering.target import host_features
 from schedule import create_schedule
+from tessel_target import host_features
 
 
 def micro_kernel_shape() -> tuple[int, int]:

@@ -51,7 +51,7 @@ def _address(a: np.ndarray) -> int:
 
 def _foreign_cpu(target: Any) -> str:
     """The host CPU name when `target` names a different CPU (or features), else ""."""
-    from lowering.target import Target, host_cpu
+    from tessel_target import Target, host_cpu
 
     t = Target.parse(target)
     host = host_cpu()[0]

@@ -1,4 +1,4 @@
-# ruff: noqa: F401, I001  (re-exports in owner-marked sections, kept in section order)
+# ruff: noqa: F401, I001  (re-exports grouped by layer, kept in that order)
 """relay_ir: Tessel's functional IR with gradual shape types.
 
     >>> import relay_ir
@@ -7,7 +7,7 @@
     (1, ?)
 """
 
-# --- R1 exports (core & syntax) ---
+# --- the IR, its syntax and its builders ---
 from relay_ir.span import Span
 from relay_ir.ty import (
     ANY,
@@ -78,7 +78,7 @@ from relay_ir.builder import (
     var,
 )
 
-# --- R2 exports ---
+# --- ops and type inference ---
 from relay_ir import op
 from relay_ir import nn
 from relay_ir.op.tensor import (
@@ -138,12 +138,35 @@ from relay_ir.op.runtime import check_shape
 from relay_ir.op.registry import get_op
 from relay_ir.typing import TypeInferenceReport, infer_expr_type, infer_type
 
-# --- R3 exports ---
+# --- the interpreter, passes and frontends ---
 from relay_ir.interpreter import Closure, ConstructorValue, Interpreter, RefValue, interpret
 from relay_ir import transform
+from relay_ir import frontend
 
-# --- M1 exports ---
-from relay_ir import strategy
-from relay_ir.backend import CompiledModel, MemoryPlan, ProfileTable
-from relay_ir.backend import load as load_compiled
-from relay_ir.backend import build  # the function; the package stays importable by path
+# --- compiling (relay_ir.backend) ---
+# Loaded on first use: the backend needs LLVM, islpy and the SQLite tuning database, and
+# parsing or type-checking Relay text needs none of them.
+_LAZY = {"build": ("relay_ir.backend", "build"),
+         "load_compiled": ("relay_ir.backend", "load"),
+         "CompiledModel": ("relay_ir.backend", "CompiledModel"),
+         "MemoryPlan": ("relay_ir.backend", "MemoryPlan"),
+         "ProfileTable": ("relay_ir.backend", "ProfileTable"),
+         "strategy": ("relay_ir.strategy", None),
+         "backend": ("relay_ir.backend", None)}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'relay_ir' has no attribute {name!r}")
+    import importlib
+
+    module, attr = _LAZY[name]
+    value = importlib.import_module(module)
+    if attr is not None:
+        value = getattr(value, attr)
+    globals()[name] = value  # the next lookup is an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

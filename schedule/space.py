@@ -27,6 +27,7 @@ from typing import Any
 
 from tensor_expr.expr import IntImm, IterVar
 from tessel_errors import ScheduleError
+from tessel_target import Target
 
 # ---------------------------------------------------------------------------------------
 # Values of one knob
@@ -214,11 +215,13 @@ _ANNOTATE_POLICIES = {
 
 
 class _Config:
-    """What both a space and a point share: the ordered knob table and `flop` bookkeeping."""
+    """What both a space and a point share: the ordered knob table, `flop` bookkeeping,
+    and the target the template sizes its schedule for (`cfg.target.fp32_lanes`, ...)."""
 
-    def __init__(self) -> None:
+    def __init__(self, target: Any = None) -> None:
         self.knobs: dict[str, Any] = {}
         self.flop = 0.0
+        self.target: Target = Target.parse(target if target is not None else "llvm")
 
     def add_flop(self, flop: float) -> None:
         """Tell the tuner how many floating-point operations one run does (for GFLOP/s)."""
@@ -228,8 +231,8 @@ class _Config:
 class ConfigSpace(_Config):
     """The space a template declares: knobs in declaration order, mixed-radix indexed."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, target: Any = None) -> None:
+        super().__init__(target)
         self.template_name = ""
 
     # -- declaration --------------------------------------------------------------------
@@ -388,7 +391,7 @@ class ConfigEntity(_Config):
     """One point of a space: `cfg[name]` is the chosen value of each knob."""
 
     def __init__(self, space: ConfigSpace, index: int, values: dict[str, Any]) -> None:
-        super().__init__()
+        super().__init__(space.target)
         self.space = space
         self.index = index
         self.values = values
@@ -422,8 +425,8 @@ class FallbackConfig(ConfigSpace):
     """Used when no tuning record exists: declares knobs and applies a chosen default
     (the template may set better defaults with `cfg.fallback(name, value)`)."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, target: Any = None) -> None:
+        super().__init__(target)
         self._chosen: dict[str, Any] = {}
 
     def fallback(self, name: str, entity: Any) -> None:

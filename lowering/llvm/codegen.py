@@ -45,9 +45,9 @@ from lowering.llvm.types import (
     vec,
 )
 from lowering.llvm.vectorize import chunk_lanes, flat_coeff, vector_body_ok
-from lowering.target import Target
 from tensor_expr import expr as E
 from tessel_errors import CodegenError
+from tessel_target import Target
 
 STACK_LIMIT = 256 * 1024  # local buffers above this many bytes go on the heap
 MAX_UNROLL = 512  # longer "unrolled" loops stay loops (copies would only slow LLVM down)

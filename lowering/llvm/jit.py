@@ -50,7 +50,7 @@ def new_target_machine(cpu: str, features: str) -> llvm.TargetMachine:
 
 
 def _cpu_features(target: Any) -> tuple[str, str]:
-    from lowering.target import Target
+    from tessel_target import Target
 
     t = Target.parse(target)
     if t.kind != "llvm":

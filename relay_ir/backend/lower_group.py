@@ -216,7 +216,7 @@ def _template_path(fn: Function, task: AnchorTask, target: Any,
     specs = list(task.specs)
     tpl = get_template(task.template)
     tuned = tuning.config(task.template, specs, task.attrs, target) if tuning else None
-    cfg = tuned or FallbackConfig()
+    cfg = tuned or FallbackConfig(target)
     ins, outs = tpl.compute(cfg, specs, task.attrs)
     prepack = {task.operands[k]: pack
                for k, pack in input_packers(task.template, specs, ins).items()}
@@ -240,7 +240,7 @@ _KIND_SCHEDULES = {"injective": schedule_injective, "reduce": schedule_reduce,
                    "softmax": schedule_softmax}
 
 
-def _generic_path(fn: Function, calls: list[Call], plain: bool
+def _generic_path(fn: Function, calls: list[Call], plain: bool, target: Any
                   ) -> tuple[Schedule, list[Tensor], str]:
     env, flat = _placeholders(fn)
     outs = _flat(_evaluate(fn, env, {}))
@@ -256,8 +256,8 @@ def _generic_path(fn: Function, calls: list[Call], plain: bool
         sched = _ANCHOR_SCHEDULES.get(tag or "", None)
         if sched is None:
             raise ScheduleError(f"no x86 schedule for the anchor {anchor.op.name}")
-        return sched(FallbackConfig(), outs), flat + outs, f"{tag} (ops graph)", {}
-    return _KIND_SCHEDULES[kind](FallbackConfig(), outs), flat + outs, kind, {}
+        return sched(FallbackConfig(target), outs), flat + outs, f"{tag} (ops graph)", {}
+    return _KIND_SCHEDULES[kind](FallbackConfig(target), outs), flat + outs, kind, {}
 
 
 def _anchor_tag(outs: list[Tensor]) -> str | None:
@@ -292,8 +292,8 @@ def lower_group(fn: Function, target: Any = "llvm",
     if task is not None:
         attempts.append((f"template {task.template}",
                          lambda: _template_path(fn, task, target, tuning)))
-    attempts.append(("group", lambda: _generic_path(fn, calls, plain=False)))
-    attempts.append(("plain", lambda: _generic_path(fn, calls, plain=True)))
+    attempts.append(("group", lambda: _generic_path(fn, calls, False, target)))
+    attempts.append(("plain", lambda: _generic_path(fn, calls, True, target)))
     failed: list[str] = []
     for what, attempt in attempts:
         try:

@@ -269,8 +269,8 @@ def build(mod: Any, target: Any = "llvm", params: dict[str, Any] | None = None,
 
 def _build(mod: Any, target: Any, params: dict[str, Any] | None,
            tuning: TuningScope) -> Any:
-    from lowering.target import Target
     from relay_ir.backend.model import CompiledModel
+    from tessel_target import Target
 
     if Target.parse(target).kind != "llvm":
         raise RelayError(f"relay_ir.build compiles for the CPU ('llvm') so far, got target "

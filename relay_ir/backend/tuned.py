@@ -5,7 +5,7 @@ applies to a task; relay_ir.build (through a `TuningScope`), `tessel compile`'s 
 tuned tasks and the tests all ask it, so they cannot disagree. The rules:
 
 - this device's best record (device key = target + CPU model + features, see
-  lowering.target.device_key);
+  tessel_target.device_key);
 - with `any_device=True`, and only for a task this device has no record of, the best
   record of any device of the target (timings of different machines do not compare, so
   this device's own record wins even when another machine measured a faster config);
@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lowering.target import device_key
 from schedule.space import ConfigEntity
 from schedule.templates import config_space, workload_key
 from tessel_errors import RelayError, TesselError
+from tessel_target import device_key
 from tuning_logs import MeasureRecord, TuningDatabase
 
 
@@ -74,7 +74,7 @@ def find_tuned(db: TuningDatabase, template: str, specs: Sequence[Any],
     if rec is None:
         return None
     try:
-        cfg = config_space(template, list(specs), attrs).from_json(rec.config_json)
+        cfg = config_space(template, list(specs), attrs, target).from_json(rec.config_json)
     except TesselError:  # recorded by another version of the template: not applicable
         return None
     return TunedConfig(rec, cfg)

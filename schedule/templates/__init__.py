@@ -24,8 +24,11 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
 - injective.x86, reduce.x86, softmax.x86, pool2d.x86, global_pool2d.x86: fixed schedules;
   attrs op (relu / add / ..., sum / mean / max / ..., max / avg), axis, pool_size, ...
 
-Default tile sizes follow the host's vector width (`common.host_cpu()`: AVX2 8 lanes and
-16 registers, AVX-512 16 and 32; override with $TESSEL_VECTOR_BITS).
+Tile sizes and spaces follow the vector width of the target the config carries
+(`cfg.target.fp32_lanes`, `cfg.target.vector_registers`: AVX2 8 lanes and 16 registers,
+AVX-512 16 and 32), never the machine the template happens to run on: instantiate or
+`config_space(..., target="llvm -mcpu=haswell")` sizes for AVX2 on any host. The host
+target's width can be overridden with $TESSEL_VECTOR_BITS.
 
 ## The epilogue: fusing elementwise consumers into dense / conv2d
 

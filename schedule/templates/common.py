@@ -8,10 +8,7 @@ fused group, inlining its injective stages, and picking good default tile factor
 
 from __future__ import annotations
 
-import functools
-import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from schedule.schedule import Schedule
@@ -19,41 +16,6 @@ from schedule.space import FallbackConfig, SplitEntity
 from tensor_expr.expr import IntImm
 from tensor_expr.tensor import ComputeOp, Operation, Tensor
 from tessel_errors import ScheduleError
-
-# ---------------------------------------------------------------------------------------
-# The host CPU, as far as default tile sizes care
-
-
-@dataclass(frozen=True)
-class CpuInfo:
-    """Vector lanes of fp32 and the number of vector registers (AVX2: 8 and 16)."""
-
-    lanes: int
-    registers: int
-
-
-@functools.cache
-def host_cpu() -> CpuInfo:
-    """The host's fp32 vector width: $TESSEL_VECTOR_BITS (256 / 512) or /proc/cpuinfo.
-
-    `host_cpu().lanes` is 16 with AVX-512, 8 with AVX2.
-    """
-    env = os.environ.get("TESSEL_VECTOR_BITS", "")
-    if env in ("128", "256", "512"):
-        bits = int(env)
-    else:
-        bits = 128
-        try:
-            with open("/proc/cpuinfo") as f:
-                flags = next((ln for ln in f if ln.startswith("flags")), "").split()
-        except OSError:
-            flags = []
-        if "avx512f" in flags:
-            bits = 512
-        elif "avx2" in flags and "fma" in flags:
-            bits = 256
-    return CpuInfo(lanes=bits // 32, registers=32 if bits == 512 else 16)
-
 
 # ---------------------------------------------------------------------------------------
 # Fused groups: anchor, epilogue, injective stages

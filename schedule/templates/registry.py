@@ -152,16 +152,17 @@ def _shape(t: Tensor) -> str:
 
 
 def instantiate(template_name: str, args: Sequence[ArgSpec], attrs: dict[str, Any] | None = None,
-                cfg: Any = None, epilogue: Epilogue | None = None
+                cfg: Any = None, epilogue: Epilogue | None = None, target: Any = None
                 ) -> tuple[Schedule, list[Tensor]]:
     """Build the schedule of a template for the given args; returns (schedule, arg tensors).
 
     `s, targs = instantiate("dense.x86", [((64, 32), "float32"), ((48, 32), "float32")])`
     then `lowering.build(s, targs)`. `cfg` is a ConfigEntity (a tuned point), a
-    FallbackConfig, or None (the template's default, a FallbackConfig).
+    FallbackConfig, or None (the template's default: a FallbackConfig for `target`, by
+    default the host's "llvm"). The template sizes itself for `cfg.target`.
     """
     if cfg is None:
-        cfg = FallbackConfig()
+        cfg = FallbackConfig(target)
     if not isinstance(cfg, (ConfigSpace, ConfigEntity)):
         raise ScheduleError(f"instantiate: cfg must be a ConfigSpace, ConfigEntity or "
                             f"FallbackConfig, got {type(cfg).__name__}")
@@ -173,9 +174,10 @@ def instantiate(template_name: str, args: Sequence[ArgSpec], attrs: dict[str, An
 
 
 def config_space(template_name: str, args: Sequence[ArgSpec],
-                 attrs: dict[str, Any] | None = None) -> ConfigSpace:
-    """The knobs a template declares for these args: `config_space("dense.x86", args, {})`."""
-    cfg = ConfigSpace()
+                 attrs: dict[str, Any] | None = None, target: Any = None) -> ConfigSpace:
+    """The knobs a template declares for these args on `target` (default: the host's
+    "llvm"): `config_space("dense.x86", args, {}, "llvm -mcpu=haswell")`."""
+    cfg = ConfigSpace(target)
     instantiate(template_name, args, attrs, cfg)
     return cfg
 

@@ -26,7 +26,6 @@ from schedule.templates.common import (
     fallback_split,
     fallback_value,
     find_anchor,
-    host_cpu,
     injective_inputs,
     inline_injective,
     output_and_accumulator,
@@ -120,8 +119,7 @@ def schedule_conv2d_nchw(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     O, CC = output_and_accumulator(s, outs, conv)
     _, CO, OH, OW = shape_of(conv)
     C = const_extent(CC.op.reduce_axis[0].dom.extent)
-    cpu = host_cpu()
-    L = cpu.lanes
+    L = cfg.target.fp32_lanes
 
     cfg.define_split("tile_co", CO, num_outputs=2, max_factor=16)
     cfg.define_split("tile_oh", OH, num_outputs=2, max_factor=8)
@@ -135,7 +133,7 @@ def schedule_conv2d_nchw(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         wb = _width_block(OW, L)
         vecs = -(-wb // L)
         hb = 2 if OH % 2 == 0 and vecs <= 2 else 1
-        cb = divisor_at_most(CO, max(1, (cpu.registers - 4) // (vecs * hb)))
+        cb = divisor_at_most(CO, max(1, (cfg.target.vector_registers - 4) // (vecs * hb)))
         fallback_split(cfg, "tile_co", [cb])
         fallback_split(cfg, "tile_oh", [hb])
         fallback_split(cfg, "tile_ow", [wb])
@@ -178,7 +176,7 @@ def schedule_depthwise_nchw(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     inline_injective(s, outs, keep=pads)
     O, CC = output_and_accumulator(s, outs, conv)
     _, CO, OH, OW = shape_of(conv)
-    L = host_cpu().lanes
+    L = cfg.target.fp32_lanes
 
     cfg.define_split("tile_oh", OH, num_outputs=2, max_factor=8)
     cfg.define_split("tile_ow", OW, num_outputs=2, max_factor=64)

@@ -38,7 +38,6 @@ from schedule.templates.common import (
     fallback_split,
     fallback_value,
     find_anchor,
-    host_cpu,
     injective_inputs,
     inline_injective,
     output_and_accumulator,
@@ -51,6 +50,7 @@ from schedule.templates.registry import expect_args, placeholders, register_temp
 from tensor_expr import tensor as T
 from tensor_expr.tensor import Tensor
 from tessel_errors import ScheduleError
+from tessel_target import Target
 
 CONV, PACK_DATA, PACK_KERNEL, UNPACK = "conv2d_NCHWc", "pack_data", "pack_kernel", "unpack"
 
@@ -58,17 +58,17 @@ CONV, PACK_DATA, PACK_KERNEL, UNPACK = "conv2d_NCHWc", "pack_data", "pack_kernel
 # Choosing the blocks
 
 
-def pick_blocks(C: int, CO: int, OW: int, oc_fixed: int | None = None
-                ) -> tuple[int, int, int]:
+def pick_blocks(C: int, CO: int, OW: int, oc_fixed: int | None = None,
+                target: Target | None = None) -> tuple[int, int, int]:
     """(ic_bn, oc_bn, reg_n): at least 8 accumulators (FMA latency x ports), no spills,
     then the fewest loads per FMA; e.g. (8, 16, 4) for 64@56 on AVX2.
 
     Measured on 64@56, 1 thread (GFLOP/s): (8, 16, 4) 57.5, (8, 8, 7) 40.1, (8, 8, 14)
     31.6 (14 accumulators leave no room for the loads), (16, 16, 4) 28.8.
     """
-    cpu = host_cpu()
-    lanes = cpu.lanes
-    budget = cpu.registers - 4
+    target = target or Target.parse("llvm")
+    lanes = target.fp32_lanes
+    budget = target.vector_registers - 4
     cands = []
     for oc_bn in ((oc_fixed,) if oc_fixed else (2 * lanes, lanes)):
         if CO % oc_bn:
@@ -141,10 +141,10 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
         fixed_ic = ks[4] if fixed_ic is None else fixed_ic
     OH, OW = a.out_hw(H, W, KH, KW)
 
-    ic0, oc0, reg0 = pick_blocks(C, CO, OW, fixed_oc)
+    ic0, oc0, reg0 = pick_blocks(C, CO, OW, fixed_oc, cfg.target)
     ic_bn = _block_knob(cfg, "tile_ic", C, fixed_ic, ic0)
     # oc_bn / lanes vectors per column are unrolled in the micro-kernel: keep it in registers
-    oc_bn = _block_knob(cfg, "tile_oc", CO, fixed_oc, oc0, max_block=4 * host_cpu().lanes)
+    oc_bn = _block_knob(cfg, "tile_oc", CO, fixed_oc, oc0, max_block=4 * cfg.target.fp32_lanes)
     cfg.define_split("tile_ow", OW, num_outputs=2, max_factor=32)
     fallback_split(cfg, "tile_ow", [reg0])
 
@@ -212,7 +212,7 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         inline_injective(s, outs, keep=keep)
         O, CC = output_and_accumulator(s, outs, conv)
     oc_bn = shape_of(conv)[4]
-    lanes = host_cpu().lanes
+    lanes = cfg.target.fp32_lanes
 
     cfg.define_knob("unroll_kw", [True, False])
     cfg.define_reorder("reduce_order", [0, 1, 2, 3], policy="candidate",

@@ -25,7 +25,6 @@ from schedule.templates.common import (
     fallback_split,
     fallback_value,
     find_anchor,
-    host_cpu,
     injective_inputs,
     inline_injective,
     output_and_accumulator,
@@ -45,7 +44,7 @@ GEMM, PACK = "gemm", "gemm_pack"
 
 def _declare_tile_x(cfg: Any, M: int, N: int, K: int) -> int:
     """The column split [-1, panels, nr]; nr is the register tile's width (and B's packing)."""
-    lanes = host_cpu().lanes
+    lanes = cfg.target.fp32_lanes
     # nr vectors are unrolled in the micro-kernel: past 4 vectors a row only spills
     cfg.define_split("tile_x", N, num_outputs=3, filter=lambda f: f[-1] <= 4 * lanes)
     nr = best_divisor(N, [2 * lanes, lanes, 4 * lanes, lanes // 2 or 1])
@@ -62,7 +61,7 @@ def _gemm(cfg: Any, a: Tensor, b: Tensor, trans_b: bool, batch: bool, name: str)
     # the packing width is the micro-kernel's column count: a compute-changing knob
     nr = _declare_tile_x(cfg, M, N, K)
     cfg.define_knob("pack_b", [True, False])
-    fallback_value(cfg, "pack_b", nr % host_cpu().lanes == 0 and M >= 4)
+    fallback_value(cfg, "pack_b", nr % cfg.target.fp32_lanes == 0 and M >= 4)
     k = T.reduce_axis((0, K), name="k")
     lead = (bsh[0],) if batch else ()
 
@@ -129,7 +128,7 @@ def schedule_gemm(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     O, CC = output_and_accumulator(s, outs, C)
     M, N = shape_of(C)[-2:]
     K = const_extent(C.op.reduce_axis[0].dom.extent)
-    lanes = host_cpu().lanes
+    lanes = cfg.target.fp32_lanes
     if "tile_x" not in cfg.knobs:  # a graph from tensor_expr.ops: no packing knob
         _declare_tile_x(cfg, M, N, K)
     nr = cfg["tile_x"].size[-1]
@@ -143,7 +142,7 @@ def schedule_gemm(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     cfg.define_knob("parallel", ["rows_cols", "rows"])
     if isinstance(cfg, FallbackConfig):
         vecs = max(1, nr // lanes)
-        budget = max(1, (host_cpu().registers - 4) // vecs)  # accumulators that fit
+        budget = max(1, (cfg.target.vector_registers - 4) // vecs)  # accumulators that fit
         mr = best_divisor(M, [p for p in (8, 6, 4, 12, 14, 5, 7, 3, 2) if p <= budget] or [1])
         fallback_split(cfg, "tile_y", [divisor_at_most(M // mr, max(1, 32 // mr)), mr])
         fallback_split(cfg, "tile_k", [best_divisor(K, [4, 2, 8])])

@@ -16,7 +16,6 @@ from typing import Any
 from schedule.schedule import Schedule, create_schedule
 from schedule.templates.common import (
     best_divisor,
-    host_cpu,
     inline_injective,
     is_injective,
     parallel_fuse,
@@ -99,11 +98,10 @@ def _numel(t: Tensor) -> int:
     return n
 
 
-def schedule_injective_stage(s: Schedule, t: Tensor) -> None:
+def schedule_injective_stage(s: Schedule, t: Tensor, lanes: int) -> None:
     """Vectorize the last axis (split by lanes when long), parallelize the fused others."""
     axes = list(s[t].op.axis)
     shape = shape_of(t)
-    lanes = host_cpu().lanes
     outer = axes[:-1]
     if shape and shape[-1] > 1:
         last = shape[-1]
@@ -125,7 +123,7 @@ def schedule_injective(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     s = create_schedule(outs)
     inline_injective(s, outs)
     for o in outs:
-        schedule_injective_stage(s, o)
+        schedule_injective_stage(s, o, cfg.target.fp32_lanes)
     return s
 
 
@@ -149,12 +147,11 @@ def _reduces_last_input_dim(op: ComputeOp) -> bool:
     return id(last) not in used
 
 
-def schedule_reduce_stage(s: Schedule, t: Tensor) -> None:
+def schedule_reduce_stage(s: Schedule, t: Tensor, lanes: int) -> None:
     """A reduction at root: data axes outer (parallel), reductions, then the vector axis."""
     op = t.op
     assert isinstance(op, ComputeOp)
     data, red = list(s[t].op.axis), list(s[t].op.reduce_axis)
-    lanes = host_cpu().lanes
     shape = shape_of(t)
     if data and shape[-1] > 1 and not _reduces_last_input_dim(op):
         # the last data axis is contiguous in the input: reduce loops outside, vector inside
@@ -189,10 +186,10 @@ def schedule_reduce(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     inline_injective(s, outs)
     for op in walk_ops(outs):
         if isinstance(op, ComputeOp) and op.reduce_axis:
-            schedule_reduce_stage(s, op.output(0))
+            schedule_reduce_stage(s, op.output(0), cfg.target.fp32_lanes)
     for o in outs:
         if is_injective(o.op):
-            schedule_injective_stage(s, o)
+            schedule_injective_stage(s, o, cfg.target.fp32_lanes)
     return s
 
 
@@ -213,8 +210,8 @@ def schedule_softmax(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     row = axes[:nkept]
     par = parallel_fuse(s, out, row) if row else None
     if len(axes) - nkept == 1:
-        s[out].vectorize(axes[-1]) if shape_of(out)[-1] <= 4 * host_cpu().lanes else \
-            _split_vec(s, out, axes[-1])
+        s[out].vectorize(axes[-1]) if shape_of(out)[-1] <= 4 * cfg.target.fp32_lanes else \
+            _split_vec(s, out, axes[-1], cfg.target.fp32_lanes)
     for op in stages:
         st = s[op.output(0)]
         if par is None:
@@ -232,8 +229,7 @@ def schedule_softmax(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     return s
 
 
-def _split_vec(s: Schedule, t: Tensor, ax: Any) -> None:
-    lanes = host_cpu().lanes
+def _split_vec(s: Schedule, t: Tensor, ax: Any, lanes: int) -> None:
     v = best_divisor(shape_of(t)[-1], [4 * lanes, 2 * lanes, lanes])
     if v > 1:
         _, vi = s[t].split(ax, factor=v)

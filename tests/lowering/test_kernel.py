@@ -7,6 +7,7 @@ import pytest
 
 import lowering
 import tensor_expr as te
+import tessel_target
 from lowering import build_module
 from lowering.ir import AssertStmt, Buffer, BufferStore, For, ForKind, PrimFunc
 from tessel_errors import CodegenError, KernelArgumentError
@@ -168,8 +169,8 @@ def test_same_printed_ir_with_different_var_identity_is_not_confused() -> None:
     f_b = PrimFunc("sh", (B,), For(i3, te.const(0), te.const(3), ForKind.SERIAL, For(
         i3, te.const(0), te.const(3), ForKind.SERIAL, BufferStore(B, i3 * 10 + i3, (i3, i3)))))
     assert str(f_a) == str(f_b)
-    assert build_module.cache_key(f_a, lowering.target.Target.parse("llvm")) != \
-        build_module.cache_key(f_b, lowering.target.Target.parse("llvm"))
+    assert build_module.cache_key(f_a, tessel_target.Target.parse("llvm")) != \
+        build_module.cache_key(f_b, tessel_target.Target.parse("llvm"))
 
 
 def test_source_shows_llvm_ir_and_assembly(mm) -> None:
@@ -202,7 +203,7 @@ def test_build_for_cuda_target_is_refused() -> None:
 
 
 def test_kernel_for_a_foreign_cpu_refuses_to_run_but_shows_source() -> None:
-    from lowering.target import host_cpu
+    from tessel_target import host_cpu
 
     other = "znver4" if host_cpu()[0] != "znver4" else "skylake"
     k = lowering.build(matmul_func(4), target=f"llvm -mcpu={other}")

@@ -162,7 +162,7 @@ def test_parallel_threads_really_run_concurrently(monkeypatch: pytest.MonkeyPatc
     gen = generate_with_pthread_self(f)
     from lowering.kernel import Kernel
     from lowering.llvm.jit import compile_ir
-    from lowering.target import Target
+    from tessel_target import Target
 
     k = Kernel(f, Target.parse("llvm"), gen, compile_ir(gen.text))
     b = np.zeros(3, "int64")

@@ -82,10 +82,11 @@ def test_nchwc_with_a_logical_oihw_weight_takes_it_packed_in_the_configs_blocks(
     assert len(blocks) > 1  # the blocks follow the config
 
 
-def test_oc_blocks_past_four_vectors_are_not_in_the_space() -> None:
-    from schedule.templates.common import host_cpu
-
+@pytest.mark.parametrize("target, lanes", [("llvm -mcpu=haswell", 8),
+                                           ("llvm -mcpu=skylake-avx512", 16)])
+def test_oc_blocks_past_four_vectors_of_the_target_are_not_in_the_space(target: str,
+                                                                         lanes: int) -> None:
     space = config_space("conv2d_NCHWc.x86", [((1, 8, 6, 6), "float32"),
-                                               ((1024, 8, 1, 1), "float32")], {})
+                                               ((1024, 8, 1, 1), "float32")], {}, target)
     blocks = [e.size[-1] for e in space.knobs["tile_oc"].entities]
-    assert max(blocks) <= 4 * host_cpu().lanes and 1 in blocks
+    assert max(blocks) == 4 * lanes and 1 in blocks

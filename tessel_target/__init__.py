@@ -1,16 +1,26 @@
 """Targets as values: `Target.parse("llvm -mcpu=sapphirerapids -fast-math")`, host detection,
-and the device key that tuning records are filed under.
+the device facts schedules size themselves by, and the device key tuning records are filed
+under.
+
+This is the one place that reads the machine (LLVM's host CPU name and features, the CPU
+model from /proc/cpuinfo, $TESSEL_VECTOR_BITS). Everything else reads the target it is
+given: a template sized for `llvm -mcpu=haswell` uses AVX2's 8 fp32 lanes and 16 vector
+registers on any host, one for `llvm -mcpu=skylake-avx512` AVX-512's 16 and 32. It sits
+below every package but tessel_errors, so that schedule templates (which may not import
+lowering) can read it.
 
 A target string is a kind followed by options: `-key=value` sets an attribute, a bare
 `-flag` sets it to True. `str(target)` gives the canonical string back (kind first, then
 attributes sorted), so equal targets print alike and can key caches.
 
-    >>> from lowering.target import Target
+    >>> from tessel_target import Target
     >>> t = Target.parse("llvm -mcpu=sapphirerapids -fast-math")
     >>> t.kind, t.attrs["mcpu"], t.fast_math
     ('llvm', 'sapphirerapids', True)
     >>> str(Target.parse("cuda  -arch=sm_90"))
     'cuda -arch=sm_90'
+    >>> Target.parse("llvm -mcpu=haswell").fp32_lanes, Target.parse("llvm -mcpu=znver4").fp32_lanes
+    (8, 16)
 """
 
 from __future__ import annotations
@@ -104,11 +114,78 @@ class Target:
             return ""  # a named foreign CPU: its own default features
         return host_cpu()[1]
 
+    @property
+    def features(self) -> frozenset[str]:
+        """The CPU features code for this target may use (LLVM names: "avx2", "avx512f",
+        ...): the host's for the host CPU, what a named CPU is known to have otherwise,
+        with `-mattr`'s `+feature` / `-feature` applied on top.
+
+            >>> "avx512f" in Target.parse("llvm -mcpu=haswell -mattr=+avx512f").features
+            True
+        """
+        if self.kind != "llvm":
+            return frozenset()
+        if self.mcpu == host_cpu()[0] and "mattr" not in self.attrs:
+            return frozenset(host_features())
+        have = set(_KNOWN_CPU_FEATURES.get(self.mcpu, ()))
+        for f in str(self.attrs.get("mattr", "")).split(","):
+            f = f.strip()
+            if f.startswith("+"):
+                have.add(f[1:])
+            elif f.startswith("-"):
+                have.discard(f[1:])
+        return frozenset(have)
+
+    @property
+    def vector_bits(self) -> int:
+        """The width of the vector registers schedules should fill: 512 with AVX-512, 256
+        with AVX2 and FMA, else 128. For the host target (no -mcpu, -mattr),
+        $TESSEL_VECTOR_BITS (128 / 256 / 512) overrides what the CPU reports.
+
+            >>> Target.parse("llvm -mcpu=skylake-avx512").vector_bits
+            512
+        """
+        if self.kind == "llvm" and not ({"mcpu", "mattr"} & set(self.attrs)):
+            env = os.environ.get("TESSEL_VECTOR_BITS", "")
+            if env in ("128", "256", "512"):
+                return int(env)
+        feats = self.features
+        if "avx512f" in feats:
+            return 512
+        if "avx2" in feats and "fma" in feats:
+            return 256
+        return 128
+
+    @property
+    def fp32_lanes(self) -> int:
+        """float32 elements per vector register (16 with AVX-512, 8 with AVX2)."""
+        return self.vector_bits // 32
+
+    @property
+    def vector_registers(self) -> int:
+        """Architectural vector registers (32 with AVX-512, 16 with AVX2 and SSE)."""
+        return 32 if self.vector_bits == 512 else 16
+
     def with_attr(self, key: str, value: Any = True) -> Target:
         """A copy with one attribute set: `t.with_attr("fast-math")`."""
         attrs = dict(self.attrs)
         attrs[key] = value
         return Target._make(self.kind, attrs)
+
+
+_AVX2 = ("sse4.2", "avx", "avx2", "fma", "f16c", "bmi2")
+_AVX512 = _AVX2 + ("avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd")
+# What named x86 CPUs have, for targets that name a CPU other than the host (LLVM knows
+# this too, but llvmlite does not expose it); an unknown name gets SSE-width schedules.
+_KNOWN_CPU_FEATURES: dict[str, tuple[str, ...]] = {
+    **{c: _AVX2 for c in ("haswell", "broadwell", "skylake", "alderlake", "raptorlake",
+                          "meteorlake", "arrowlake", "lunarlake", "znver1", "znver2",
+                          "znver3", "x86-64-v3")},
+    **{c: _AVX512 for c in ("skylake-avx512", "cascadelake", "cooperlake", "icelake-client",
+                            "icelake-server", "tigerlake", "rocketlake", "sapphirerapids",
+                            "emeraldrapids", "graniterapids", "znver4", "x86-64-v4")},
+    **{c: _AVX512 + ("avx512vnni", "avx512bf16") for c in ("znver5",)},
+}
 
 
 @functools.lru_cache(maxsize=1)
@@ -117,11 +194,8 @@ def host_cpu() -> tuple[str, str]:
 
     >>> name, features = host_cpu()
     """
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # host queries need no initialised LLVM target
 
-    from lowering.llvm.jit import ensure_llvm
-
-    ensure_llvm()
     name = llvm.get_host_cpu_name()
     feats = llvm.get_host_cpu_features()
     flags = {k for k, v in feats.items() if v}

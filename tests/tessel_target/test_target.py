@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lowering.target import Target, device_key, host_cpu, host_features
 from tessel_errors import CodegenError
+from tessel_target import Target, device_key, host_cpu, host_features
 
 
 def test_parse_llvm_with_options() -> None:
@@ -82,3 +82,31 @@ def test_device_key_names_target_cpu_and_features() -> None:
 def test_native_cpu_means_the_host() -> None:
     t = Target.parse("llvm -mcpu=native")
     assert t.mcpu == host_cpu()[0] and t.mattr == host_cpu()[1]
+
+
+@pytest.mark.parametrize("text, bits, lanes, registers", [
+    ("llvm -mcpu=haswell", 256, 8, 16),
+    ("llvm -mcpu=znver3", 256, 8, 16),
+    ("llvm -mcpu=skylake-avx512", 512, 16, 32),
+    ("llvm -mcpu=znver5", 512, 16, 32),
+    ("llvm -mcpu=haswell -mattr=+avx512f", 512, 16, 32),
+    ("llvm -mcpu=sapphirerapids -mattr=-avx512f", 256, 8, 16),
+    ("llvm -mcpu=pentium4", 128, 4, 16),
+])
+def test_a_named_cpu_gives_its_own_vector_facts_on_any_host(text: str, bits: int, lanes: int,
+                                                            registers: int) -> None:
+    t = Target.parse(text)
+    assert (t.vector_bits, t.fp32_lanes, t.vector_registers) == (bits, lanes, registers)
+
+
+def test_the_host_target_reads_the_host_features() -> None:
+    t = Target.parse("llvm")
+    assert t.features == frozenset(host_features())
+    assert t.vector_bits == (512 if "avx512f" in t.features else
+                             256 if {"avx2", "fma"} <= t.features else 128)
+
+
+def test_tessel_vector_bits_overrides_the_host_target_only(monkeypatch) -> None:
+    monkeypatch.setenv("TESSEL_VECTOR_BITS", "128")
+    assert Target.parse("llvm").fp32_lanes == 4
+    assert Target.parse("llvm -mcpu=skylake-avx512").fp32_lanes == 16

@@ -1,0 +1,53 @@
+"""Templates size themselves by the target they are given, not by the build host: an AVX2
+target gets AVX2 tiles and AVX2 code on an AVX-512 machine, and the other way round."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lowering
+from schedule.templates import config_space, instantiate
+from tessel_target import Target
+
+AVX2, AVX512 = "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"
+DENSE = [((64, 96), "float32"), ((128, 96), "float32")]
+CONV = [((1, 16, 14, 14), "float32"), ((128, 16, 3, 3), "float32")]
+
+
+def _kernel(template: str, args, attrs, target: str):
+    s, tensors = instantiate(template, args, attrs, target=target)
+    return lowering.build(s, tensors, target=target), tensors
+
+
+@pytest.mark.parametrize("template, args, attrs", [("dense.x86", DENSE, {}),
+                                                   ("conv2d_NCHWc.x86", CONV, {"padding": 1})])
+def test_an_avx2_and_an_avx512_target_get_different_spaces(template, args, attrs) -> None:
+    a, b = config_space(template, args, attrs, AVX2), config_space(template, args, attrs, AVX512)
+    assert a.target == Target.parse(AVX2) and b.target == Target.parse(AVX512)
+    assert {k: len(v.entities) for k, v in a.knobs.items()} != \
+        {k: len(v.entities) for k, v in b.knobs.items()}
+
+
+@pytest.mark.parametrize("template, args, attrs", [("dense.x86", DENSE, {}),
+                                                   ("conv2d_NCHWc.x86", CONV, {"padding": 1}),
+                                                   ("injective.x86", [((4, 256), "float32")],
+                                                    {"op": "relu"})])
+def test_code_for_an_avx2_target_uses_no_512_bit_registers(template, args, attrs) -> None:
+    k2, _ = _kernel(template, args, attrs, AVX2)
+    k5, _ = _kernel(template, args, attrs, AVX512)
+    assert "zmm" not in k2.source("asm") and "ymm" in k2.source("asm")
+    assert "zmm" in k5.source("asm")
+
+
+def test_an_avx2_kernel_runs_right_on_a_host_with_avx2(monkeypatch) -> None:
+    if not {"avx2", "fma"} <= Target.parse("llvm").features:
+        pytest.skip("the host has no AVX2")
+    monkeypatch.setenv("TESSEL_ALLOW_FOREIGN_CPU", "1")  # haswell code on a newer host
+    k, tensors = _kernel("dense.x86", DENSE, {}, AVX2)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(DENSE[0][0]).astype("float32")
+    w = rng.standard_normal(DENSE[1][0]).astype("float32")
+    out = np.full((64, 128), np.nan, "float32")
+    k(x, w, out)
+    np.testing.assert_allclose(out, x @ w.T, rtol=1e-4, atol=1e-4)
