@@ -15,6 +15,7 @@ the cheap alternative: each knob's value (split factors in log2, choice index ot
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -193,20 +194,22 @@ def knob_features(space: ConfigSpace, index: int) -> np.ndarray:
     return np.asarray(v, dtype=np.float32)
 
 
-_TABLES: dict[int, tuple[Any, list[np.ndarray]]] = {}
+# Lives as long as its space does: a tuning run keeps its task's space, and nothing else
+# keeps a space alive on behalf of this cache.
+_TABLES: weakref.WeakKeyDictionary[ConfigSpace, list[np.ndarray]] = weakref.WeakKeyDictionary()
 
 
 def knob_tables(space: ConfigSpace) -> list[np.ndarray]:
-    """Per knob, the feature rows of its choices (cached per space object)."""
-    hit = _TABLES.get(id(space))
-    if hit is not None and hit[0] is space:
-        return hit[1]
+    """Per knob, the feature rows of its choices (cached while the space lives)."""
+    hit = _TABLES.get(space)
+    if hit is not None:
+        return hit
     tables = []
     for knob in space.knobs.values():
         rows = [[_log(f) for f in e.size[1:]] if isinstance(e, SplitEntity) else [float(k)]
                 for k, e in enumerate(knob.entities)]
         tables.append(np.asarray(rows, np.float32))
-    _TABLES[id(space)] = (space, tables)
+    _TABLES[space] = tables
     return tables
 
 

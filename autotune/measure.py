@@ -33,6 +33,7 @@ import numpy as np
 
 from autotune.task import Task
 from schedule.space import ConfigEntity
+from tessel_errors import TesselError
 from tuning_logs import ErrorKind
 
 # ---------------------------------------------------------------------------------------
@@ -303,8 +304,8 @@ class Worker:
         self._conn = parent
         if not parent.poll(self.start_timeout):
             self.kill()
-            raise RuntimeError("a measurement worker did not start in "
-                               f"{self.start_timeout:.0f} s")
+            raise TesselError("a measurement worker did not start in "
+                              f"{self.start_timeout:.0f} s")
         parent.recv()
 
     def kill(self) -> None:

@@ -55,6 +55,22 @@ def build(sch_or_func: Any, args: Any = None, target: Any = "llvm", name: str = 
     return _compile(func, t)
 
 
+def debug_level() -> int:
+    """$TESSEL_DEBUG as a number (unset or empty: 0); 2 and above print generated code.
+
+        >>> debug_level() >= 0
+        True
+    """
+    text = os.environ.get("TESSEL_DEBUG", "").strip()
+    if not text:
+        return 0
+    try:
+        return int(text)
+    except ValueError:
+        raise CodegenError(f"TESSEL_DEBUG must be a whole number (0 = quiet, 2 = print "
+                           f"generated code), got {text!r}") from None
+
+
 def cache_key(func: lir.PrimFunc, target: Target) -> str:
     """The compile-cache key of `func` for `target`."""
     text = fingerprint(func) + "\n" + repr(func.attrs) + "\n" + str(target) + "\n" + \
@@ -76,7 +92,7 @@ def _compile(func: lir.PrimFunc, target: Target) -> Kernel:
         generated, jit = hit
         return Kernel(func, target, generated, jit)
     generated = generate(func, target)
-    if os.environ.get("TESSEL_DEBUG", "0") >= "2":
+    if debug_level() >= 2:
         print(generated.text)
     jit = compile_ir(generated.text, target)
     with _lock:

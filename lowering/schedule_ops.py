@@ -35,7 +35,7 @@ from tensor_expr.arith import Analyzer
 from tensor_expr.arith import simplify as simplify_expr
 from tensor_expr.tensor import ComputeOp, PlaceholderOp, Tensor
 from tensor_expr.visitor import ExprMutator, post_order_visit, substitute
-from tessel_errors import LoweringError
+from tessel_errors import LoweringError, ScheduleError
 
 
 def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main", *,
@@ -94,7 +94,7 @@ class _Lowerer:
                 raise LoweringError(f"lower: arguments must be tensors, got {t!r}")
             try:
                 st = sch[t]
-            except Exception as e:
+            except ScheduleError as e:
                 if isinstance(t.op, PlaceholderOp):
                     # an input the computation never reads (ONNX Dropout's ratio, say) is
                     # still a parameter of the kernel, as in TVM: it gets an unused buffer

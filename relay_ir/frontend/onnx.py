@@ -86,12 +86,23 @@ def from_onnx(
 
 def _load(model_or_path: Any) -> Any:
     import onnx
+    from google.protobuf.message import DecodeError
 
     if isinstance(model_or_path, (str, os.PathLike)):
+        path = os.fspath(model_or_path)
         try:
-            return onnx.load(os.fspath(model_or_path))
+            model = onnx.load(path)
+        except FileNotFoundError:
+            raise OnnxImportError(f"no ONNX model at {path!r}") from None
         except (OSError, onnx.onnx_cpp2py_export.checker.ValidationError) as e:  # type: ignore
-            raise OnnxImportError(f"cannot load ONNX model {model_or_path!s}: {e}") from None
+            raise OnnxImportError(f"cannot load ONNX model {path!r}: {e}") from None
+        except DecodeError as e:
+            raise OnnxImportError(f"{path!r} is not a readable ONNX model (truncated or "
+                                  f"damaged, or another format): {e}") from None
+        if not model.graph.node and not model.graph.output:
+            raise OnnxImportError(f"{path!r} holds no ONNX graph (an empty file, or another "
+                                  "format)")
+        return model
     if isinstance(model_or_path, onnx.ModelProto):
         return model_or_path
     raise OnnxImportError(f"from_onnx expects an onnx.ModelProto or a path, "
@@ -218,6 +229,10 @@ class _GraphConverter:
         except (RelationError, RelayError) as e:
             msg = e.message if isinstance(e, RelationError) else str(e)
             raise node.error(msg) from None
+        except (ValueError, TypeError, IndexError, KeyError, ArithmeticError) as e:
+            # a converter meeting attributes or inputs it did not expect
+            raise node.error(f"cannot convert it ({type(e).__name__}: {e}); check its "
+                             "attributes and inputs against the ONNX operator spec") from e
         finally:
             self.folding = False
         outputs = [o for o in node.outputs]

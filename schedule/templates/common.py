@@ -62,14 +62,6 @@ def injective_inputs(anchor: Tensor) -> list[Tensor]:
     return out
 
 
-def find_tagged(outs: Sequence[Tensor], tag: str) -> Tensor | None:
-    """The output of the first op tagged `tag`, or None."""
-    for op in walk_ops(outs):
-        if isinstance(op, ComputeOp) and op.tag == tag:
-            return op.output(0)
-    return None
-
-
 def is_injective(op: Operation) -> bool:
     """A compute op without reduction: each output element from a few input elements."""
     return isinstance(op, ComputeOp) and not op.reduce_axis
@@ -156,19 +148,6 @@ def parallel_fuse(s: Schedule, t: Tensor, axes: Sequence[Any]) -> Any:
     ax = s[t].fuse(*axes) if len(axes) > 1 else axes[0]
     s[t].parallel(ax)
     return ax
-
-
-def vectorize_inner(s: Schedule, t: Tensor, axis: Any, extent: int, lanes: int) -> None:
-    """Vectorize `axis` (extent known): whole if it is short, else split by the lanes."""
-    if extent <= 1:
-        return
-    if extent <= 4 * lanes:
-        s[t].vectorize(axis)
-        return
-    v = best_divisor(extent, [4 * lanes, 2 * lanes, lanes])
-    if v > 1:
-        _, vi = s[t].split(axis, factor=v)
-        s[t].vectorize(vi)
 
 
 # a copy / layout stage this big is worth a parallel loop

@@ -12,7 +12,6 @@ guarded with if_then_else, so no read ever leaves the input).
 from __future__ import annotations
 
 import builtins
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -337,7 +336,3 @@ def flatten(x: Tensor) -> Tensor:
 
     return compute(shape, body, name="flatten", tag=INJECTIVE)
 
-
-def numel_const(x: Tensor) -> int:
-    """The number of elements of a constant-shaped tensor."""
-    return math.prod(_const_dims(x, "numel"))
