@@ -1,13 +1,20 @@
-# ruff: noqa: F401, I001  (re-exports in owner-marked sections, kept in section order)
+# ruff: noqa: F401, I001  (re-exports, in dependency order: syntax, ops, passes)
 """relay_ir: Tessel's functional IR with gradual shape types.
 
     >>> import relay_ir
     >>> x = relay_ir.Var("x", relay_ir.TensorType((1, "?"), "float32"))
     >>> x.type_annotation.shape
     (1, ?)
+
+Parsing, type checking and interpreting need only relay_ir itself; the compiler half
+(`build`, `load_compiled`, `CompiledModel`, `MemoryPlan`, `ProfileTable`, `strategy`)
+pulls in lowering, llvmlite, islpy and the tuning database, so those names load on first
+use (module `__getattr__` below) and `import relay_ir; relay_ir.parse(text)` stays light.
 """
 
-# --- R1 exports (core & syntax) ---
+from typing import Any
+
+# syntax: types, expressions, modules, text
 from relay_ir.span import Span
 from relay_ir.ty import (
     ANY,
@@ -78,7 +85,7 @@ from relay_ir.builder import (
     var,
 )
 
-# --- R2 exports ---
+# ops and type inference
 from relay_ir import op
 from relay_ir import nn
 from relay_ir.op.tensor import (
@@ -138,12 +145,33 @@ from relay_ir.op.runtime import check_shape
 from relay_ir.op.registry import get_op
 from relay_ir.typing import TypeInferenceReport, infer_expr_type, infer_type
 
-# --- R3 exports ---
+# the interpreter, passes and the ONNX frontend (onnx itself loads at the first from_onnx)
 from relay_ir.interpreter import Closure, ConstructorValue, Interpreter, RefValue, interpret
 from relay_ir import transform
+from relay_ir import frontend
 
-# --- M1 exports ---
-from relay_ir import strategy
-from relay_ir.backend import CompiledModel, MemoryPlan, ProfileTable
-from relay_ir.backend import load as load_compiled
-from relay_ir.backend import build  # the function; the package stays importable by path
+# the compiler half, loaded on first use: name -> (module, attribute or None for the module)
+_LAZY = {
+    "build": ("relay_ir.backend", "build"),
+    "load_compiled": ("relay_ir.backend", "load"),
+    "CompiledModel": ("relay_ir.backend", "CompiledModel"),
+    "MemoryPlan": ("relay_ir.backend", "MemoryPlan"),
+    "ProfileTable": ("relay_ir.backend", "ProfileTable"),
+    "strategy": ("relay_ir.strategy", None),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'relay_ir' has no attribute {name!r}")
+    import importlib
+
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
