@@ -14,22 +14,25 @@ from __future__ import annotations
 from typing import Any
 
 
-def lower(sch: Any, args: Any, name: str = "main", **options: Any) -> Any:
-    """Lower a schedule into a loop-IR PrimFunc: `print(lowering.lower(s, [A, B, C]))`."""
+def lower(sch: Any, args: Any, name: str = "main", *, partition: bool = True) -> Any:
+    """Lower a schedule into a loop-IR PrimFunc: `print(lowering.lower(s, [A, B, C]))`.
+
+    `partition=False` skips loop partitioning (the tail of a split stays guarded).
+    """
     from lowering.schedule_ops import lower as _lower
 
-    return _lower(sch, args, name=name, **options)
+    return _lower(sch, args, name=name, partition=partition)
 
 
-def build(sch: Any, args: Any = None, target: Any = "llvm", name: str = "main",
-          **options: Any) -> Any:
+def build(sch: Any, args: Any = None, target: Any = "llvm", name: str = "main", *,
+          partition: bool = True) -> Any:
     """Compile a schedule (or a PrimFunc) into a kernel callable on numpy arrays.
 
     `f = lowering.build(s, [A, B, C], target="llvm"); f(a, b, c)`
     """
     from lowering.build_module import build as _build
 
-    return _build(sch, args, target=target, name=name, **options)
+    return _build(sch, args, target=target, name=name, partition=partition)
 
 
 def interpret(func: Any, *arrays: Any) -> None:

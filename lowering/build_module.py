@@ -32,8 +32,8 @@ _lock = threading.Lock()
 stats = {"hits": 0, "misses": 0}
 
 
-def build(sch_or_func: Any, args: Any = None, target: Any = "llvm", name: str = "main",
-          **options: Any) -> Kernel:
+def build(sch_or_func: Any, args: Any = None, target: Any = "llvm", name: str = "main", *,
+          partition: bool = True) -> Kernel:
     """Compile a schedule (with its argument tensors) or a PrimFunc into a Kernel.
 
     `f = build(s, [A, B, C], target="llvm"); f(a, b, c)`
@@ -47,7 +47,7 @@ def build(sch_or_func: Any, args: Any = None, target: Any = "llvm", name: str = 
                                "build(s, [A, B, C])")
         from lowering import lower
 
-        func = lower(sch_or_func, args, name=name, **options)
+        func = lower(sch_or_func, args, name=name, partition=partition)
     if t.kind != "llvm":
         raise CodegenError(
             f"build() compiles for the CPU ('llvm'); target '{t}' has its own backend "

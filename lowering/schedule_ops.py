@@ -37,12 +37,12 @@ from tensor_expr.visitor import ExprMutator, post_order_visit, substitute
 from tessel_errors import LoweringError
 
 
-def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main",
-          **options: Any) -> ir.PrimFunc:
+def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main", *,
+          partition: bool = True) -> ir.PrimFunc:
     """Lower a schedule to a loop-IR PrimFunc: `print(lower(s, [A, B, C]))`."""
     func = schedule_to_func(sch, args, name)
     func = simplify(func)
-    if options.get("partition", True):
+    if partition:
         func = loop_partition(func)
     func = remove_no_op(func)
     func = simplify(func)
