@@ -15,6 +15,7 @@ the cheap alternative: each knob's value (split factors in log2, choice index ot
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -193,20 +194,25 @@ def knob_features(space: ConfigSpace, index: int) -> np.ndarray:
     return np.asarray(v, dtype=np.float32)
 
 
-_TABLES: dict[int, tuple[Any, list[np.ndarray]]] = {}
+# per live space, its knob tables and the knob shape they were made for (a template may
+# still declare knobs after a first lookup); weak keys, so a dropped space frees its entry
+# and a later space that happens to reuse its id() starts afresh
+_TABLES: weakref.WeakKeyDictionary[ConfigSpace, tuple[tuple[Any, ...], list[np.ndarray]]] = \
+    weakref.WeakKeyDictionary()
 
 
 def knob_tables(space: ConfigSpace) -> list[np.ndarray]:
-    """Per knob, the feature rows of its choices (cached per space object)."""
-    hit = _TABLES.get(id(space))
-    if hit is not None and hit[0] is space:
+    """Per knob, the feature rows of its choices (cached while the space lives)."""
+    shape = tuple(zip(space.knobs, space.dims()))
+    hit = _TABLES.get(space)
+    if hit is not None and hit[0] == shape:
         return hit[1]
     tables = []
     for knob in space.knobs.values():
         rows = [[_log(f) for f in e.size[1:]] if isinstance(e, SplitEntity) else [float(k)]
                 for k, e in enumerate(knob.entities)]
         tables.append(np.asarray(rows, np.float32))
-    _TABLES[id(space)] = (space, tables)
+    _TABLES[space] = (shape, tables)
     return tables
 
 
