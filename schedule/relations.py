@@ -121,11 +121,6 @@ def pass_up_values(relations: Sequence[Relation], leaf_val: Mapping[IterVar, Pri
     return val
 
 
-def split_parents(relations: Sequence[Relation]) -> list[IterVar]:
-    """The iter vars that were split: their values can overrun when a split does not divide."""
-    return [r.parent for r in relations if isinstance(r, Split)]
-
-
 def roots_of(relations: Sequence[Relation], iv: IterVar) -> list[IterVar]:
     """The iter vars (transitively) that `iv` derives from, `iv` itself if it is a root."""
     parents: dict[IterVar, list[IterVar]] = {}

@@ -13,7 +13,7 @@ from typing import Any
 
 from llvmlite import ir
 
-from tensor_expr.dtype import bits, is_float
+from tensor_expr.dtype import bits
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -66,16 +66,6 @@ def const(t: ir.Type, value: Any) -> ir.Constant:
     if isinstance(t, ir.VectorType):
         return ir.Constant(t, [value] * t.count)
     return ir.Constant(t, value)
-
-
-def const_of(dtype: str, value: Any) -> ir.Constant:
-    """A scalar constant of Tessel `dtype` in register form."""
-    t = reg_type(dtype)
-    if is_float(dtype):
-        return ir.Constant(t, float(value))
-    if dtype == "bool":
-        return ir.Constant(t, int(bool(value)))
-    return ir.Constant(t, int(value) & ((1 << bits(dtype)) - 1))
 
 
 def alloca(b: ir.IRBuilder, t: ir.Type, name: str = "", align: int = 0) -> ir.Value:

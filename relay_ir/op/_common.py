@@ -138,11 +138,6 @@ def same_dtype(types: Sequence[TensorType], op_what: str = "") -> str:
 # --- dims -----------------------------------------------------------------------------------
 
 
-def is_known(d: Dim) -> bool:
-    """Whether a dim is a concrete int."""
-    return isinstance(d, int)
-
-
 def merge_dim(a: Dim, b: Dim) -> Dim | None:
     """The dim consistent with both, or None when they contradict (? matches anything)."""
     if a == b or isinstance(b, AnyDim):

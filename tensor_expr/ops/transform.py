@@ -12,7 +12,6 @@ guarded with if_then_else, so no read ever leaves the input).
 from __future__ import annotations
 
 import builtins
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,17 +34,6 @@ from tensor_expr.tensor import Tensor, compute
 from tessel_errors import TensorExprError
 
 INJECTIVE = "injective"
-
-
-def _const_dims(x: Tensor, op: str) -> list[int]:
-    dims = []
-    for d, dim in enumerate(x.shape):
-        if not isinstance(dim, IntImm):
-            raise TensorExprError(
-                f"{op}: dimension {d} of '{x.name}' is symbolic ({dim}); {op} needs constant "
-                "dimensions")
-        dims.append(dim.value)
-    return dims
 
 
 def transpose(x: Tensor, axes: Sequence[int] | None = None) -> Tensor:
@@ -336,8 +324,3 @@ def flatten(x: Tensor) -> Tensor:
         return x[(b,) + unravel(j, rest)] if rest else x[b]
 
     return compute(shape, body, name="flatten", tag=INJECTIVE)
-
-
-def numel_const(x: Tensor) -> int:
-    """The number of elements of a constant-shaped tensor."""
-    return math.prod(_const_dims(x, "numel"))
