@@ -34,7 +34,7 @@ from schedule.tensorize import Region
 from tensor_expr import expr as E
 from tensor_expr.tensor import ComputeOp, PlaceholderOp, Tensor
 from tensor_expr.visitor import ExprMutator, post_order_visit, substitute
-from tessel_errors import LoweringError
+from tessel_errors import LoweringError, ScheduleError
 
 
 def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main", *,
@@ -93,7 +93,7 @@ class _Lowerer:
                 raise LoweringError(f"lower: arguments must be tensors, got {t!r}")
             try:
                 st = sch[t]
-            except Exception as e:
+            except ScheduleError as e:
                 if isinstance(t.op, PlaceholderOp):
                     # an input the computation never reads (ONNX Dropout's ratio, say) is
                     # still a parameter of the kernel, as in TVM: it gets an unused buffer

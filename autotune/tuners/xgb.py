@@ -27,6 +27,7 @@ from autotune.features import (
 )
 from autotune.task import Task
 from autotune.tuners.base import Tuner, unvisited_random
+from tessel_errors import TesselError
 from tuning_logs import MeasureRecord
 
 
@@ -79,7 +80,7 @@ class XGBTuner(Tuner):
             if i not in self._loop_cache:
                 try:
                     self._loop_cache[i] = loop_features(self.task.lower(self.space.get(i)))
-                except Exception:  # a point that does not lower: featureless, ranks last
+                except TesselError:  # a point that does not lower: featureless, ranks last
                     self._loop_cache[i] = np.zeros(LOOP_FEATURE_LEN, np.float32)
             rows.append(self._loop_cache[i])
         return np.stack(rows) if rows else np.zeros((0, LOOP_FEATURE_LEN), np.float32)
@@ -117,7 +118,7 @@ class XGBTuner(Tuner):
                 task = Task.from_workload_key(r.workload_key, self.task.target)
                 self._other_tasks[r.workload_key] = task
             return loop_features(task.lower(task.config_from_json(r.config_json)))
-        except Exception:  # a record of another template version, or one that won't lower
+        except TesselError:  # a record of another template version, or one that won't lower
             return None
 
     # -- proposing ------------------------------------------------------------------------
