@@ -51,6 +51,10 @@ class RelayRuntimeError(RelayError):
     """A run-time check (e.g. of a gradual shape) failed while evaluating a program."""
 
 
+class FrontendError(RelayError):
+    """A model in another format (ONNX) could not be imported; names the file or the node."""
+
+
 class TuningLogError(TesselError):
     """The tuning database is corrupt, foreign, or was given a bad record."""
 
@@ -66,5 +70,6 @@ __all__ = [
     "ParseError",
     "RelayTypeError",
     "RelayRuntimeError",
+    "FrontendError",
     "TuningLogError",
 ]

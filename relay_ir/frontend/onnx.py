@@ -45,7 +45,7 @@ from relay_ir.module import IRModule
 from relay_ir.op._common import NotReady, Refined, RelationError
 from relay_ir.op.registry import TYPE_RELATIONS
 from relay_ir.ty import ANY, Dim, TensorType, TupleType, Type
-from tessel_errors import RelayError
+from tessel_errors import RelayError, TesselError
 
 __all__ = ["NonStaticInput", "OnnxImportError", "UnsupportedOnnxOps", "from_onnx",
            "supported_ops"]
@@ -86,12 +86,19 @@ def from_onnx(
 
 def _load(model_or_path: Any) -> Any:
     import onnx
+    from google.protobuf.message import DecodeError
 
     if isinstance(model_or_path, (str, os.PathLike)):
+        path = os.fspath(model_or_path)
         try:
-            return onnx.load(os.fspath(model_or_path))
-        except (OSError, onnx.onnx_cpp2py_export.checker.ValidationError) as e:  # type: ignore
-            raise OnnxImportError(f"cannot load ONNX model {model_or_path!s}: {e}") from None
+            model = onnx.load(path)
+        except (OSError, DecodeError,
+                onnx.onnx_cpp2py_export.checker.ValidationError) as e:  # type: ignore
+            raise OnnxImportError(f"cannot load ONNX model {path}: {e}") from e
+        if not model.HasField("graph"):
+            raise OnnxImportError(f"cannot load ONNX model {path}: it has no graph "
+                                  f"(an empty or truncated file?)")
+        return model
     if isinstance(model_or_path, onnx.ModelProto):
         return model_or_path
     raise OnnxImportError(f"from_onnx expects an onnx.ModelProto or a path, "
@@ -218,6 +225,11 @@ class _GraphConverter:
         except (RelationError, RelayError) as e:
             msg = e.message if isinstance(e, RelationError) else str(e)
             raise node.error(msg) from None
+        except TesselError:
+            raise
+        except Exception as e:  # a converter's own bug or an input it did not expect
+            raise node.error(f"the {node.op_type} converter failed: "
+                             f"{type(e).__name__}: {e}") from e
         finally:
             self.folding = False
         outputs = [o for o in node.outputs]

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from tessel_errors import RelayError
+from tessel_errors import FrontendError, RelayError
 
 
-class OnnxImportError(RelayError):
+class OnnxImportError(FrontendError):
     """An ONNX model could not be converted (bad model, non-static input, bad attribute)."""
 
 
