@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import warnings
 from collections import OrderedDict
 from typing import Any
 
@@ -55,6 +56,26 @@ def build(sch_or_func: Any, args: Any = None, target: Any = "llvm", name: str = 
     return _compile(func, t)
 
 
+def debug_level() -> int:
+    """`TESSEL_DEBUG` as a number (unset or empty: 0); at 2 and above `build` prints the
+    generated code. A value that is not an integer warns and counts as 0.
+
+        >>> import os; os.environ["TESSEL_DEBUG"] = "2"; debug_level()
+        2
+        >>> del os.environ["TESSEL_DEBUG"]; debug_level()
+        0
+    """
+    text = os.environ.get("TESSEL_DEBUG", "").strip()
+    if not text:
+        return 0
+    try:
+        return int(text)
+    except ValueError:
+        warnings.warn(f"TESSEL_DEBUG={text!r} is not a number; ignoring it (use e.g. "
+                      f"TESSEL_DEBUG=2 to print generated code)", stacklevel=2)
+        return 0
+
+
 def cache_key(func: lir.PrimFunc, target: Target) -> str:
     """The compile-cache key of `func` for `target`."""
     text = fingerprint(func) + "\n" + repr(func.attrs) + "\n" + str(target) + "\n" + \
@@ -76,7 +97,7 @@ def _compile(func: lir.PrimFunc, target: Target) -> Kernel:
         generated, jit = hit
         return Kernel(func, target, generated, jit)
     generated = generate(func, target)
-    if os.environ.get("TESSEL_DEBUG", "0") >= "2":
+    if debug_level() >= 2:
         print(generated.text)
     jit = compile_ir(generated.text, target)
     with _lock:
