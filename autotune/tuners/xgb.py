@@ -51,7 +51,7 @@ class XGBTuner(Tuner):
                  seed: int | None = 0, feature: str = "knob") -> None:
         super().__init__(task, seed)
         if feature not in ("knob", "loop_ir"):
-            raise ValueError(f"XGBTuner feature must be 'knob' or 'loop_ir', got {feature!r}")
+            raise TesselError(f"XGBTuner feature must be 'knob' or 'loop_ir', got {feature!r}")
         self.feature = feature
         self._loop_cache: dict[int, np.ndarray] = {}
         self._other_tasks: dict[str, Task] = {}
