@@ -194,22 +194,25 @@ def knob_features(space: ConfigSpace, index: int) -> np.ndarray:
     return np.asarray(v, dtype=np.float32)
 
 
-# Lives as long as its space does: a tuning run keeps its task's space, and nothing else
-# keeps a space alive on behalf of this cache.
-_TABLES: weakref.WeakKeyDictionary[ConfigSpace, list[np.ndarray]] = weakref.WeakKeyDictionary()
+# per live space, its knob tables and the knob shape they were made for (a template may
+# still declare knobs after a first lookup); weak keys, so a dropped space frees its entry
+# and a later space that happens to reuse its id() starts afresh
+_TABLES: weakref.WeakKeyDictionary[ConfigSpace, tuple[tuple[Any, ...], list[np.ndarray]]] = \
+    weakref.WeakKeyDictionary()
 
 
 def knob_tables(space: ConfigSpace) -> list[np.ndarray]:
     """Per knob, the feature rows of its choices (cached while the space lives)."""
+    shape = tuple(zip(space.knobs, space.dims()))
     hit = _TABLES.get(space)
-    if hit is not None:
-        return hit
+    if hit is not None and hit[0] == shape:
+        return hit[1]
     tables = []
     for knob in space.knobs.values():
         rows = [[_log(f) for f in e.size[1:]] if isinstance(e, SplitEntity) else [float(k)]
                 for k, e in enumerate(knob.entities)]
         tables.append(np.asarray(rows, np.float32))
-    _TABLES[space] = tables
+    _TABLES[space] = (shape, tables)
     return tables
 
 

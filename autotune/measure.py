@@ -304,9 +304,17 @@ class Worker:
         self._conn = parent
         if not parent.poll(self.start_timeout):
             self.kill()
-            raise TesselError("a measurement worker did not start in "
+            raise TesselError(f"a measurement worker did not start in "
                               f"{self.start_timeout:.0f} s")
-        parent.recv()
+        try:
+            parent.recv()
+        except EOFError:
+            self._proc.join(5)
+            code = self._proc.exitcode
+            self.kill()
+            raise TesselError(f"a measurement worker exited while starting (exit code {code}); "
+                              f"does each of its imports {self.imports} import in a fresh "
+                              f"python?") from None
 
     def kill(self) -> None:
         """Kill the process now (the next job starts a fresh one)."""

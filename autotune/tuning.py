@@ -25,7 +25,7 @@ from autotune.measure import MeasureInput, MeasureResult
 from autotune.task import Task
 from autotune.tuners.base import Tuner, throughput
 from autotune.tuners.xgb import XGBTuner
-from tessel_errors import TesselError
+from tessel_errors import ScheduleError
 from tuning_logs import MeasureRecord, TuningDatabase
 
 Callback = Callable[["TuneProgress", Sequence[MeasureInput], Sequence[MeasureResult]], None]
@@ -68,7 +68,7 @@ def _replay_history(task: Task, tuner: Tuner, db: TuningDatabase,
     for r in db.history(task.workload_key, task.target, task.device_key):
         try:
             cfg = task.config_from_json(r.config_json)
-        except TesselError:  # a record of another template version: keep it, skip it here
+        except ScheduleError:  # a record of another template version: keep it, skip it
             continue
         if cfg.index in seen:
             continue

@@ -17,20 +17,18 @@ from typing import Any
 def lower(sch: Any, args: Any, name: str = "main", *, partition: bool = True) -> Any:
     """Lower a schedule into a loop-IR PrimFunc: `print(lowering.lower(s, [A, B, C]))`.
 
-    `partition=False` keeps the guards of non-dividing splits inside the loops instead of
-    peeling the loops where the guards are known (loop partitioning).
+    `partition=False` skips loop partitioning (the tail of a split stays guarded).
     """
     from lowering.schedule_ops import lower as _lower
 
     return _lower(sch, args, name=name, partition=partition)
 
 
-def build(sch: Any, args: Any = None, target: Any = "llvm", name: str = "main",
-          *, partition: bool = True) -> Any:
+def build(sch: Any, args: Any = None, target: Any = "llvm", name: str = "main", *,
+          partition: bool = True) -> Any:
     """Compile a schedule (or a PrimFunc) into a kernel callable on numpy arrays.
 
-    `f = lowering.build(s, [A, B, C], target="llvm"); f(a, b, c)`; `partition` as for
-    `lower`.
+    `f = lowering.build(s, [A, B, C], target="llvm"); f(a, b, c)`
     """
     from lowering.build_module import build as _build
 

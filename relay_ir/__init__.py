@@ -1,13 +1,20 @@
-# ruff: noqa: F401, I001  (re-exports grouped by layer, kept in that order)
+# ruff: noqa: F401, I001  (re-exports, in dependency order: syntax, ops, passes)
 """relay_ir: Tessel's functional IR with gradual shape types.
 
     >>> import relay_ir
     >>> x = relay_ir.Var("x", relay_ir.TensorType((1, "?"), "float32"))
     >>> x.type_annotation.shape
     (1, ?)
+
+Parsing, type checking and interpreting need only relay_ir itself; the compiler half
+(`build`, `load_compiled`, `CompiledModel`, `MemoryPlan`, `ProfileTable`, `strategy`)
+pulls in lowering, llvmlite, islpy and the tuning database, so those names load on first
+use (module `__getattr__` below) and `import relay_ir; relay_ir.parse(text)` stays light.
 """
 
-# --- the IR, its syntax and its builders ---
+from typing import Any
+
+# syntax: types, expressions, modules, text
 from relay_ir.span import Span
 from relay_ir.ty import (
     ANY,
@@ -78,7 +85,7 @@ from relay_ir.builder import (
     var,
 )
 
-# --- ops and type inference ---
+# ops and type inference
 from relay_ir import op
 from relay_ir import nn
 from relay_ir.op.tensor import (
@@ -138,33 +145,31 @@ from relay_ir.op.runtime import check_shape
 from relay_ir.op.registry import get_op
 from relay_ir.typing import TypeInferenceReport, infer_expr_type, infer_type
 
-# --- the interpreter, passes and frontends ---
+# the interpreter, passes and the ONNX frontend (onnx itself loads at the first from_onnx)
 from relay_ir.interpreter import Closure, ConstructorValue, Interpreter, RefValue, interpret
 from relay_ir import transform
 from relay_ir import frontend
 
-# --- compiling (relay_ir.backend) ---
-# Loaded on first use: the backend needs LLVM, islpy and the SQLite tuning database, and
-# parsing or type-checking Relay text needs none of them.
-_LAZY = {"build": ("relay_ir.backend", "build"),
-         "load_compiled": ("relay_ir.backend", "load"),
-         "CompiledModel": ("relay_ir.backend", "CompiledModel"),
-         "MemoryPlan": ("relay_ir.backend", "MemoryPlan"),
-         "ProfileTable": ("relay_ir.backend", "ProfileTable"),
-         "strategy": ("relay_ir.strategy", None),
-         "backend": ("relay_ir.backend", None)}
+# the compiler half, loaded on first use: name -> (module, attribute or None for the module)
+_LAZY = {
+    "build": ("relay_ir.backend", "build"),
+    "load_compiled": ("relay_ir.backend", "load"),
+    "CompiledModel": ("relay_ir.backend", "CompiledModel"),
+    "MemoryPlan": ("relay_ir.backend", "MemoryPlan"),
+    "ProfileTable": ("relay_ir.backend", "ProfileTable"),
+    "strategy": ("relay_ir.strategy", None),
+}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module 'relay_ir' has no attribute {name!r}")
     import importlib
 
-    module, attr = _LAZY[name]
-    value = importlib.import_module(module)
-    if attr is not None:
-        value = getattr(value, attr)
-    globals()[name] = value  # the next lookup is an ordinary attribute
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value  # later lookups skip this function
     return value
 
 

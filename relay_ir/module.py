@@ -92,7 +92,7 @@ class IRModule:
     def copy(self) -> IRModule:
         """A shallow copy (same nodes, new dicts)."""
         new = IRModule(self.functions, self.type_definitions)
-        for k, v in self.__dict__.items():  # keep extra fields such as type inference's refinements
+        for k, v in self.__dict__.items():  # keep what inference attaches (type_report, ...)
             if k not in ("functions", "type_definitions"):
                 setattr(new, k, v)
         return new

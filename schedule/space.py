@@ -359,7 +359,10 @@ class ConfigSpace(_Config):
 
     def from_json(self, text_or_obj: Any) -> ConfigEntity:
         """The point whose knob values a JSON config (from `ConfigEntity.to_json`) names."""
-        obj = json.loads(text_or_obj) if isinstance(text_or_obj, str) else text_or_obj
+        try:
+            obj = json.loads(text_or_obj) if isinstance(text_or_obj, str) else text_or_obj
+        except json.JSONDecodeError as e:
+            raise ScheduleError(f"a config must be JSON, got {text_or_obj!r}: {e}") from None
         knobs = obj.get("knobs", {}) if isinstance(obj, dict) else None
         if knobs is None:
             raise ScheduleError(f"a config must be a JSON object with 'knobs', got {obj!r}")

@@ -52,8 +52,7 @@ class RelayRuntimeError(RelayError):
 
 
 class FrontendError(RelayError):
-    """A model from another format (ONNX) could not be read or converted; names the file or
-    the node."""
+    """A model in another format (ONNX) could not be imported; names the file or the node."""
 
 
 class TuningLogError(TesselError):

@@ -14,6 +14,7 @@ from typing import Any
 from llvmlite import ir
 
 from tensor_expr.dtype import bits
+from tessel_errors import CodegenError
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -91,4 +92,4 @@ def mangle(t: ir.Type) -> str:
         return f"i{t.width}"
     if isinstance(t, ir.PointerType):
         return "p0"
-    raise TypeError(f"no intrinsic mangling for {t}")
+    raise CodegenError(f"no LLVM intrinsic mangling for type {t}")

@@ -12,5 +12,7 @@ from relay_ir.frontend.onnx import (
     from_onnx,
     supported_ops,
 )
+from tessel_errors import FrontendError
 
-__all__ = ["NonStaticInput", "OnnxImportError", "UnsupportedOnnxOps", "from_onnx", "supported_ops"]
+__all__ = ["FrontendError", "NonStaticInput", "OnnxImportError", "UnsupportedOnnxOps",
+           "from_onnx", "supported_ops"]

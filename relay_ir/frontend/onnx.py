@@ -45,7 +45,7 @@ from relay_ir.module import IRModule
 from relay_ir.op._common import NotReady, Refined, RelationError
 from relay_ir.op.registry import TYPE_RELATIONS
 from relay_ir.ty import ANY, Dim, TensorType, TupleType, Type
-from tessel_errors import RelayError
+from tessel_errors import RelayError, TesselError
 
 __all__ = ["NonStaticInput", "OnnxImportError", "UnsupportedOnnxOps", "from_onnx",
            "supported_ops"]
@@ -92,16 +92,12 @@ def _load(model_or_path: Any) -> Any:
         path = os.fspath(model_or_path)
         try:
             model = onnx.load(path)
-        except FileNotFoundError:
-            raise OnnxImportError(f"no ONNX model at {path!r}") from None
-        except (OSError, onnx.onnx_cpp2py_export.checker.ValidationError) as e:  # type: ignore
-            raise OnnxImportError(f"cannot load ONNX model {path!r}: {e}") from None
-        except DecodeError as e:
-            raise OnnxImportError(f"{path!r} is not a readable ONNX model (truncated or "
-                                  f"damaged, or another format): {e}") from None
-        if not model.graph.node and not model.graph.output:
-            raise OnnxImportError(f"{path!r} holds no ONNX graph (an empty file, or another "
-                                  "format)")
+        except (OSError, DecodeError,
+                onnx.onnx_cpp2py_export.checker.ValidationError) as e:  # type: ignore
+            raise OnnxImportError(f"cannot load ONNX model {path}: {e}") from e
+        if not model.HasField("graph"):
+            raise OnnxImportError(f"cannot load ONNX model {path}: it has no graph "
+                                  f"(an empty or truncated file?)")
         return model
     if isinstance(model_or_path, onnx.ModelProto):
         return model_or_path
@@ -229,10 +225,11 @@ class _GraphConverter:
         except (RelationError, RelayError) as e:
             msg = e.message if isinstance(e, RelationError) else str(e)
             raise node.error(msg) from None
-        except (ValueError, TypeError, IndexError, KeyError, ArithmeticError) as e:
-            # a converter meeting attributes or inputs it did not expect
-            raise node.error(f"cannot convert it ({type(e).__name__}: {e}); check its "
-                             "attributes and inputs against the ONNX operator spec") from e
+        except TesselError:
+            raise
+        except Exception as e:  # a converter's own bug or an input it did not expect
+            raise node.error(f"the {node.op_type} converter failed: "
+                             f"{type(e).__name__}: {e}") from e
         finally:
             self.folding = False
         outputs = [o for o in node.outputs]

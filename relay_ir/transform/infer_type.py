@@ -1,4 +1,4 @@
-"""InferType: fill in `checked_type` on every expression (wraps relay_ir.typing).
+"""InferType: fill in `checked_type` on every expression.
 
 The pass is a thin adapter: `relay_ir.typing.infer_type` does the work (unification,
 gradual shapes, run-time shape checks where a shape is only known at run time). Other

@@ -36,17 +36,6 @@ from tessel_errors import TensorExprError
 INJECTIVE = "injective"
 
 
-def _const_dims(x: Tensor, op: str) -> list[int]:
-    dims = []
-    for d, dim in enumerate(x.shape):
-        if not isinstance(dim, IntImm):
-            raise TensorExprError(
-                f"{op}: dimension {d} of '{x.name}' is symbolic ({dim}); {op} needs constant "
-                "dimensions")
-        dims.append(dim.value)
-    return dims
-
-
 def transpose(x: Tensor, axes: Sequence[int] | None = None) -> Tensor:
     """Permute dimensions like numpy.transpose (reverse when axes is None)."""
     nd = x.ndim
@@ -335,4 +324,3 @@ def flatten(x: Tensor) -> Tensor:
         return x[(b,) + unravel(j, rest)] if rest else x[b]
 
     return compute(shape, body, name="flatten", tag=INJECTIVE)
-

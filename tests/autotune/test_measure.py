@@ -172,3 +172,12 @@ def test_the_flush_buffer_is_twice_the_last_level_cache() -> None:
         pytest.skip("no last-level cache size in /sys on this machine")
     size = int(text.rstrip("KMG")) << {"K": 10, "M": 20, "G": 30}.get(text[-1], 0)
     assert _flush_buffer().nbytes == 2 * max(size, 8 << 20)
+
+
+def test_a_worker_whose_import_fails_is_a_tessel_error_naming_the_imports() -> None:
+    from autotune.measure import Worker
+    from tessel_errors import TesselError
+
+    worker = Worker(imports=["no_such_module_for_tessel_tests"])
+    with pytest.raises(TesselError, match=r"exited while starting .*no_such_module_for_tessel"):
+        worker.call(("build", {}, "{}", {}), timeout=30)

@@ -114,3 +114,11 @@ def test_xgb_on_loop_ir_features_trains_and_proposes_new_points(tmp_path: Path) 
     assert tuner.feature == "loop_ir" and tuner.model.trained
     assert p.trials == 40 and len(set(configs)) == 40
     assert next(iter(tuner._loop_cache.values())).shape == (LOOP_FEATURE_LEN,)
+
+
+def test_xgb_rejects_an_unknown_feature_kind() -> None:
+    from autotune.tuners.xgb import XGBTuner
+    from tessel_errors import TesselError
+
+    with pytest.raises(TesselError, match="feature must be 'knob' or 'loop_ir', got 'loopir'"):
+        XGBTuner(SMALL, feature="loopir")

@@ -12,7 +12,7 @@ import pytest
 import tests.autotune.synthetic  # noqa: F401
 from autotune import FakeRunner, OpSpecError, Task, make_tuner, parse_op_spec, tune
 from autotune.features import LOOP_FEATURE_LEN, knob_features, loop_features
-from tuning_logs import TuningDatabase
+from tuning_logs import MeasureRecord, TuningDatabase
 
 SMALL = Task("synthetic.test", [((64, 36), "float32")])
 
@@ -38,6 +38,18 @@ def test_resume_of_a_finished_run_measures_nothing(tmp_path: Path) -> None:
         again = FakeRunner(_cost)
         p = tune(SMALL, make_tuner("xgb", SMALL, seed=0), 24, db, again)
     assert again.seen == [] and p.trials == 24 and p.best_mean == 1.0
+
+
+def test_resume_skips_a_record_of_another_template_version(tmp_path: Path) -> None:
+    foreign = MeasureRecord(SMALL.workload_key, SMALL.template, SMALL.target,
+                            SMALL.device_key, {"knobs": {"knob_of_an_old_version": 4}},
+                            costs=(1e-3,))
+    with TuningDatabase(tmp_path / "t.db") as db:
+        tune(SMALL, make_tuner("random", SMALL, seed=0), 10, db, FakeRunner(_cost))
+        db.add(foreign)
+        again = FakeRunner(_cost)
+        p = tune(SMALL, make_tuner("random", SMALL, seed=0), 15, db, again)
+    assert p.trials == 15 and len(again.seen) == 5
 
 
 def test_one_tuner_given_to_tune_in_steps_stops_at_the_total(tmp_path: Path) -> None:

@@ -240,14 +240,3 @@ def test_compile_object_refuses_a_non_cpu_target() -> None:
     with pytest.raises(CodegenError, match=r"compiles for the CPU \('llvm'\), not 'cuda"):
         build_module.compile_object(matmul_func(), "cuda")
 
-
-@pytest.mark.parametrize("value, level", [("", 0), ("0", 0), ("2", 2), (" 3 ", 3)])
-def test_tessel_debug_is_read_as_a_number(monkeypatch, value: str, level: int) -> None:
-    monkeypatch.setenv("TESSEL_DEBUG", value)
-    assert build_module.debug_level() == level
-
-
-def test_tessel_debug_that_is_not_a_number_is_a_clear_error(monkeypatch) -> None:
-    monkeypatch.setenv("TESSEL_DEBUG", "yes")
-    with pytest.raises(CodegenError, match="TESSEL_DEBUG must be a whole number.*'yes'"):
-        build_module.debug_level()

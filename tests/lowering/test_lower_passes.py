@@ -79,6 +79,18 @@ def test_loop_partition_preserves_results():
     assert outs[0][1] == 0 and outs[1][1] > 0
 
 
+def test_lower_and_build_reject_an_unknown_option():
+    from schedule import create_schedule
+
+    A = te.placeholder((8,), name="A")
+    C = te.compute((8,), lambda i: A[i] + 1.0, name="C")
+    s = create_schedule(C)
+    with pytest.raises(TypeError, match="partiton"):
+        lowering.lower(s, [A, C], partiton=False)
+    with pytest.raises(TypeError, match="partiton"):
+        lowering.build(s, [A, C], target="llvm", partiton=False)
+
+
 def test_remove_no_op_drops_empty_and_zero_trip_loops_and_inlines_unit_loops():
     store = ir.BufferStore(B, te.const(2.0), (j,))
     body = ir.seq(_for(i, 0, 0, store), _for(i, 0, 3, ir.SeqStmt(())), _for(j, 5, 1, store))

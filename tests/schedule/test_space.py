@@ -68,6 +68,11 @@ def test_from_json_rejects_a_value_that_is_not_a_choice() -> None:
         cfg.from_json(obj)
 
 
+def test_from_json_rejects_text_that_is_not_json() -> None:
+    with pytest.raises(ScheduleError, match="a config must be JSON"):
+        _space().from_json('{"knobs": {"tile_i": [8, 8]')
+
+
 def test_from_json_rejects_unknown_and_missing_knobs() -> None:
     cfg = _space()
     obj = json.loads(cfg.get(0).to_json())

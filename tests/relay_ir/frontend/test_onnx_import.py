@@ -9,7 +9,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import relay_ir
-from relay_ir.frontend import NonStaticInput, OnnxImportError, UnsupportedOnnxOps, from_onnx
+from relay_ir.frontend import (
+    FrontendError,
+    NonStaticInput,
+    OnnxImportError,
+    UnsupportedOnnxOps,
+    from_onnx,
+)
+from relay_ir.frontend.onnx_common import CONVERTERS
 from relay_ir.ty import ANY, TensorType, TupleType
 from relay_ir.typing import infer_type
 from tests.relay_ir.frontend.onnx_helpers import check_against_ort, graph_model, randn
@@ -106,6 +113,44 @@ def test_load_from_a_path(tmp_path, rng):
     ref = np.maximum(x @ params["w"] + params["b"], 0)
     np.testing.assert_allclose(relay_ir.interpret(mod, x=x, **params), ref, rtol=1e-5,
                                atol=1e-6)
+
+
+def test_a_truncated_file_is_a_frontend_error_naming_the_file(tmp_path):
+    path = tmp_path / "cut.onnx"
+    data = _mlp(2).SerializeToString()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(FrontendError, match=r"cannot load ONNX model .*cut\.onnx"):
+        from_onnx(path)
+
+
+def test_a_file_that_is_not_onnx_is_a_frontend_error_naming_the_file(tmp_path):
+    path = tmp_path / "junk.onnx"
+    path.write_bytes(b"\xff\xfe not a protobuf " * 8)
+    with pytest.raises(FrontendError, match=r"cannot load ONNX model .*junk\.onnx"):
+        from_onnx(path)
+
+
+def test_an_empty_file_is_a_frontend_error_saying_it_has_no_graph(tmp_path):
+    path = tmp_path / "empty.onnx"
+    path.write_bytes(b"")
+    with pytest.raises(FrontendError, match=r"empty\.onnx: it has no graph"):
+        from_onnx(path)
+
+
+def test_a_missing_file_is_a_frontend_error_naming_the_file(tmp_path):
+    with pytest.raises(FrontendError, match=r"cannot load ONNX model .*absent\.onnx"):
+        from_onnx(tmp_path / "absent.onnx")
+
+
+def test_a_converter_failure_names_the_node_and_chains_the_cause(monkeypatch):
+    def broken(ctx, node):
+        raise KeyError("alpha")
+
+    monkeypatch.setitem(CONVERTERS, "Relu", broken)
+    with pytest.raises(FrontendError, match=r'node "act" \(Relu, index 2\): the Relu '
+                                            r"converter failed: KeyError: 'alpha'") as info:
+        from_onnx(_mlp(2))
+    assert isinstance(info.value.__cause__, KeyError)
 
 
 def test_bad_argument_type_is_an_import_error():
