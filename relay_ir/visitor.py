@@ -21,7 +21,7 @@ nesting through functions, ifs and matches recurses.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -47,7 +47,9 @@ from relay_ir.expr import (
     Tuple,
     TupleGetItem,
     Var,
+    pattern_vars,
 )
+from relay_ir.op.registry import Op
 from tessel_errors import RelayError
 
 # Nodes that bind no variables: safe to expand eagerly in post order.
@@ -92,35 +94,34 @@ _SNAKE = {
 }
 
 
-def children(e: Any) -> tuple[Any, ...]:
-    """The direct sub-expressions of `e` in evaluation order (pattern vars included).
+def children(e: Any) -> tuple[Expr, ...]:
+    """The sub-expressions `e` evaluates, in evaluation order: binders (function params,
+    a let's var, pattern vars) and the callee of an op or constructor call are not among
+    them. Leaves (vars, globals, constants, constructors, ops) have none.
 
-    >>> from relay_ir.expr import Var, Tuple
-    >>> a = Var("a"); len(children(Tuple((a, a))))
-    2
+    >>> from relay_ir.expr import Var, Tuple, Function
+    >>> a, b = Var("a"), Var("b")
+    >>> len(children(Tuple((a, a)))), children(Function((a,), b)) == (b,)
+    (2, True)
     """
     if isinstance(e, (Var, GlobalVar, Constant, Constructor)) or not isinstance(e, Expr):
         return ()
     if isinstance(e, Call):
-        return ((e.op,) if isinstance(e.op, Expr) else ()) + e.args
+        callee = () if isinstance(e.op, (Op, Constructor)) or not isinstance(e.op, Expr) \
+            else (e.op,)
+        return callee + tuple(e.args)
     if isinstance(e, Tuple):
-        return e.fields
+        return tuple(e.fields)
     if isinstance(e, TupleGetItem):
         return (e.tuple_value,)
     if isinstance(e, Function):
-        return e.params + (e.body,)
+        return (e.body,)
     if isinstance(e, Let):
-        return (e.var, e.value, e.body)
+        return (e.value, e.body)
     if isinstance(e, If):
         return (e.cond, e.true_branch, e.false_branch)
     if isinstance(e, Match):
-        out: list[Expr] = [e.data]
-        for c in e.clauses:
-            from relay_ir.expr import pattern_vars
-
-            out.extend(pattern_vars(c.lhs))
-            out.append(c.rhs)
-        return tuple(out)
+        return (e.data,) + tuple(c.rhs for c in e.clauses)
     if isinstance(e, RefCreate):
         return (e.value,)
     if isinstance(e, RefRead):
@@ -130,86 +131,97 @@ def children(e: Any) -> tuple[Any, ...]:
     raise RelayError(f"children(): unknown expression node {type(e).__name__}")
 
 
-def post_order(expr: Expr) -> Iterator[Expr]:
-    """Every node under `expr` once, children before parents, without recursion.
+def post_order(expr: Expr, skip: Callable[[Expr], bool] | None = None) -> list[Expr]:
+    """Every distinct node under `expr` (by identity: a shared node once), children before
+    parents, without recursion; the children of a node for which `skip(node)` holds are
+    not walked.
 
     >>> from relay_ir.expr import Var, Tuple
     >>> a = Var("a"); [type(n).__name__ for n in post_order(Tuple((a, a)))]
     ['Var', 'Tuple']
     """
+    out: list[Expr] = []
     seen: set[int] = set()
     stack: list[tuple[Any, bool]] = [(expr, False)]
     while stack:
         node, expanded = stack.pop()
         if expanded:
-            yield node
+            out.append(node)
             continue
         if id(node) in seen:
             continue
         seen.add(id(node))
         stack.append((node, True))
+        if skip is not None and skip(node):
+            continue
         for c in reversed(children(node)):
             if id(c) not in seen:
                 stack.append((c, False))
+    return out
+
+
+def binders(expr: Expr) -> tuple[Var, ...]:
+    """The variables `expr` itself binds (function params, let var, match pattern vars).
+
+    >>> from relay_ir.expr import Var, Let
+    >>> x = Var("x"); binders(Let(x, x, x)) == (x,)
+    True
+    """
+    if isinstance(expr, Function):
+        return tuple(expr.params)
+    if isinstance(expr, Let):
+        return (expr.var,)
+    if isinstance(expr, Match):
+        return tuple(v for c in expr.clauses for v in pattern_vars(c.lhs))
+    return ()
 
 
 def free_vars(expr: Expr) -> list[Var]:
-    """The variables used in `expr` outside any binder of theirs, in order of first use.
+    """The variables used under `expr` but not bound there, in order of first use.
+
+    Scoping is exact: a let var is in scope in the let body (and in its own value when
+    that value is a function, which is how Relay writes local recursion). Each node's
+    free variables are computed once, bottom-up, so a sub-expression shared between two
+    scopes is right in both: a variable one scope binds is still free where the other
+    scope uses the same node.
 
     >>> from relay_ir.expr import Var, Function, Tuple
     >>> a, b = Var("a"), Var("b")
     >>> [v.name_hint for v in free_vars(Function((a,), Tuple((a, b))))]
     ['b']
     """
-    from relay_ir.expr import pattern_vars
-
-    bound: dict[int, int] = {}  # var id -> how many enclosing binders bind it
-    out: list[Var] = []
-    seen: set[int] = set()
-    visited: set[int] = set()
-    # Pre-order, left to right, with explicit scope exits: no recursion, and the order
-    # of the result reads like the text. Shared nodes are walked once.
-    stack: list[Any] = [expr]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, tuple):  # ("enter" | "exit", vars): a scope starts or ends
-            if item[0] == "enter":
-                _bind(bound, item[1])
-            else:
-                for v in item[1]:
-                    bound[id(v)] -= 1
-            continue
-        if isinstance(item, Var):
-            if not bound.get(id(item)) and id(item) not in seen:
-                seen.add(id(item))
-                out.append(item)
-            continue
-        if id(item) in visited:
-            continue
-        visited.add(id(item))
-        if isinstance(item, Function):
-            _bind(bound, item.params)
-            stack.append(("exit", item.params))
-            stack.append(item.body)
-        elif isinstance(item, Let):
-            _bind(bound, (item.var,))
-            stack.append(("exit", (item.var,)))
-            stack.extend((item.body, item.value))
-        elif isinstance(item, Match):
-            for c in reversed(item.clauses):
-                vs = tuple(pattern_vars(c.lhs))
-                stack.append(("exit", vs))
-                stack.append(c.rhs)
-                stack.append(("enter", vs))
-            stack.append(item.data)
+    memo: dict[int, tuple[Var, ...]] = {}
+    for node in post_order(expr):
+        if isinstance(node, Var):
+            memo[id(node)] = (node,)
+        elif isinstance(node, Match):
+            parts: list[Var] = list(memo[id(node.data)])
+            for clause in node.clauses:
+                bound = set(map(id, pattern_vars(clause.lhs)))
+                parts += [v for v in memo[id(clause.rhs)] if id(v) not in bound]
+            memo[id(node)] = _dedup(parts)
+        elif isinstance(node, Let):
+            own = id(node.var)
+            value = memo[id(node.value)]
+            if isinstance(node.value, Function):
+                value = tuple(v for v in value if id(v) != own)
+            body = tuple(v for v in memo[id(node.body)] if id(v) != own)
+            memo[id(node)] = _dedup(list(value) + list(body))
         else:
-            stack.extend(reversed(children(item)))
-    return out
+            own_ids = set(map(id, binders(node)))
+            memo[id(node)] = _dedup([v for c in children(node) for v in memo[id(c)]
+                                     if id(v) not in own_ids])
+    return list(memo[id(expr)])
 
 
-def _bind(bound: dict[int, int], vs: Any) -> None:
+def _dedup(vs: list[Var]) -> tuple[Var, ...]:
+    seen: set[int] = set()
+    out = []
     for v in vs:
-        bound[id(v)] = bound.get(id(v), 0) + 1
+        if id(v) not in seen:
+            seen.add(id(v))
+            out.append(v)
+    return tuple(out)
 
 
 class ExprFunctor:

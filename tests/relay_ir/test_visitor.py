@@ -186,7 +186,30 @@ def test_post_order_lists_children_before_parents_once():
 def test_children_of_if_and_function():
     c, a, b = Var("c"), Var("a"), Var("b")
     assert children(If(c, a, b)) == (c, a, b)
-    assert children(Function((a,), b)) == (a, b)
+    assert children(Function((a,), b)) == (b,)  # a parameter is bound, not evaluated
+
+
+def test_free_vars_of_a_node_shared_by_two_scopes_are_right_in_both():
+    x, y = Var("x"), Var("y")
+    shared = Tuple((x, y))  # reached inside a function binding x and outside it
+    inside = Function((x,), shared)
+    e = Tuple((inside, shared))
+    assert free_vars(inside) == [y]
+    assert free_vars(e) == [y, x]  # x is free where the shared node is used outside
+
+
+def test_free_vars_of_a_let_bound_node_used_again_after_the_let():
+    x, v = Var("x"), Var("v")
+    shared = Tuple((x,))
+    e = Tuple((Let(x, v, shared), shared))  # the second use of `shared` is outside the let
+    assert free_vars(e) == [v, x]
+
+
+def test_relay_ir_and_transform_free_vars_are_one_function():
+    import relay_ir
+
+    assert relay_ir.free_vars is relay_ir.transform.free_vars is free_vars
+    assert relay_ir.post_order is relay_ir.transform.post_order is post_order
 
 
 def test_free_vars_respect_binders_and_order_of_use():
