@@ -12,8 +12,8 @@ checks the knob exists and `cfg[name]` gives the chosen value.
     >>> cfg.define_knob("unroll", [0, 1])
     >>> cfg.size
     14
-    >>> cfg.get(3)["tile_i"].size
-    [8, 8]
+    >>> cfg.get(3)["tile_i"].size   # the outer factor, -1, is what the inner ones leave
+    [-1, 8]
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@
     >>> A = te.placeholder((4, 8), "float32", name="A")
     >>> k = te.reduce_axis((0, 8), name="k")
     >>> S = te.compute((4,), lambda i: te.sum(A[i, k], axis=k), name="S")
-    >>> S.shape, S.op.reduce_axis[0].var.name
-    ((IntImm(value=4, dtype='int32'),), 'k')
+    >>> [int(d.value) for d in S.shape], S.op.reduce_axis[0].var.name
+    ([4], 'k')
 """
 
 from __future__ import annotations

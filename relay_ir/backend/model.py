@@ -1,9 +1,13 @@
 """CompiledModel: what relay_ir.build returns; runs, profiles and saves a compiled graph.
 
-    >>> lib = relay_ir.build(mod)                  # doctest: +SKIP
-    >>> y = lib.run(x=x)                           # numpy in, numpy out (tuple for several)
-    >>> lib.memory_plan                            # doctest: +SKIP
-    MemoryPlan(peak_bytes=..., total_bytes=..., blocks=..., values=...)
+    >>> import numpy as np, relay_ir
+    >>> mod = relay_ir.parse("def @main(%x: Tensor[(2, 3), float32]) { nn.relu(%x) }")
+    >>> lib = relay_ir.build(mod)
+    >>> lib.run(x=np.array([[-1, 2, -3], [4, -5, 6]], "float32"))  # numpy in, numpy out
+    array([[0., 2., 0.],
+           [4., 0., 6.]], dtype=float32)
+    >>> lib.memory_plan                            # one kernel: no intermediates to plan
+    MemoryPlan(peak_bytes=0, total_bytes=0, blocks=0, values=0)
     >>> print(lib.profile(x=x))                    # doctest: +SKIP
     >>> lib.save("model.tessel"); lib2 = relay_ir.load_compiled("model.tessel")  # doctest: +SKIP
 """
