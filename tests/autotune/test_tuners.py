@@ -10,6 +10,7 @@ import pytest
 import tests.autotune.synthetic  # noqa: F401  (registers synthetic.test)
 from autotune import FakeRunner, Task, make_tuner, tune
 from autotune.features import LOOP_FEATURE_LEN
+from tessel_errors import TesselError
 from tuning_logs import TuningDatabase
 
 SMALL = Task("synthetic.test", [((64, 36), "float32")])
@@ -79,7 +80,7 @@ def test_early_stopping_stops_after_n_trials_without_improvement(tmp_path: Path)
 
 
 def test_unknown_tuner_names_the_choices() -> None:
-    with pytest.raises(Exception, match="unknown tuner 'anneal'; choose one of ga, genetic"):
+    with pytest.raises(TesselError, match="unknown tuner 'anneal'; choose one of ga, genetic"):
         make_tuner("anneal", SMALL)
 
 

@@ -31,6 +31,7 @@ from relay_ir.op.nn import matmul
 from relay_ir.op.tensor import cast, divide, multiply
 from tests.relay_ir.frontend import test_onnx_backend as interp
 from tests.relay_ir.frontend.onnx_backend import TesselCompiledBackend, TesselCompiledRep
+from tests.rng import seeded_rng
 
 # regex on the test name -> why the compiled path fails where the interpreter passes
 KNOWN_COMPILED_FAILURES: dict[str, str] = {
@@ -81,7 +82,7 @@ def test_float64_to_float16_cast_compiles_and_rounds_as_numpy():
     # fptrunc double -> half was a libcall the JIT left unresolved (a segfault)
     x = B.var("x", B.tensor_type((300,), "float64"))
     lib = relay_ir.build(B.function([x], cast(x, "float16")))
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     v = np.concatenate([rng.standard_normal(290) * 10.0 ** rng.integers(-9, 6, 290),
                         [np.inf, -np.inf, 0.0, -0.0, 65520.0, 65519.99, 1e-8, 2.98e-8,
                          -1e300, 1e300]])
@@ -95,7 +96,7 @@ def test_integer_divide_compiles_truncating_as_the_interpreter(dtype):
     x = B.var("x", B.tensor_type((3, 40), dtype))
     y = B.var("y", B.tensor_type((40,), dtype))
     fn = B.function([x, y], divide(x, y))
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     lo = 0 if dtype.startswith("u") else -100
     a = rng.integers(lo, 100, (3, 40)).astype(dtype)
     b = rng.integers(lo, 100, (40,)).astype(dtype)
@@ -109,7 +110,7 @@ def test_integer_divide_compiles_truncating_as_the_interpreter(dtype):
                                    ((4, 3), (2, 3, 3, 2))])
 def test_batched_broadcast_matmul_compiles_as_numpy(sa, sb):
     x, y = B.var("x", B.tensor_type(sa)), B.var("y", B.tensor_type(sb))
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     a = rng.standard_normal(sa).astype("float32")
     b = rng.standard_normal(sb).astype("float32")
     got = relay_ir.build(B.function([x, y], matmul(x, y))).run(x=a, y=b)
@@ -123,7 +124,7 @@ def test_control_flow_falls_back_to_the_interpreter_with_the_reason():
     rep = TesselCompiledRep(helper.make_model(graph), None)
     x = B.var("x", B.tensor_type((3,)))
     fn = B.function([x], B.if_(B.const(True), multiply(x, B.const(np.float32(2))), x))
-    v = np.random.default_rng().standard_normal(3).astype("float32")
+    v = seeded_rng().standard_normal(3).astype("float32")
     TesselCompiledBackend.fallbacks.clear()
     np.testing.assert_allclose(rep.execute(fn, {}, {"x": v}), 2 * v)
     assert "control flow" in TesselCompiledBackend.fallbacks["cf_model"]

@@ -16,6 +16,7 @@ import pytest
 import relay_ir
 from relay_ir.frontend.onnx import from_onnx
 from tests.e2e import onnx_models
+from tests.rng import seeded_rng
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -60,26 +61,26 @@ def _light(name: str) -> object:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", LIGHT_SLOW)
 def test_light_model_matches_onnxruntime_slow(name: str) -> None:
-    _check(_light(name), np.random.default_rng())
+    _check(_light(name), seeded_rng())
 
 
 def test_small_resnet18_matches_onnxruntime() -> None:
-    lib = _check(onnx_models.resnet18(image=32, width=8), np.random.default_rng())
+    lib = _check(onnx_models.resnet18(image=32, width=8), seeded_rng())
     scheds = [s for _, s in lib.group_schedules]
     assert scheds.count("conv2d_NCHWc.x86") == 15  # 20 convs, identical ones shared
     assert lib.memory_plan.peak_bytes < lib.memory_plan.total_bytes
 
 
 def test_small_mobilenet_v2_matches_onnxruntime() -> None:
-    lib = _check(onnx_models.mobilenet_v2(image=32, width=8), np.random.default_rng())
+    lib = _check(onnx_models.mobilenet_v2(image=32, width=8), seeded_rng())
     assert "depthwise_conv2d_nchw.x86" in {s for _, s in lib.group_schedules}
 
 
 @pytest.mark.slow
 def test_resnet18_matches_onnxruntime() -> None:
-    _check(onnx_models.resnet18(), np.random.default_rng())
+    _check(onnx_models.resnet18(), seeded_rng())
 
 
 @pytest.mark.slow
 def test_mobilenet_v2_matches_onnxruntime() -> None:
-    _check(onnx_models.mobilenet_v2(), np.random.default_rng())
+    _check(onnx_models.mobilenet_v2(), seeded_rng())

@@ -11,6 +11,7 @@ from lowering.interpreter import run
 from lowering.ir import Allocate, Buffer, BufferStore, For, ForKind, PrimFunc, seq
 from tessel_errors import KernelArgumentError, LoweringError
 from tests.lowering import ir_examples as X
+from tests.rng import seeded_rng
 
 EXAMPLES = X.all_examples()
 
@@ -27,7 +28,7 @@ def tolerance(dtype: str) -> dict[str, float]:
 def check_example(name: str, runner) -> None:
     """Run example `name` with `runner(func, *arrays)` and compare with its reference."""
     func, make, ref = EXAMPLES[name]
-    arrays = make(np.random.default_rng())
+    arrays = make(seeded_rng())
     expected = ref([a.copy() for a in arrays])
     runner(func, *arrays)
     for pos, want in expected.items():
@@ -46,7 +47,7 @@ def test_example_matches_numpy(name: str) -> None:
 @pytest.mark.parametrize("name", X.INTRINSICS)
 def test_intrinsic_float32_matches_numpy(name: str) -> None:
     func, make, ref = X.intrinsic(name, "float32")
-    a, b = make(np.random.default_rng())
+    a, b = make(seeded_rng())
     run(func, a, b)
     np.testing.assert_allclose(b, ref([a, b])[1], rtol=1e-5, atol=1e-6)
 
@@ -65,7 +66,7 @@ def test_floor_division_follows_python() -> None:
 
 def test_if_then_else_does_not_evaluate_untaken_side() -> None:
     func, make, ref = EXAMPLES["padded_read"]
-    a, b = make(np.random.default_rng())
+    a, b = make(seeded_rng())
     run(func, a, b)  # A[i - 2] at i = 0 would be out of bounds
     np.testing.assert_array_equal(b, ref([a, b])[1])
 
@@ -91,7 +92,7 @@ def test_out_of_bounds_write_names_buffer_and_index() -> None:
 
 def test_assert_failure_raises_with_message() -> None:
     func, make, _ = EXAMPLES["lets_and_branches"]
-    a, b = make(np.random.default_rng())
+    a, b = make(seeded_rng())
     a[0] = 5000
     with pytest.raises(KernelArgumentError, match="run-time check failed: A.0. must be below"):
         run(func, a, b)
@@ -141,6 +142,6 @@ def test_symbolic_shape_mismatch_is_reported() -> None:
 
 def test_interpret_wrapper_runs_the_interpreter() -> None:
     func, make, ref = EXAMPLES["elementwise"]
-    a, b = make(np.random.default_rng())
+    a, b = make(seeded_rng())
     lowering.interpret(func, a, b)
     np.testing.assert_allclose(b, ref([a, b])[1], rtol=1e-6)

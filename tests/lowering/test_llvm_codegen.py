@@ -19,6 +19,7 @@ from lowering.llvm.jit import emit_assembly
 from tessel_errors import CodegenError
 from tests.lowering import ir_examples as X
 from tests.lowering.test_interpreter import EXAMPLES, check_example, tolerance
+from tests.rng import seeded_rng
 
 
 def llvm_runner(func: PrimFunc, *arrays: np.ndarray) -> None:
@@ -35,7 +36,7 @@ def test_example_matches_numpy(name: str) -> None:
                                   "padded_read_vector", "casts", "symbolic"])
 def test_example_matches_interpreter(name: str) -> None:
     func, make, _ = EXAMPLES[name]
-    arrays = make(np.random.default_rng())
+    arrays = make(seeded_rng())
     mine = [a.copy() for a in arrays]
     run(func, *arrays)
     llvm_runner(func, *mine)
@@ -51,7 +52,7 @@ def test_example_matches_interpreter(name: str) -> None:
 @pytest.mark.parametrize("name", X.INTRINSICS)
 def test_intrinsic_matches_numpy(name: str, kind: ForKind, dtype: str) -> None:
     func, make, ref = X.intrinsic(name, dtype, kind)
-    a, b = make(np.random.default_rng())
+    a, b = make(seeded_rng())
     llvm_runner(func, a, b)
     tol = {"rtol": 2e-6, "atol": 1e-6} if dtype == "float32" else {"rtol": 1e-13, "atol": 0}
     np.testing.assert_allclose(b, ref([a, b])[1], **tol)
@@ -60,7 +61,7 @@ def test_intrinsic_matches_numpy(name: str, kind: ForKind, dtype: str) -> None:
 @pytest.mark.parametrize("name", ["exp", "sqrt", "tanh", "erf", "round"])
 def test_float16_intrinsic_matches_numpy(name: str) -> None:
     func, make, ref = X.intrinsic(name, "float16", ForKind.VECTORIZED)
-    a, b = make(np.random.default_rng())
+    a, b = make(seeded_rng())
     llvm_runner(func, a, b)
     np.testing.assert_allclose(b, ref([a, b])[1], rtol=1e-3, atol=1e-3)
 
@@ -68,7 +69,7 @@ def test_float16_intrinsic_matches_numpy(name: str) -> None:
 def test_tanh_float32_is_accurate_over_its_range() -> None:
     func, _, _ = X.intrinsic("tanh", "float32", ForKind.VECTORIZED)
     k = lowering.build(func)
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     for lo, hi in ((-12.0, 12.0), (-1e-3, 1e-3), (-30.0, 30.0)):
         a = rng.uniform(lo, hi, 37).astype("float32")
         b = np.empty_like(a)
@@ -79,7 +80,7 @@ def test_tanh_float32_is_accurate_over_its_range() -> None:
 def test_exp_float32_is_accurate_over_its_range() -> None:
     func, _, _ = X.intrinsic("exp", "float32", ForKind.VECTORIZED)
     k = lowering.build(func)
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     for lo, hi in ((-80.0, 80.0), (-1.0, 1.0), (-103.0, -87.0)):
         a = rng.uniform(lo, hi, 37).astype("float32")
         b = np.empty_like(a)
@@ -143,7 +144,7 @@ def test_parallel_loop_starts_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     text = generate(func, "llvm").text
     assert re.search(r"call i32 @\"?pthread_create", text) and "pthread_join" in text
     k = lowering.build(func)
-    arrays = make(np.random.default_rng())
+    arrays = make(seeded_rng())
     before = threading.active_count()
     k(*arrays)
     np.testing.assert_allclose(arrays[2], ref(arrays)[2], rtol=2e-5, atol=1e-4)
@@ -181,7 +182,7 @@ def test_thread_pool_workers_exist_and_results_are_right(
     tasks = len(os.listdir("/proc/self/task"))
     assert tasks >= threading.active_count() + 2  # two native workers beside Python's
     for _ in range(20):  # back-to-back launches reuse the workers
-        arrays = make(np.random.default_rng())
+        arrays = make(seeded_rng())
         k(*arrays)
         np.testing.assert_allclose(arrays[2], ref(arrays)[2], rtol=2e-5, atol=1e-4)
     assert len(os.listdir("/proc/self/task")) == tasks
@@ -197,7 +198,7 @@ def test_pool_runs_kernels_called_from_several_python_threads(
     def work() -> None:
         try:
             for _ in range(30):
-                arrays = make(np.random.default_rng())
+                arrays = make(seeded_rng())
                 k(*arrays)
                 np.testing.assert_allclose(arrays[1], ref(arrays)[1], rtol=2e-5, atol=1e-4)
         except BaseException as e:  # noqa: BLE001 - reported below
@@ -277,10 +278,10 @@ def test_unbound_variable_is_a_codegen_error() -> None:
 
 def _child_runs_parallel_kernels(k, func, queue) -> None:  # noqa: ANN001
     make, ref = EXAMPLES["matmul_blocked"][1], EXAMPLES["matmul_blocked"][2]
-    a = make(np.random.default_rng())
+    a = make(seeded_rng())
     k(*a)  # the parent's kernel: the pool belongs to the parent, so this runs serially
     k2 = lowering.build(func)  # a kernel built here gets a fresh pool
-    b = make(np.random.default_rng())
+    b = make(seeded_rng())
     k2(*b)
     queue.put(bool(np.allclose(a[2], ref(a)[2], rtol=2e-5, atol=1e-4)
                    and np.allclose(b[2], ref(b)[2], rtol=2e-5, atol=1e-4)))
@@ -292,7 +293,7 @@ def test_parallel_kernels_work_in_a_forked_child(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("TESSEL_NUM_THREADS", "2")
     func = EXAMPLES["matmul_blocked"][0]
     k = lowering.build(func)
-    k(*EXAMPLES["matmul_blocked"][1](np.random.default_rng()))  # start the parent's pool
+    k(*EXAMPLES["matmul_blocked"][1](seeded_rng()))  # start the parent's pool
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
     p = ctx.Process(target=_child_runs_parallel_kernels, args=(k, func, queue))

@@ -10,6 +10,7 @@ import relay_ir
 from relay_ir import nn
 from tessel_errors import KernelArgumentError, RelayError
 from tests.relay_ir import programs as P
+from tests.rng import seeded_rng
 
 DATAFLOW = ["mlp", "conv_bn_relu", "resnet_block", "transformer_block"]
 
@@ -25,7 +26,7 @@ def compiled() -> dict[str, relay_ir.CompiledModel]:
 
 @pytest.mark.parametrize("name", DATAFLOW)
 def test_compiled_output_equals_interpreter(compiled: dict, name: str) -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     mod, lib = getattr(P, name)(), compiled[name]
     for _ in range(2):
         ins = _inputs(name, rng)
@@ -65,7 +66,7 @@ def test_memory_plan_reuses_buffers_on_a_chain() -> None:
     assert len(lib.plan.steps) == 6
     assert plan.total_bytes == 5 * 64 * 64 * 4
     assert plan.peak_bytes == 2 * 64 * 64 * 4 < plan.total_bytes
-    x = np.random.default_rng().standard_normal((64, 64)).astype("float32")
+    x = seeded_rng().standard_normal((64, 64)).astype("float32")
     np.testing.assert_allclose(lib.run(x=x), relay_ir.interpret(_chain(6), x), rtol=1e-4,
                                atol=1e-6)
 
@@ -87,7 +88,7 @@ def test_other_targets_are_refused() -> None:
 
 
 def test_params_bound_as_constants() -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     ins = P.mlp_inputs(rng)
     names = ["x", "w1", "b1", "w2", "b2"]
     lib = relay_ir.build(P.mlp(), params=dict(zip(names[1:], ins[1:])))
@@ -100,7 +101,7 @@ def test_params_bound_as_constants() -> None:
 
 def test_input_checks_name_shape_dtype(compiled: dict) -> None:
     lib = compiled["resnet_block"]
-    x, w1, w2 = P.resnet_block_inputs(np.random.default_rng())
+    x, w1, w2 = P.resnet_block_inputs(seeded_rng())
     with pytest.raises(KernelArgumentError, match=r"missing input\(s\) w2"):
         lib.run(x=x, w1=w1)
     with pytest.raises(KernelArgumentError, match="unknown input 'y'"):
@@ -113,7 +114,7 @@ def test_input_checks_name_shape_dtype(compiled: dict) -> None:
 
 
 def test_dynamic_batch_resolved_at_run_time() -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     lib = relay_ir.build(P.mlp_dynamic())
     for batch in (2, 5, 2):
         x, w = P.rand(rng, batch, 8), P.rand(rng, 16, 8, scale=0.3)
@@ -128,7 +129,7 @@ def test_dynamic_batch_resolved_at_run_time() -> None:
 def test_tuple_outputs() -> None:
     x = P.tvar("x", (8, 16))
     mod = P.main_module([x], relay_ir.Tuple((nn.relu(x), relay_ir.sum(x, axis=(1,)))))
-    xv = np.random.default_rng().standard_normal((8, 16)).astype("float32")
+    xv = seeded_rng().standard_normal((8, 16)).astype("float32")
     got = relay_ir.build(mod).run(x=xv)
     P.assert_values_close(got, relay_ir.interpret(mod, xv), rtol=1e-5, atol=1e-5)
 
@@ -142,7 +143,7 @@ def test_save_load_round_trip(compiled: dict, tmp_path) -> None:
     misses = bm.stats["misses"]
     lib2 = relay_ir.load_compiled(path)
     assert bm.stats["misses"] == misses  # nothing recompiled
-    ins = P.resnet_block_inputs(np.random.default_rng())
+    ins = P.resnet_block_inputs(seeded_rng())
     feed = dict(zip(lib.input_names, ins))
     np.testing.assert_array_equal(lib2.run(**feed), lib.run(**feed))
     assert lib2.memory_plan.peak_bytes == lib.memory_plan.peak_bytes
@@ -158,7 +159,7 @@ def test_load_rejects_a_folder_without_a_model(tmp_path) -> None:
 
 def test_profile_table_lists_every_kernel(compiled: dict) -> None:
     lib = compiled["mlp"]
-    ins = P.mlp_inputs(np.random.default_rng())
+    ins = P.mlp_inputs(seeded_rng())
     table = lib.profile(**dict(zip(lib.input_names, ins)), repeat=3)
     assert [r.group for r in table.rows] == [s.group for s in lib.plan.steps]
     assert abs(sum(table.share(r) for r in table.rows) - 1.0) < 1e-9
@@ -169,7 +170,7 @@ def test_profile_table_lists_every_kernel(compiled: dict) -> None:
 
 
 def test_constant_conv_weights_are_packed_once_at_build_time(tmp_path) -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x, w1, w2 = P.resnet_block_inputs(rng)
     lib = relay_ir.build(P.resnet_block(), params={"w1": w1, "w2": w2})
     consts = [v for v in lib.plan.values if v.kind == "const"]
@@ -185,7 +186,7 @@ def test_constant_conv_weights_are_packed_once_at_build_time(tmp_path) -> None:
 
 
 def test_gradual_dims_refined_by_inference_are_checked_at_run() -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     lib = relay_ir.build(P.gradual_checked())
     x, w = P.gradual_checked_inputs(rng)
     np.testing.assert_allclose(lib.run(x=x, w=w), relay_ir.interpret(P.gradual_checked(), x, w),

@@ -12,6 +12,7 @@ import pytest
 import relay_ir as R
 from relay_ir import nn
 from tests.relay_ir import programs as P
+from tests.rng import seeded_rng
 
 F = "float32"
 # name -> (input shapes (dtype float32 unless given), body builder over the input vars)
@@ -82,7 +83,7 @@ def _inputs(shapes: list[Any], rng: np.random.Generator) -> list[np.ndarray]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_op_compiles_to_interpreter_semantics(name: str) -> None:
     shapes, body = CASES[name]
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     xs = [P.tvar(f"v{k}", s if not isinstance(s[-1], str) else s[0],
                  F if not isinstance(s[-1], str) else s[1]) for k, s in enumerate(shapes)]
     mod = P.main_module(xs, body(*xs))

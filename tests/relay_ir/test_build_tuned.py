@@ -14,7 +14,7 @@ import relay_ir
 from autotune.extract import extract_tasks
 from relay_ir.backend.pipeline import specialize
 from relay_ir.backend.tuned import TuningScope
-from tessel_errors import RelayError
+from tessel_errors import RelayError, TuningLogError
 from tests.relay_ir.programs import mlp, mlp_dynamic, mlp_inputs
 from tuning_logs import MeasureRecord, TuningDatabase, using_database
 
@@ -117,7 +117,7 @@ def test_build_with_a_closed_database_object_is_a_clear_error(tmp_path: Path) ->
 
 
 def test_build_with_a_missing_database_file_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(Exception, match="no tuning database"):
+    with pytest.raises(TuningLogError, match="no tuning database"):
         relay_ir.build(mlp(), tuning_db=tmp_path / "absent.db")
 
 

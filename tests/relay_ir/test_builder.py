@@ -10,6 +10,7 @@ from relay_ir.expr import Function, If, Let, Match, RefCreate, RefRead, RefWrite
 from relay_ir.interpreter import interpret
 from relay_ir.ty import ANY, ShapeVar, TensorType
 from tessel_errors import RelayError
+from tests.rng import seeded_rng
 
 
 def test_var_with_shape_dtype_or_type():
@@ -31,7 +32,7 @@ def test_var_rejects_both_type_and_shape():
 
 
 def test_const_dtypes_follow_relay_defaults():
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     data = rng.standard_normal((2, 3))
     assert r.const(data).dtype == "float64"  # numpy values keep their dtype
     assert r.const(data, "float16").dtype == "float16"
@@ -64,7 +65,7 @@ def test_let_if_function_tuple_and_refs_build_the_nodes():
 
 
 def test_built_program_runs_in_the_interpreter():
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x = r.var("x", shape=(3,))
     c = r.var("c", dtype="bool")
     sb = r.ScopeBuilder()

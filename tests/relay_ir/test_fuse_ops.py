@@ -27,6 +27,7 @@ from tests.relay_ir.programs import (
     transformer_block,
     tvar,
 )
+from tests.rng import seeded_rng
 
 
 def _names(fn: Function) -> list[str]:
@@ -76,7 +77,7 @@ def test_transformer_block_groups():
 
 
 def test_fused_blocks_compute_the_same():
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     for name in ("resnet_block", "transformer_block"):
         p = PROGRAMS_BY_NAME[name]
         args = p.inputs(rng)

@@ -34,11 +34,12 @@ from relay_ir.op import tensor as T
 from relay_ir.ty import GlobalTypeVar, TypeCall, TypeData
 from tessel_errors import RelayRuntimeError
 from tests.relay_ir.programs import PROGRAMS_BY_NAME, const, tvar
+from tests.rng import seeded_rng
 
 
 @pytest.fixture
 def rng() -> np.random.Generator:
-    return np.random.default_rng()
+    return seeded_rng()
 
 
 def test_mlp_matches_numpy(rng):

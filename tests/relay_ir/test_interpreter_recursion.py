@@ -34,11 +34,12 @@ from tests.relay_ir.programs import (
     tree_lstm_weights,
     tvar,
 )
+from tests.rng import seeded_rng
 
 
 @pytest.fixture
 def rng() -> np.random.Generator:
-    return np.random.default_rng()
+    return seeded_rng()
 
 
 def _loop_reference(n: int, x: np.ndarray) -> np.ndarray:

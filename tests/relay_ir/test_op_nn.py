@@ -10,6 +10,7 @@ import pytest
 from relay_ir.op._common import Refined, RelationError
 from relay_ir.ty import ANY, TensorType, TupleType
 from tests.relay_ir.op_helpers import T, rand, ref, rel, rel_full
+from tests.rng import seeded_rng
 
 
 def conv2d_loops(x, w, stride, pad, dil, groups):
@@ -40,7 +41,7 @@ def conv2d_loops(x, w, stride, pad, dil, groups):
     ((1, 2), (1, 1), (1, 1), 4),  # depthwise: groups == channels
 ])
 def test_conv2d_nchw_matches_loops(stride, padding, dil, groups) -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x = rand(rng, 2, 4, 7, 6)
     w = rand(rng, 4, 4 // groups, 3, 2)
     got = ref("nn.conv2d", x, w, strides=stride, padding=padding, dilation=dil, groups=groups)
@@ -53,7 +54,7 @@ def test_conv2d_nchw_matches_loops(stride, padding, dil, groups) -> None:
 
 
 def test_conv2d_nhwc_hwio_matches_nchw() -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x, w = rand(rng, 1, 3, 5, 5), rand(rng, 6, 3, 3, 3)
     want = conv2d_loops(x.astype(np.float64), w.astype(np.float64), (1, 1), (1, 1, 1, 1),
                         (1, 1), 1)
@@ -79,7 +80,7 @@ def test_conv2d_relation_errors_and_refinement() -> None:
 
 
 def test_dense_reference_and_gradual_relation() -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x, w = rand(rng, 2, 5, 3), rand(rng, 4, 3)
     want = np.array([[[sum(float(x[b, i, k]) * float(w[n, k]) for k in range(3))
                        for n in range(4)] for i in range(5)] for b in range(2)])
@@ -92,7 +93,7 @@ def test_dense_reference_and_gradual_relation() -> None:
 
 
 def test_batch_matmul_and_matmul() -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x, y = rand(rng, 3, 2, 4), rand(rng, 3, 5, 4)
     want = np.stack([x[b].astype(np.float64) @ y[b].astype(np.float64).T for b in range(3)])
     np.testing.assert_allclose(ref("nn.batch_matmul", x, y), want, rtol=1e-5, atol=1e-6)
@@ -141,7 +142,7 @@ def pool_loops(x, k, s, pad, kind, include_pad=False, ceil_mode=False):
 @pytest.mark.parametrize("kind", ["max", "avg"])
 @pytest.mark.parametrize("ceil_mode,include_pad", [(False, False), (True, False), (True, True)])
 def test_pools_match_loops(kind, ceil_mode, include_pad) -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x = rand(rng, 1, 2, 7, 6)
     attrs = {"pool_size": (3, 2), "strides": (2, 2), "padding": (1, 0), "ceil_mode": ceil_mode}
     if kind == "avg":
@@ -154,7 +155,7 @@ def test_pools_match_loops(kind, ceil_mode, include_pad) -> None:
 
 
 def test_pool_nhwc_and_global_avg_pool() -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x = rand(rng, 2, 3, 4, 5)
     nhwc = ref("nn.max_pool2d", x.transpose(0, 2, 3, 1), pool_size=(2, 2), layout="NHWC")
     np.testing.assert_array_equal(nhwc.transpose(0, 3, 1, 2),
@@ -167,7 +168,7 @@ def test_pool_nhwc_and_global_avg_pool() -> None:
 
 
 def test_batch_norm_returns_three_fields() -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x = rand(rng, 2, 3, 4)
     g, b, m = rand(rng, 3), rand(rng, 3), rand(rng, 3)
     v = np.abs(rand(rng, 3)) + 0.5
@@ -186,7 +187,7 @@ def test_batch_norm_returns_three_fields() -> None:
 
 
 def test_layer_norm_softmax_log_softmax() -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x = rand(rng, 3, 5).astype(np.float64)
     g, b = rand(rng, 5), rand(rng, 5)
     want = (x - x.mean(axis=1, keepdims=True)) / np.sqrt(x.var(axis=1, keepdims=True) + 1e-5)
@@ -205,7 +206,7 @@ def test_layer_norm_softmax_log_softmax() -> None:
 
 
 def test_relu_leaky_relu_bias_add() -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x = rand(rng, 2, 3, 4)
     np.testing.assert_array_equal(ref("nn.relu", x), [[[max(v, 0.0) for v in r] for r in p]
                                                       for p in x.tolist()])
@@ -221,7 +222,7 @@ def test_relu_leaky_relu_bias_add() -> None:
 
 
 def test_pad_and_dropout() -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x = rand(rng, 2, 3)
     got = ref("nn.pad", x, pad_width=((1, 0), (2, 1)), pad_value=-1.0)
     assert got.shape == (3, 6) and (got[0] == -1).all() and (got[1:, 2:5] == x).all()

@@ -29,6 +29,7 @@ from relay_ir.expr import (
 from relay_ir.op.registry import get_op
 from relay_ir.ty import ANY, FuncType, RefType, ShapeVar, TensorType, TupleType, TypeCall, TypeVar
 from tessel_errors import ParseError
+from tests.rng import seeded_rng
 
 LIST = "type List[A] { Cons(A, List[A]), Nil }\n"
 
@@ -212,7 +213,7 @@ def test_scalar_literals(literal, dtype, value):
 
 
 def test_metadata_constants_round_trip_exactly_and_share():
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     data = rng.standard_normal((2, 3)).astype("float32")
     import base64
 

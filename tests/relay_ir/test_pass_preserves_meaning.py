@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
 import pytest
 
 import relay_ir.transform as T
@@ -14,6 +13,7 @@ from relay_ir.interpreter import interpret
 from relay_ir.module import IRModule
 from relay_ir.transform.pass_manager import verify_module
 from tests.relay_ir.programs import PROGRAMS, assert_values_close
+from tests.rng import seeded_rng
 
 PASSES: dict[str, Callable[[], T.Pass]] = {
     "InferType": T.InferType,
@@ -34,7 +34,7 @@ PASSES: dict[str, Callable[[], T.Pass]] = {
 
 
 def _check(program, transform: Callable[[IRModule], IRModule]) -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     before = program.build()
     after = transform(program.build())
     verify_module(after)

@@ -15,6 +15,7 @@ from relay_ir.prelude import (
     prelude_text,
 )
 from tessel_errors import RelayError
+from tests.rng import seeded_rng
 
 
 def run(body: str, *args, params: str = ""):
@@ -81,7 +82,7 @@ F32 = "Tensor[(2, 2), float32]"
 
 
 def three_tensors():
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     return [rng.standard_normal((2, 2)).astype("float32") for _ in range(3)]
 
 

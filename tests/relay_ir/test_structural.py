@@ -11,6 +11,7 @@ from relay_ir.expr import Call, Constant, Function, Let, Tuple, TupleGetItem, Va
 from relay_ir.module import IRModule
 from relay_ir.op.registry import get_op
 from relay_ir.ty import FuncType, TensorType, TypeVar
+from tests.rng import seeded_rng
 
 
 def _fn_xy() -> tuple[Function, Function]:
@@ -57,7 +58,7 @@ def test_free_vars_must_be_the_same_objects_unless_mapped():
 
 
 def test_constants_compare_by_dtype_shape_and_value():
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     data = rng.standard_normal((2, 3)).astype("float32")
     assert structural_equal(Constant(data), Constant(data.copy()))
     assert not structural_equal(Constant(data), Constant(data.astype("float64")))

@@ -9,11 +9,12 @@ import pytest
 
 import tensor_expr as te
 from tessel_errors import TensorExprError
+from tests.rng import seeded_rng
 
 
 @pytest.fixture
 def rng():
-    return np.random.default_rng()
+    return seeded_rng()
 
 
 def test_elementwise_chain(rng):

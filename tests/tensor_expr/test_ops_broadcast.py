@@ -8,6 +8,7 @@ import pytest
 import tensor_expr as te
 from tensor_expr import ops
 from tessel_errors import TensorExprError
+from tests.rng import seeded_rng
 from tests.tensor_expr.op_check import check, rand, run_compiled
 
 SHAPES = [((4, 5), (4, 5)), ((4, 1, 3), (5, 1)), ((3,), (2, 3)), ((1,), (6, 2)),
@@ -23,7 +24,7 @@ CMP = [("equal", np.equal), ("not_equal", np.not_equal), ("less", np.less),
 
 @pytest.fixture
 def rng():
-    return np.random.default_rng()
+    return seeded_rng()
 
 
 @pytest.mark.parametrize("sa,sb", SHAPES)

@@ -10,6 +10,7 @@ import pytest
 import tensor_expr as te
 from tensor_expr import ops
 from tessel_errors import TensorExprError
+from tests.rng import seeded_rng
 from tests.tensor_expr.op_check import check, rand, run_compiled
 
 _erf = np.vectorize(math.erf)
@@ -29,7 +30,7 @@ UNARY = [
 
 @pytest.fixture
 def rng():
-    return np.random.default_rng()
+    return seeded_rng()
 
 
 @pytest.mark.parametrize("name,ref,dom", UNARY, ids=[u[0] for u in UNARY])

@@ -8,13 +8,14 @@ import pytest
 import tensor_expr as te
 from tensor_expr import ops
 from tessel_errors import TensorExprError
+from tests.rng import seeded_rng
 from tests.tensor_expr import nn_ref
 from tests.tensor_expr.op_check import check, rand, run_compiled
 
 
 @pytest.fixture
 def rng():
-    return np.random.default_rng()
+    return seeded_rng()
 
 
 # ---- matrix products ------------------------------------------------------------------------

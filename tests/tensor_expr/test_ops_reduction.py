@@ -8,6 +8,7 @@ import pytest
 import tensor_expr as te
 from tensor_expr import ops
 from tessel_errors import TensorExprError
+from tests.rng import seeded_rng
 from tests.tensor_expr.op_check import check, rand
 
 AXES = [None, 0, 1, -1, (0, 2), (1, 2), (0, 1, 2)]
@@ -15,7 +16,7 @@ AXES = [None, 0, 1, -1, (0, 2), (1, 2), (0, 1, 2)]
 
 @pytest.fixture
 def rng():
-    return np.random.default_rng()
+    return seeded_rng()
 
 
 @pytest.mark.parametrize("axis", AXES)

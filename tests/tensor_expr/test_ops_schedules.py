@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import tensor_expr as te
 from schedule import create_schedule
 from tensor_expr import ops
+from tests.rng import seeded_rng
 from tests.tensor_expr import nn_ref
 from tests.tensor_expr.op_check import assert_close, rand, run_compiled
 
 
 @pytest.fixture
 def rng():
-    return np.random.default_rng()
+    return seeded_rng()
 
 
 def _matmul(rng, m, n, k):

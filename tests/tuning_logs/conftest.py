@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.rng import seeded_rng
 from tuning_logs import MeasureRecord, TuningDatabase
 
 RecordFactory = Callable[..., MeasureRecord]
@@ -16,7 +17,7 @@ RecordFactory = Callable[..., MeasureRecord]
 
 @pytest.fixture
 def rng() -> np.random.Generator:
-    return np.random.default_rng()
+    return seeded_rng()
 
 
 @pytest.fixture

@@ -20,10 +20,11 @@ from relay_ir.frontend.onnx_common import CONVERTERS
 from relay_ir.ty import ANY, TensorType, TupleType
 from relay_ir.typing import infer_type
 from tests.relay_ir.frontend.onnx_helpers import check_against_ort, graph_model, randn
+from tests.rng import seeded_rng
 
 
 def _mlp(batch: object = "N") -> onnx.ModelProto:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
              helper.make_node("Add", ["h", "b"], ["hb"], name="bias"),
              helper.make_node("Relu", ["hb"], ["y"], name="act")]

@@ -8,6 +8,7 @@ import numpy as np
 import lowering
 import tensor_expr as te
 from schedule.templates import instantiate
+from tests.rng import seeded_rng
 from tests.schedule.templates.refs import close, conv2d_nchw, rand, run
 
 
@@ -36,7 +37,7 @@ def _bn_residual_clip(c: te.Tensor) -> tuple[list[te.Tensor], te.Tensor]:
 
 
 def test_dense_bias_relu_equals_numpy() -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     args = [((16, 24), "float32"), ((32, 24), "float32")]
     s, tensors = instantiate("dense.x86", args, epilogue=_bias_relu_2d)
     assert [t.name for t in tensors] == ["data", "weight", "bias", "relu"]
@@ -53,7 +54,7 @@ def test_dense_epilogue_reads_the_local_accumulator() -> None:
 
 
 def test_conv2d_nchw_bias_relu_equals_numpy() -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     args = [((1, 4, 8, 8), "float32"), ((8, 4, 3, 3), "float32")]
     s, tensors = instantiate("conv2d_nchw.x86", args, {"padding": 1}, epilogue=_bias_relu_nchw)
     x, w, b = rand(rng, (1, 4, 8, 8)), rand(rng, (8, 4, 3, 3)), rand(rng, (8,))
@@ -62,7 +63,7 @@ def test_conv2d_nchw_bias_relu_equals_numpy() -> None:
 
 
 def test_conv2d_nchwc_bn_residual_clip_equals_numpy() -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     args = [((1, 16, 6, 6), "float32"), ((16, 16, 3, 3), "float32")]
     s, tensors = instantiate("conv2d_NCHWc.x86", args, {"padding": 1},
                              epilogue=_bn_residual_clip)
@@ -76,7 +77,7 @@ def test_conv2d_nchwc_bn_residual_clip_equals_numpy() -> None:
 def test_depthwise_bias_relu_equals_numpy() -> None:
     from tests.schedule.templates.refs import depthwise_nchw
 
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     args = [((1, 8, 7, 7), "float32"), ((8, 1, 3, 3), "float32")]
     s, tensors = instantiate("depthwise_conv2d_nchw.x86", args, {"padding": 1},
                              epilogue=_bias_relu_nchw)
@@ -90,7 +91,7 @@ def test_ops_library_graph_schedules_with_the_dense_template() -> None:
     from schedule.templates import TEMPLATES
     from tensor_expr import ops
 
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x, w, b = te.placeholder((8, 16), name="x"), te.placeholder((24, 16), name="w"), \
         te.placeholder((24,), name="b")
     out = ops.relu(ops.bias_add(ops.dense(x, w), b, axis=1))
@@ -104,7 +105,7 @@ def test_ops_library_conv_graph_schedules_with_the_nchw_template() -> None:
     from schedule.templates import TEMPLATES
     from tensor_expr import ops
 
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x, w = te.placeholder((1, 4, 8, 8), name="x"), te.placeholder((8, 4, 3, 3), name="w")
     b = te.placeholder((8,), name="b")
     out = ops.relu(ops.bias_add(ops.conv2d_nchw(x, w, padding=1), b, axis=1))

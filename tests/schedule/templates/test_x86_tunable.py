@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from schedule.templates import config_space, input_packers, instantiate
+from tests.rng import seeded_rng
 from tests.schedule.templates.refs import close, conv2d_nchw, depthwise_nchw, rand, run
 
 CASES: list[tuple[str, list[Any], dict[str, Any], Any]] = [
@@ -34,7 +35,7 @@ IDS = [f"{c[0]}-{n}" for n, c in enumerate(CASES)]
 @pytest.mark.parametrize("name,args,attrs,ref", CASES, ids=IDS)
 def test_fallback_schedule_equals_numpy(name: str, args: list[Any], attrs: dict[str, Any],
                                         ref: Any) -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     s, tensors = instantiate(name, args, attrs)
     inputs = [rand(rng, shape) for shape, _ in args]
     close(run(s, tensors, inputs), ref(*inputs))
@@ -43,7 +44,7 @@ def test_fallback_schedule_equals_numpy(name: str, args: list[Any], attrs: dict[
 @pytest.mark.parametrize("name,args,attrs,ref", CASES[::2] + CASES[5:6], ids=IDS[::2] + IDS[5:6])
 def test_random_points_of_the_space_equal_numpy(name: str, args: list[Any],
                                                 attrs: dict[str, Any], ref: Any) -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     space = config_space(name, args, attrs)
     inputs = [rand(rng, shape) for shape, _ in args]
     for index in space.sample(rng, 2):
@@ -52,7 +53,7 @@ def test_random_points_of_the_space_equal_numpy(name: str, args: list[Any],
 
 
 def test_nchwc_with_packed_layouts_equals_numpy() -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     x, w = rand(rng, (1, 16, 6, 6)), rand(rng, (16, 16, 3, 3))
     bn = 8
     xc = np.ascontiguousarray(x.reshape(1, 2, bn, 6, 6).transpose(0, 1, 3, 4, 2))
@@ -67,7 +68,7 @@ def test_nchwc_with_packed_layouts_equals_numpy() -> None:
 
 
 def test_nchwc_with_a_logical_oihw_weight_takes_it_packed_in_the_configs_blocks() -> None:
-    rng = np.random.default_rng()
+    rng = seeded_rng()
     args = [((1, 16, 6, 6), "float32"), ((32, 16, 3, 3), "float32")]
     attrs = {"padding": 1, "kernel_layout": "OIHWio"}
     x, w = rand(rng, (1, 16, 6, 6)), rand(rng, (32, 16, 3, 3))
