@@ -9,6 +9,7 @@ import tensor_expr as te
 from lowering import bound, ir
 from lowering.bound import Consumer, Loop, footprint
 from schedule import create_schedule
+from tests.unwritten import unwritten
 
 
 def _allocs(f):
@@ -89,7 +90,7 @@ def test_compute_at_conv2d_buffer_is_window_sized():
     assert _allocs(f) == [("B", ["6", "8"])] * len(_allocs(f))
     del N
     rng = np.random.default_rng(0)
-    a, c = rng.random((14, 14), dtype=np.float32), np.zeros((12, 12), "float32")
+    a, c = rng.random((14, 14), dtype=np.float32), unwritten((12, 12), "float32")
     lowering.interpret(f, a, c)
     b = a * 2
     ref = sum(b[i:i + 12, j:j + 12] for i in range(3) for j in range(3))
@@ -124,7 +125,7 @@ def test_strided_consumer_buffer_covers_only_the_read_rows():
     s[B].compute_at(s[C], io)
     f = lowering.lower(s, [A, C])
     assert _allocs(f) == [("B", ["13"])]
-    a, c = np.arange(64, dtype="float32"), np.zeros(16, "float32")
+    a, c = np.arange(64, dtype="float32"), unwritten(16, "float32")
     lowering.interpret(f, a, c)
     np.testing.assert_allclose(c, a[1::4] + 1)
 
@@ -140,7 +141,7 @@ def test_cache_read_buffer_is_footprint_of_split_and_fused_indices():
     s[AA].compute_at(s[B], fo)
     f = lowering.lower(s, [A, B])
     assert _allocs(f) == [("A.local", ["2", "8"])]
-    a, b = np.arange(64, dtype="float32").reshape(8, 8), np.zeros((8, 8), "float32")
+    a, b = np.arange(64, dtype="float32").reshape(8, 8), unwritten((8, 8), "float32")
     lowering.interpret(f, a, b)
     np.testing.assert_allclose(b, a * 3)
 
@@ -188,6 +189,6 @@ def test_shared_buffer_region_is_relaxed_over_thread_loops():
     s[AL].compute_at(s[B], tx)
     f = lowering.lower(s, [A, B])
     assert sorted(_allocs(f)) == [("A.shared", ["16"]), ("A.shared.local", ["1"])]
-    a, b = np.arange(64, dtype="float32"), np.zeros(64, "float32")
+    a, b = np.arange(64, dtype="float32"), unwritten(64, "float32")
     lowering.interpret(f, a, b)
     np.testing.assert_allclose(b, a * 2)

@@ -10,6 +10,7 @@ import tensor_expr as te
 from lowering import ir
 from schedule import create_schedule
 from tessel_errors import LoweringError
+from tests.unwritten import unwritten
 
 
 def _run(s, args, *arrays):
@@ -40,7 +41,7 @@ def test_matmul_tiled_vectorized_parallel_matches_numpy():
     s[C].reorder(io, jo, k, ii, ji)
     s[C].vectorize(ji)
     s[C].parallel(io)
-    a, b, c = _rand(rng, 20, 13), _rand(rng, 13, 18), np.zeros((20, 18), "float32")
+    a, b, c = _rand(rng, 20, 13), _rand(rng, 13, 18), unwritten((20, 18), "float32")
     _run(s, [A, B, C], a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
 
@@ -59,7 +60,7 @@ def test_cache_write_accumulator_at_tile_matches_numpy():
     s[CC].reorder(ko, ci, ki, cj)
     s[CC].vectorize(cj)
     s[CC].unroll(ki)
-    a, b, c = _rand(rng, 16, 10), _rand(rng, 10, 24), np.zeros((16, 24), "float32")
+    a, b, c = _rand(rng, 16, 10), _rand(rng, 10, 24), unwritten((16, 24), "float32")
     f = _run(s, [A, B, C], a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
     allocs = []
@@ -77,7 +78,7 @@ def test_cache_read_at_consumer_loop_matches_numpy():
     i, j = s[C].op.axis
     io, ii = s[C].split(i, factor=4)
     s[AA].compute_at(s[C], io)
-    a, b, c = _rand(rng, 12, 8), _rand(rng, 8, 12), np.zeros((12, 12), "float32")
+    a, b, c = _rand(rng, 12, 8), _rand(rng, 8, 12), unwritten((12, 12), "float32")
     f = _run(s, [A, B, C], a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
     assert "allocate A.local[float32 * (4, 8)] in local" in str(f)
@@ -92,7 +93,7 @@ def test_rfactor_of_split_reduction_matches_numpy():
     ko, ki = s[S].split(k, factor=8)
     SF = s.rfactor(S, ki)
     s[SF].vectorize(s[SF].op.axis[0])
-    a, out = _rand(rng, 6, 30), np.zeros(6, "float32")
+    a, out = _rand(rng, 6, 30), unwritten(6, "float32")
     _run(s, [A, S], a, out)
     np.testing.assert_allclose(out, a.sum(axis=1), rtol=1e-4, atol=1e-4)
     assert SF.shape[0].value == 8 and SF.op.name == "S.rf"
@@ -113,7 +114,7 @@ def test_inline_chain_and_padding_conv_compute_at():
     y, x = s[C].op.axis
     yo, yi = s[C].split(y, factor=4)
     s[P].compute_at(s[C], yo)
-    xv, w, out = _rand(rng, H, H), _rand(rng, 3, 3), np.zeros((H, H), "float32")
+    xv, w, out = _rand(rng, H, H), _rand(rng, 3, 3), unwritten((H, H), "float32")
     f = _run(s, [X, W, C], xv, w, out)
     pad = np.pad(xv, 1)
     ref = sum(pad[a:a + H, b:b + H] * w[a, b] for a in range(3) for b in range(3))
@@ -132,7 +133,7 @@ def test_fused_elementwise_inline_matches_numpy():
     fo, fi = s[Z].split(f, factor=8)
     s[Z].parallel(fo)
     s[Z].vectorize(fi)
-    x, z = _rand(rng, 7, 5), np.zeros((7, 5), "float32")
+    x, z = _rand(rng, 7, 5), unwritten((7, 5), "float32")
     func = _run(s, [X, Z], x, z)
     np.testing.assert_allclose(z, np.tanh(np.maximum(x * 2 + 1, 0)), rtol=1e-5, atol=1e-6)
     assert "allocate" not in str(func)
@@ -145,7 +146,7 @@ def test_argmax_tuple_reduction_matches_numpy():
     M = te.compute((5,), lambda i: te.argmax((k, A[i, k]), axis=k), name="M")
     s = create_schedule(M[0])
     a = _rand(rng, 5, 9)
-    oi, ov = np.zeros(5, "int32"), np.zeros(5, "float32")
+    oi, ov = unwritten(5, "int32"), unwritten(5, "float32")
     _run(s, [A, M[0], M[1]], a, oi, ov)
     np.testing.assert_array_equal(oi, a.argmax(axis=1))
     np.testing.assert_allclose(ov, a.max(axis=1))
@@ -160,7 +161,7 @@ def test_symbolic_shape_split_is_guarded():
     io, ii = s[B].split(B.op.axis[0], factor=4)
     f = lowering.lower(s, [A, B])
     assert "if ((((i.outer * 4) + i.inner) < n))" in str(f)
-    a, b = _rand(rng, 11), np.zeros(11, "float32")
+    a, b = _rand(rng, 11), unwritten(11, "float32")
     lowering.interpret(f, a, b)
     np.testing.assert_allclose(b, a * 3)
 
@@ -206,7 +207,7 @@ def test_nested_compute_at_chain_matches_numpy():
     s[C].compute_at(s[D], io)
     co, ci = s[C].split(C.op.axis[0], factor=3)
     s[B].compute_at(s[C], co)
-    a, d = _rand(rng, 20), np.zeros(16, "float32")
+    a, d = _rand(rng, 20), unwritten(16, "float32")
     f = _run(s, [A, D], a, d)
     b = a + 1
     c = b[:18] + b[2:]
@@ -224,7 +225,7 @@ def test_cache_write_of_a_tuple_reduction():
     ML = s.cache_write(M[0], "local")
     s[ML[0]].compute_at(s[M[0]], s[M[0]].op.axis[0])
     x = _rand(rng, 6, 9)
-    oi, ov = np.zeros(6, "int32"), np.zeros(6, "float32")
+    oi, ov = unwritten(6, "int32"), unwritten(6, "float32")
     f = _run(s, [X, M[0], M[1]], x, oi, ov)
     np.testing.assert_array_equal(oi, x.argmax(axis=1))
     np.testing.assert_allclose(ov, x.max(axis=1))
@@ -236,14 +237,14 @@ def test_scalar_reduction_and_multi_output_compute_at():
     A = te.placeholder((5,), name="A")
     k = te.reduce_axis((0, 5), name="k")
     S = te.compute((), lambda: te.sum(A[k], axis=k), name="S")
-    a, out = _rand(rng, 5), np.zeros((), "float32")
+    a, out = _rand(rng, 5), unwritten((), "float32")
     _run(create_schedule(S), [A, S], a, out)
     np.testing.assert_allclose(out, a.sum(), rtol=1e-5)
     P, Q = te.compute((4,), lambda i: (A[i] + 1.0, A[i] * 2.0), name="PQ")
     R = te.compute((4,), lambda i: P[i] + Q[i], name="R")
     s = create_schedule(R)
     s[P].compute_at(s[R], R.op.axis[0])
-    r = np.zeros(4, "float32")
+    r = unwritten(4, "float32")
     f = _run(s, [A, R], a, r)
     np.testing.assert_allclose(r, (a[:4] + 1) + a[:4] * 2, rtol=1e-5)
     assert "allocate PQ.v1[float32 * (1)] in global" in str(f)
@@ -259,7 +260,7 @@ def test_symbolic_compute_at_runs_in_llvm():
     io, ii = s[C].split(C.op.axis[0], factor=4)
     s[B].compute_at(s[C], io)
     kernel = lowering.build(s, [A, C], target="llvm")
-    a, c = _rand(rng, 11), np.zeros(11, "float32")
+    a, c = _rand(rng, 11), unwritten(11, "float32")
     kernel(a, c)
     np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
 
@@ -275,7 +276,7 @@ def test_compute_at_axis_fused_or_split_afterwards_follows_the_new_loop():
     s[B].compute_at(s[C], jo)
     f_ = s[C].fuse(io, jo)
     s[C].split(f_, factor=2)
-    a, c = _rand(rng, 8, 8), np.zeros((8, 8), "float32")
+    a, c = _rand(rng, 8, 8), unwritten((8, 8), "float32")
     f = _run(s, [A, C], a, c)
     np.testing.assert_allclose(c, (a + 1) * 2, rtol=1e-6)
     text = str(f)
@@ -291,7 +292,7 @@ def test_multi_output_stage_with_some_outputs_in_args_allocates_the_rest():
     s = create_schedule(M[0])
     f = lowering.lower(s, [X, M[0]])
     assert "allocate M.v1[float32 * (4)] in global" in str(f)
-    x, idx = _rand(rng, 4, 7), np.zeros(4, "int32")
+    x, idx = _rand(rng, 4, 7), unwritten(4, "int32")
     lowering.build(s, [X, M[0]], target="llvm")(x, idx)
     np.testing.assert_array_equal(idx, x.argmax(axis=1))
 
@@ -308,7 +309,7 @@ def test_an_input_the_computation_never_reads_is_still_a_kernel_parameter() -> N
     b = te.compute((4,), lambda i: a[i] + 1.0, name="B")
     f = lowering.build(create_schedule(b), [a, unused, b])
     x = np.random.default_rng(0).standard_normal(4).astype("float32")
-    out = np.empty(4, "float32")
+    out = unwritten(4, "float32")
     f(x, np.zeros(3, "float32"), out)
     np.testing.assert_allclose(out, x + 1.0)
     assert [p.name for p in lowering.lower(create_schedule(b), [a, unused, b]).params] == \
