@@ -72,7 +72,7 @@ def test_tanh_float32_is_accurate_over_its_range() -> None:
     rng = seeded_rng()
     for lo, hi in ((-12.0, 12.0), (-1e-3, 1e-3), (-30.0, 30.0)):
         a = rng.uniform(lo, hi, 37).astype("float32")
-        b = np.empty_like(a)
+        b = np.full_like(a, np.nan)
         k(a, b)
         np.testing.assert_allclose(b, np.tanh(a.astype("float64")), rtol=3e-7, atol=3e-7)
 
@@ -83,12 +83,12 @@ def test_exp_float32_is_accurate_over_its_range() -> None:
     rng = seeded_rng()
     for lo, hi in ((-80.0, 80.0), (-1.0, 1.0), (-103.0, -87.0)):
         a = rng.uniform(lo, hi, 37).astype("float32")
-        b = np.empty_like(a)
+        b = np.full_like(a, np.nan)
         k(a, b)
         want = np.exp(a.astype("float64"))
         np.testing.assert_allclose(b, want, rtol=3e-7, atol=1e-44)
     a = np.array([89.0, -105.0, np.inf, -np.inf, np.nan, 0.0] + [1.0] * 31, "float32")
-    b = np.empty_like(a)
+    b = np.full_like(a, np.nan)
     k(a, b)
     assert b[0] == np.inf and b[1] == 0.0 and b[2] == np.inf and b[3] == 0.0
     assert np.isnan(b[4]) and b[5] == 1.0
@@ -166,7 +166,7 @@ def test_parallel_threads_really_run_concurrently(monkeypatch: pytest.MonkeyPatc
     from tessel_target import Target
 
     k = Kernel(f, Target.parse("llvm"), gen, compile_ir(gen.text))
-    b = np.zeros(3, "int64")
+    b = np.full(3, -1, "int64")
     k(b)
     assert len(set(b.tolist())) == 3
 

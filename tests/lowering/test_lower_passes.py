@@ -70,7 +70,7 @@ def test_loop_partition_preserves_results():
     a = np.random.default_rng(0).standard_normal((13, 7)).astype("float32")
     outs = []
     for partition in (True, False):
-        c = np.zeros((13, 7), "float32")
+        c = np.full((13, 7), np.nan, "float32")
         f = lowering.lower(s, [A, C], partition=partition)
         lowering.interpret(f, a, c)
         outs.append((c, str(f).count("if (")))
