@@ -5,8 +5,17 @@
     >>> A = te.placeholder((64,), name="A")
     >>> B = te.compute((64,), lambda i: A[i] * 2.0, name="B")
     >>> s = create_schedule(B)
-    >>> print(lowering.lower(s, [A, B]))  # doctest: +SKIP
-    >>> f = lowering.build(s, [A, B], target="llvm")  # doctest: +SKIP
+    >>> print(lowering.lower(s, [A, B]))
+    func main(A: float32[64], B: float32[64]) {
+      for (i, 0, 64) {
+        B[i] = (A[i] * 2.0)
+      }
+    }
+    >>> import numpy as np
+    >>> f = lowering.build(s, [A, B], target="llvm")
+    >>> a, b = np.arange(64, dtype="float32"), np.full(64, np.nan, "float32")
+    >>> f(a, b); b[:4].tolist()
+    [0.0, 2.0, 4.0, 6.0]
 """
 
 from __future__ import annotations
