@@ -12,6 +12,7 @@ from lowering.ir import Allocate, Buffer, BufferStore, For, ForKind, PrimFunc, s
 from tessel_errors import KernelArgumentError, LoweringError
 from tests.lowering import ir_examples as X
 from tests.rng import seeded_rng
+from tests.unwritten import unwritten
 
 EXAMPLES = X.all_examples()
 
@@ -58,7 +59,7 @@ def test_floor_division_follows_python() -> None:
     f = PrimFunc("fd", (A, B, M), For(i, te.const(0), te.const(9), ForKind.SERIAL, seq(
         BufferStore(B, A[i] // 4, (i,)), BufferStore(M, A[i] % 4, (i,)))))
     a = np.arange(-4, 5, dtype="int32")
-    b, m = np.zeros(9, "int32"), np.zeros(9, "int32")
+    b, m = unwritten(9, "int32"), unwritten(9, "int32")
     run(f, a, b, m)
     assert b.tolist() == [x // 4 for x in range(-4, 5)]
     assert m.tolist() == [x % 4 for x in range(-4, 5)]
@@ -115,7 +116,7 @@ def test_int8_arithmetic_wraps() -> None:
     f = PrimFunc("wrap", (A, B), For(i, te.const(0), te.const(3), ForKind.SERIAL,
                                      BufferStore(B, A[i] * 2 + 100, (i,))))
     a = np.array([100, -100, 7], "int8")
-    b = np.zeros(3, "int8")
+    b = unwritten(3, "int8")
     run(f, a, b)
     with np.errstate(all="ignore"):
         assert b.tolist() == (a * np.int8(2) + np.int8(100)).tolist()

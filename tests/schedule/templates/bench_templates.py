@@ -24,8 +24,9 @@ def _time(k: object, arrays: list[np.ndarray]) -> float:
 
 
 def _numpy_gemm(n: int = 1024) -> float:
-    a = np.random.rand(n, n).astype(np.float32)
-    b = np.random.rand(n, n).astype(np.float32)
+    rng = np.random.default_rng(0)
+    a = rng.random((n, n), dtype=np.float32)
+    b = rng.random((n, n), dtype=np.float32)
     for _ in range(2):
         a @ b
     ts = []
