@@ -1,4 +1,7 @@
-"""Run deeply recursive work (interpretation, type inference) on a thread with a big stack.
+"""Run deeply recursive work on a thread with a big stack: the reference interpreter, whose
+evaluator recurses as deep as the Relay program it runs (a recursive function 10^4 calls
+deep). Traversals, mutators and type inference need none of this: they walk dataflow and
+let chains with explicit stacks (relay_ir.visitor.dataflow_below) under Python's own limit.
 
 One helper with one counter for the whole process: the recursion limit is raised while any
 deep run is active and restored when the last one ends, so overlapping runs of the

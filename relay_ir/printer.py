@@ -57,7 +57,7 @@ from relay_ir.ty import (
     TypeData,
     TypeVar,
 )
-from relay_ir.visitor import children, free_vars, post_order
+from relay_ir.visitor import DATAFLOW_NODES, children, free_vars, post_order
 from tessel_errors import RelayError
 
 
@@ -112,7 +112,7 @@ _SCALAR_SUFFIX = {
     "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
     "float32": "f", "float16": "f16", "float64": "f64",
 }
-_DATAFLOW = (Call, Tuple, TupleGetItem, RefCreate, RefRead, RefWrite)
+_DATAFLOW = DATAFLOW_NODES
 # Nodes that feed another expression get a numbered binding of their own.
 _BIND_WHEN_NESTED = (Call, RefCreate, RefRead, RefWrite, If, Match, Let)
 _ATOMIC = (Var, GlobalVar, Constant, Constructor)

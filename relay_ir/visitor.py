@@ -53,7 +53,7 @@ from relay_ir.op.registry import Op
 from tessel_errors import RelayError
 
 # Nodes that bind no variables: safe to expand eagerly in post order.
-_DATAFLOW = (Call, Tuple, TupleGetItem, RefCreate, RefRead, RefWrite)
+DATAFLOW_NODES = (Call, Tuple, TupleGetItem, RefCreate, RefRead, RefWrite)
 
 _METHOD_NAMES: dict[type, str | None] = {}
 
@@ -160,6 +160,38 @@ def post_order(expr: Expr, skip: Callable[[Expr], bool] | None = None) -> list[E
     return out
 
 
+def dataflow_below(root: Expr, done: Callable[[Expr], bool]) -> list[Expr]:
+    """The dataflow nodes (calls, tuples, projections, refs: nodes that bind nothing)
+    under `root` that are not `done`, children before parents, `root` itself excluded.
+
+    A recursive functor that handles these first, in this order, finds the operands of
+    every node it visits already handled, so a chain of 10^5 ops needs no deep Python
+    recursion; only nesting of functions, lets, ifs and matches recurses.
+
+    >>> from relay_ir.expr import Var, Tuple
+    >>> a = Var("a"); inner = Tuple((a,))
+    >>> dataflow_below(Tuple((inner,)), lambda n: False) == [inner]
+    True
+    """
+    out: list[Expr] = []
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    pending: set[int] = set()
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            if node is not root:
+                out.append(node)
+            continue
+        if id(node) in pending:
+            continue
+        pending.add(id(node))
+        stack.append((node, True))
+        for c in reversed(children(node)):
+            if isinstance(c, DATAFLOW_NODES) and id(c) not in pending and not done(c):
+                stack.append((c, False))
+    return out
+
+
 def binders(expr: Expr) -> tuple[Var, ...]:
     """The variables `expr` itself binds (function params, let var, match pattern vars).
 
@@ -240,7 +272,7 @@ class ExprFunctor:
             raise RelayError(
                 f"{type(self).__name__}.visit got a {type(expr).__name__}, not an expression"
             ) from None
-        if isinstance(expr, _DATAFLOW):
+        if isinstance(expr, DATAFLOW_NODES):
             self._expand_dataflow(expr)
             if expr in self.memo:
                 return self.memo[expr]
@@ -261,21 +293,9 @@ class ExprFunctor:
     def _expand_dataflow(self, root: Expr) -> None:
         # Visit the dataflow region under `root` bottom-up so that the recursive calls
         # inside visit_call & co. only ever find memoised children.
-        stack: list[tuple[Any, bool]] = [(root, False)]
-        pending: set[int] = set()
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                if node is not root and node not in self.memo:
-                    self.memo[node] = self._dispatch(node)
-                continue
-            if id(node) in pending:
-                continue
-            pending.add(id(node))
-            stack.append((node, True))
-            for c in reversed(children(node)):
-                if isinstance(c, _DATAFLOW) and c not in self.memo and id(c) not in pending:
-                    stack.append((c, False))
+        for node in dataflow_below(root, lambda n: n in self.memo):
+            if node not in self.memo:
+                self.memo[node] = self._dispatch(node)
 
 
 class ExprVisitor(ExprFunctor):

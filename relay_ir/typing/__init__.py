@@ -28,12 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from relay_ir.deep_stack import run_with_big_stack
 from relay_ir.expr import Expr
 from relay_ir.module import IRModule
 from relay_ir.ty import Type
 from relay_ir.typing.checks import Rebuilder, is_checked
 from relay_ir.typing.infer import Inferencer
+from tessel_errors import RelayTypeError
 
 
 @dataclass
@@ -93,8 +93,16 @@ def infer_expr_type(expr: Expr, mod: IRModule | None = None) -> Type:
 
 
 def _deep(work: Callable[[], Any]) -> Any:
-    """Run `work` on a big-stack thread (deep programs)."""
-    return run_with_big_stack(work, name="relay-infer-type")
+    """Run `work` under the caller's own stack and recursion limit: dataflow, let chains
+    and the rebuild are walked with explicit stacks, so only nesting of functions, ifs
+    and matches recurses, and nesting past Python's limit is a RelayTypeError."""
+    try:
+        return work()
+    except RecursionError:
+        raise RelayTypeError(
+            f"the program nests functions, ifs or matches deeper than type inference can "
+            f"follow (Python's recursion limit, {sys.getrecursionlimit()}); flatten the "
+            "nesting, e.g. with let bindings") from None
 
 
 __all__ = ["TypeInferenceReport", "infer_expr_type", "infer_type"]

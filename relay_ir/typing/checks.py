@@ -54,6 +54,7 @@ from relay_ir.op.runtime import check_shape_op
 from relay_ir.ty import TensorType, Type
 from relay_ir.typing.errors import describe_expr, type_error
 from relay_ir.typing.unify import Origin, Refinement, has_incomplete
+from relay_ir.visitor import DATAFLOW_NODES, dataflow_below
 
 
 def check_message(origin: Origin, items: list[tuple[int, int, str]]) -> str:
@@ -138,6 +139,10 @@ class Rebuilder:
             return e  # shared with the module's TypeData: identity must stay
         if isinstance(e, Let):
             return self._let(e)
+        if isinstance(e, DATAFLOW_NODES):  # operands first, without deep recursion
+            for node in dataflow_below(e, lambda n: n in self.memo):
+                if node not in self.memo:
+                    self.rebuild(node)
         method = _REBUILD.get(type(e))
         if method is None:
             raise type_error(f"cannot rebuild {type(e).__name__} nodes", e)

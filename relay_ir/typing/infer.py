@@ -62,6 +62,7 @@ from relay_ir.ty import (
 )
 from relay_ir.typing.errors import describe_expr, line_of, type_error
 from relay_ir.typing.unify import Origin, Unifier, UnifyError, has_incomplete, substitute
+from relay_ir.visitor import DATAFLOW_NODES, dataflow_below
 
 BOOL_SCALAR = TensorType((), "bool")
 
@@ -295,6 +296,10 @@ class Inferencer:
             return t
         if isinstance(e, Let):
             return self.visit_let(e)
+        if isinstance(e, DATAFLOW_NODES):  # operands first, without deep recursion
+            for node in dataflow_below(e, lambda n: n in self.types):
+                if node not in self.types:
+                    self.visit(node)
         method = _VISIT.get(type(e))
         if method is None:
             raise type_error(f"type inference does not handle {type(e).__name__} nodes", e)
