@@ -114,8 +114,8 @@ class Target:
             return ""  # a named foreign CPU: its own default features
         return host_cpu()[1]
 
-    @property
-    def features(self) -> frozenset[str]:
+    @functools.cached_property
+    def features(self) -> frozenset[str]:  # cached: templates ask for it at every knob
         """The CPU features code for this target may use (LLVM names: "avx2", "avx512f",
         ...): the host's for the host CPU, what a named CPU is known to have otherwise,
         with `-mattr`'s `+feature` / `-feature` applied on top.
