@@ -189,27 +189,8 @@ class _Planner:
 
 def _graph_order(body: Expr) -> list[Expr]:
     """Post order over @main's dataflow, not entering the Primitive functions."""
-    order, seen = [], set()
-    stack: list[tuple[Expr, bool]] = [(body, False)]
-    while stack:
-        e, done = stack.pop()
-        if done:
-            order.append(e)
-            continue
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        stack.append((e, True))
-        if isinstance(e, Call):
-            kids = list(e.args)
-        elif isinstance(e, Tuple):
-            kids = list(e.fields)
-        elif isinstance(e, TupleGetItem):
-            kids = [e.tuple_value]
-        else:
-            kids = []
-        stack.extend((k, False) for k in reversed(kids) if id(k) not in seen)
-    return [e for e in order if not isinstance(e, Var)]
+    return [e for e in post_order(body, skip=lambda n: isinstance(n, Function))
+            if not isinstance(e, (Var, Function))]
 
 
 def _flat_ids(v: Any) -> list[int]:
