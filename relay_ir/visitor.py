@@ -173,23 +173,11 @@ def dataflow_below(root: Expr, done: Callable[[Expr], bool]) -> list[Expr]:
     >>> dataflow_below(Tuple((inner,)), lambda n: False) == [inner]
     True
     """
-    out: list[Expr] = []
-    stack: list[tuple[Any, bool]] = [(root, False)]
-    pending: set[int] = set()
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            if node is not root:
-                out.append(node)
-            continue
-        if id(node) in pending:
-            continue
-        pending.add(id(node))
-        stack.append((node, True))
-        for c in reversed(children(node)):
-            if isinstance(c, DATAFLOW_NODES) and id(c) not in pending and not done(c):
-                stack.append((c, False))
-    return out
+    def wanted(n: Expr) -> bool:
+        return n is not root and isinstance(n, DATAFLOW_NODES) and not done(n)
+
+    return [n for n in post_order(root, skip=lambda n: n is not root and not wanted(n))
+            if wanted(n)]
 
 
 def binders(expr: Expr) -> tuple[Var, ...]:
