@@ -12,9 +12,11 @@ Ops run through their numpy references (`REFERENCES[op](*args, attrs=attrs)`).
 
 How deep programs stay within Python's limits: the evaluator loops (instead of recursing)
 through every tail position (let bodies, if branches, match arms, and calls in tail
-position), so a tail-recursive loop of any length runs in constant Python stack; the rest
-(e.g. `map` building `Cons(f(h), map(f, t))`) recurses, and `interpret` runs it in a worker
-thread with a large stack and a raised recursion limit. Within one function activation
+position), so a tail-recursive loop of any length holds one evaluation step; the rest
+(e.g. `map` building `Cons(f(h), map(f, t))`) nests, and its pending steps live on the
+trampoline's explicit stack (relay_ir.trampoline): a recursion 10^5 deep runs on the
+caller's thread under Python's default recursion limit, which nothing changes.
+Within one function activation
 each node is evaluated once (a memo by identity), so a shared sub-expression of a DAG is
 computed once, as Relay's graph form means.
 
@@ -32,8 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from relay_ir import deep_stack
-from relay_ir.deep_stack import MAX_PYTHON_FRAMES
+from relay_ir import trampoline
 from relay_ir.expr import (
     Call,
     Constant,
@@ -77,7 +78,7 @@ class Closure:
     name: str = ""  # the global's name, for messages
 
     def __call__(self, *args: Any) -> Any:
-        return run_with_big_stack(lambda: Interpreter(self.mod).apply(self, list(args)))
+        return Interpreter(self.mod).apply(self, list(args))
 
     def __repr__(self) -> str:
         what = f"@{self.name}" if self.name else "fn"
@@ -97,9 +98,7 @@ class ConstructorValue:
         return self.constructor.name_hint
 
     def __repr__(self) -> str:
-        if not self.fields:
-            return self.name
-        return f"{self.name}({', '.join(_short(f) for f in self.fields)})"
+        return _short(self)
 
 
 @dataclass(eq=False)
@@ -109,16 +108,29 @@ class RefValue:
     value: Any
 
     def __repr__(self) -> str:
-        return f"RefValue({_short(self.value)})"
+        return _short(self)
 
 
-def _short(v: Any) -> str:
+_SHOW_DEPTH = 4  # a value printed in a message shows this many levels of nesting
+
+
+def _short(v: Any, depth: int = 0) -> str:
+    # Bounded: a List of 10^5 Cons cells prints as a few levels and "...", not a
+    # recursion as deep as the list.
+    if depth >= _SHOW_DEPTH:
+        return "..."
     if isinstance(v, np.ndarray):
         if v.size <= 4:
             return np.array2string(v, separator=", ")
         return f"array{list(v.shape)}:{v.dtype}"
     if isinstance(v, tuple):
-        return "(" + ", ".join(_short(f) for f in v) + ")"
+        return "(" + ", ".join(_short(f, depth + 1) for f in v) + ")"
+    if isinstance(v, ConstructorValue):
+        if not v.fields:
+            return v.name
+        return f"{v.name}({', '.join(_short(f, depth + 1) for f in v.fields)})"
+    if isinstance(v, RefValue):
+        return f"RefValue({_short(v.value, depth + 1)})"
     return repr(v)
 
 
@@ -127,6 +139,10 @@ def _where(expr: Expr) -> str:
 
 
 # --- the evaluator -----------------------------------------------------------------------
+
+# How many evaluations may wait on a deeper one (a non-tail recursion's depth, times the
+# nested sub-expressions of each level) before the program counts as running away.
+MAX_PENDING = 1_000_000
 
 
 class _Frame:
@@ -139,8 +155,19 @@ class _Frame:
         self.memo: dict[Expr, Any] = {}
 
 
+def _too_deep() -> RelayRuntimeError:
+    return RelayRuntimeError(
+        f"the program recursed deeper than the interpreter allows ({MAX_PENDING:,} pending "
+        "evaluations); is the recursion unbounded?"
+    )
+
+
 class Interpreter:
     """Evaluates expressions of one module; `interpret` is the convenient entry point.
+
+    Evaluation steps are generators driven by `relay_ir.trampoline.run`: a sub-expression's
+    value is `yield self._eval(sub, frame)`, so a recursion as deep as the program's costs
+    heap, never Python stack.
 
     >>> from relay_ir.expr import Constant
     >>> Interpreter(None).eval_expr(Constant(np.float32(2)))
@@ -155,73 +182,112 @@ class Interpreter:
     # entry points
 
     def eval_expr(self, expr: Expr, env: dict[Var, Any] | None = None) -> Any:
-        """Evaluate `expr` with the given variable values (in the current thread)."""
-        return self._eval(expr, _Frame(dict(env or {})))
+        """Evaluate `expr` with the given variable values."""
+        return self._run(self._eval(expr, _Frame(dict(env or {}))))
 
     def apply(self, fn: Any, args: list[Any]) -> Any:
         """Call a function value (Closure or Constructor) on argument values."""
         if isinstance(fn, Closure):
             frame = self._enter(fn, args, None)
-            return self._eval(fn.func.body, frame)
+            return self._run(self._eval_tail(fn.func.body, frame))
         return self._call_value(fn, args, None)
+
+    @staticmethod
+    def _run(step: Any) -> Any:
+        return trampoline.run(step, MAX_PENDING, _too_deep)
 
     # evaluation
 
     def _eval(self, expr: Expr, frame: _Frame) -> Any:
+        """`expr`'s value when it is at hand (a variable, a memo hit, a constant), else a
+        generator computing it (to be yielded to the trampoline)."""
         if isinstance(expr, Var):
             return self._lookup(expr, frame)
         memo = frame.memo
         if expr in memo:
             return memo[expr]
-        value = self._eval_tail(expr, frame)
-        memo[expr] = value
-        return value
-
-    def _eval_tail(self, expr: Expr, frame: _Frame) -> Any:
-        # Tail positions continue this loop with a new (expr, frame) instead of recursing.
-        while True:
-            if isinstance(expr, Let):
-                while isinstance(expr, Let):  # let chains: iterate, never recurse
-                    self._bind_let(expr, frame)
-                    expr = expr.body
-                continue
-            if isinstance(expr, If):
-                cond = self._eval(expr.cond, frame)
-                expr = expr.true_branch if self._truth(cond, expr) else expr.false_branch
-                continue
-            if isinstance(expr, Match):
-                value = self._eval(expr.data, frame)
-                expr = self._select_clause(expr, value, frame)
-                continue
-            if isinstance(expr, Call) and not isinstance(expr.op, (Op, Constructor)):
-                callee = self._eval(expr.op, frame)
-                args = [self._eval(a, frame) for a in expr.args]
-                if isinstance(callee, Closure):
-                    frame = self._enter(callee, args, expr)
-                    expr = callee.func.body
-                    continue
-                return self._call_value(callee, args, expr)
-            if isinstance(expr, Var):
-                return self._lookup(expr, frame)
-            if expr in frame.memo:
-                return frame.memo[expr]
-            return self._eval_simple(expr, frame)
-
-    def _eval_simple(self, expr: Expr, frame: _Frame) -> Any:
         if isinstance(expr, Constant):
             # A read-only view: a caller writing into a result must not change the program.
             view = expr.data.view()
             view.flags.writeable = False
+            memo[expr] = view
             return view
+        return self._eval_tail(expr, frame)
+
+    def _eval_tail(self, expr: Expr, frame: _Frame) -> Any:
+        # Tail positions continue this loop with a new (expr, frame) instead of yielding, so
+        # a tail-recursive loop of any length holds one generator.
+        start, start_frame = expr, frame
+        while True:
+            if isinstance(expr, Let):
+                while isinstance(expr, Let):
+                    if isinstance(expr.value, Function):
+                        value = self._make_closure(expr.value, frame, expr.var)
+                        frame.memo[expr.value] = value
+                    else:
+                        value = yield self._eval(expr.value, frame)
+                    frame.env[expr.var] = value
+                    expr = expr.body
+                continue
+            if isinstance(expr, If):
+                cond = yield self._eval(expr.cond, frame)
+                expr = expr.true_branch if self._truth(cond, expr) else expr.false_branch
+                continue
+            if isinstance(expr, Match):
+                data = yield self._eval(expr.data, frame)
+                expr = self._select_clause(expr, data, frame)
+                continue
+            if isinstance(expr, Call) and not isinstance(expr.op, (Op, Constructor)):
+                callee = yield self._eval(expr.op, frame)
+                args = []
+                for a in expr.args:
+                    args.append((yield self._eval(a, frame)))
+                if isinstance(callee, Closure):
+                    frame = self._enter(callee, args, expr)
+                    expr = callee.func.body
+                    continue
+                value = self._call_value(callee, args, expr)
+                break
+            if isinstance(expr, Var):
+                value = self._lookup(expr, frame)
+                break
+            if expr in frame.memo:
+                value = frame.memo[expr]
+                break
+            value = yield self._eval_simple(expr, frame)
+            break
+        start_frame.memo[start] = value
+        return value
+
+    def _eval_simple(self, expr: Expr, frame: _Frame) -> Any:
+        # Nodes with no tail position: a value, or a generator when children need evaluating.
+        if isinstance(expr, Constant):
+            return self._eval(expr, frame)
+        if isinstance(expr, GlobalVar):
+            return self._global(expr)
+        if isinstance(expr, Function):
+            return self._make_closure(expr, frame, None)
+        if isinstance(expr, Constructor):
+            if not expr.inputs:
+                return ConstructorValue(expr, ())
+            return expr  # a constructor used as a function value
+        return self._eval_children(expr, frame)
+
+    def _eval_children(self, expr: Expr, frame: _Frame) -> Any:
         if isinstance(expr, Call):
-            args = [self._eval(a, frame) for a in expr.args]
+            args = []
+            for a in expr.args:
+                args.append((yield self._eval(a, frame)))
             if isinstance(expr.op, Op):
                 return self._call_op(expr, args)
             return self._call_value(expr.op, args, expr)
         if isinstance(expr, Tuple):
-            return tuple(self._eval(f, frame) for f in expr.fields)
+            fields = []
+            for f in expr.fields:
+                fields.append((yield self._eval(f, frame)))
+            return tuple(fields)
         if isinstance(expr, TupleGetItem):
-            value = self._eval(expr.tuple_value, frame)
+            value = yield self._eval(expr.tuple_value, frame)
             if not isinstance(value, tuple):
                 raise RelayRuntimeError(
                     f"tuple projection .{expr.index}{_where(expr)} applied to a "
@@ -233,21 +299,14 @@ class Interpreter:
                     f"tuple of {len(value)} fields"
                 )
             return value[expr.index]
-        if isinstance(expr, GlobalVar):
-            return self._global(expr)
-        if isinstance(expr, Function):
-            return self._make_closure(expr, frame, None)
-        if isinstance(expr, Constructor):
-            if not expr.inputs:
-                return ConstructorValue(expr, ())
-            return expr  # a constructor used as a function value
         if isinstance(expr, RefCreate):
-            return RefValue(self._eval(expr.value, frame))
+            return RefValue((yield self._eval(expr.value, frame)))
         if isinstance(expr, RefRead):
-            return self._ref(expr.ref, frame, "ref_read").value
+            cell = self._check_ref((yield self._eval(expr.ref, frame)), expr, "ref_read")
+            return cell.value
         if isinstance(expr, RefWrite):
-            cell = self._ref(expr.ref, frame, "ref_write")
-            cell.value = self._eval(expr.value, frame)
+            cell = self._check_ref((yield self._eval(expr.ref, frame)), expr, "ref_write")
+            cell.value = yield self._eval(expr.value, frame)
             return ()
         raise RelayRuntimeError(
             f"Interpreter cannot evaluate a {type(expr).__name__} node{_where(expr)}"
@@ -301,14 +360,6 @@ class Interpreter:
             env[self_var] = clo  # `let %f = fn (...) { ... %f(...) ... }`: local recursion
         return clo
 
-    def _bind_let(self, let: Let, frame: _Frame) -> None:
-        if isinstance(let.value, Function):
-            value = self._make_closure(let.value, frame, let.var)
-            frame.memo[let.value] = value
-        else:
-            value = self._eval(let.value, frame)
-        frame.env[let.var] = value
-
     def _enter(self, clo: Closure, args: list[Any], call: Call | None) -> _Frame:
         params = clo.func.params
         if len(args) != len(params):
@@ -327,8 +378,6 @@ class Interpreter:
 
     def _call_value(self, callee: Any, args: list[Any], call: Call | None) -> Any:
         where = _where(call) if call is not None else ""
-        if isinstance(callee, Closure):
-            return self.apply(callee, args)
         if isinstance(callee, Constructor):
             if len(args) != len(callee.inputs):
                 raise RelayRuntimeError(
@@ -378,8 +427,8 @@ class Interpreter:
             f"match failure{_where(match)}: no clause matches the value {_short(value)}"
         )
 
-    def _ref(self, expr: Expr, frame: _Frame, what: str) -> RefValue:
-        cell = self._eval(expr, frame)
+    @staticmethod
+    def _check_ref(cell: Any, expr: Expr, what: str) -> RefValue:
         if not isinstance(cell, RefValue):
             raise RelayRuntimeError(f"{what}{_where(expr)} expects a reference, got {_kind(cell)}")
         return cell
@@ -474,21 +523,6 @@ def _convert_arg(value: Any, param: Var, where: str) -> Any:
     return value
 
 
-def run_with_big_stack(work: Any) -> Any:
-    """Run `work()` on a big-stack thread; a RecursionError becomes a RelayRuntimeError.
-
-    >>> run_with_big_stack(lambda: 1 + 1)
-    2
-    """
-    try:
-        return deep_stack.run_with_big_stack(work, name="relay-interpreter")
-    except RecursionError as e:
-        raise RelayRuntimeError(
-            "the program recursed deeper than the interpreter allows "
-            f"({MAX_PYTHON_FRAMES} Python frames); is the recursion unbounded?"
-        ) from e
-
-
 def interpret(mod_or_expr: IRModule | Expr, *args: Any, **kwargs: Any) -> Any:
     """Evaluate a module's @main (or a function / closed expression) on numpy values.
 
@@ -509,7 +543,7 @@ def interpret(mod_or_expr: IRModule | Expr, *args: Any, **kwargs: Any) -> Any:
                 "interpret got arguments but the expression is not a function"
             )
         interp = Interpreter(None)
-        return run_with_big_stack(lambda: interp.eval_expr(mod_or_expr))
+        return interp.eval_expr(mod_or_expr)
     else:
         raise RelayRuntimeError(
             f"interpret expects an IRModule or an Expr, got {type(mod_or_expr).__name__}"
@@ -517,7 +551,7 @@ def interpret(mod_or_expr: IRModule | Expr, *args: Any, **kwargs: Any) -> Any:
     values = _bind_args(fn, args, kwargs, where)
     interp = Interpreter(mod)
     clo = Closure(fn, {}, mod, "main" if where == "@main" else "")
-    return run_with_big_stack(lambda: interp.apply(clo, values))
+    return interp.apply(clo, values)
 
 
 def _bind_args(fn: Function, args: tuple, kwargs: dict[str, Any], where: str) -> list[Any]:
@@ -562,5 +596,4 @@ __all__ = [
     "RefValue",
     "evaluate_op",
     "interpret",
-    "run_with_big_stack",
 ]

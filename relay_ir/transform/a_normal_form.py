@@ -9,8 +9,9 @@ later outside the branch: correct because such nodes are effect-free dataflow).
 
 Primitive (fused) functions are left as they are. Rebuilt nodes drop their checked
 types (passes that need types re-run inference). The conversion recurses over nested
-expressions, so it runs in a big-stack worker
-thread; let chains are walked iteratively.
+expressions as generators on relay_ir.trampoline (a step's nested conversion is
+`yield self.atom(...)`), so depth costs heap, not Python stack; let chains are walked
+iteratively.
 
     >>> from relay_ir.expr import Var, Tuple, Let
     >>> x = Var("x")
@@ -21,7 +22,9 @@ thread; let chains are walked iteratively.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
+from relay_ir import trampoline
 from relay_ir.expr import (
     Constant,
     Constructor,
@@ -33,11 +36,11 @@ from relay_ir.expr import (
     Match,
     Var,
 )
-from relay_ir.interpreter import run_with_big_stack
 from relay_ir.module import IRModule
 from relay_ir.transform.analysis import children
 from relay_ir.transform.pass_manager import FunctionPass, PassContext
 from relay_ir.transform.rewrite import let_chain, rebuild
+from tessel_errors import RelayError
 
 
 class _Scope:
@@ -70,21 +73,26 @@ class _ANF:
         self.counter += 1
         return Var(f"t{self.counter}", expr.checked_type)
 
-    def block(self, expr: Expr, parent: _Scope | None) -> Expr:
+    # Each step returns its result when at hand, else a generator for the trampoline.
+
+    def block(self, expr: Expr, parent: _Scope | None) -> Any:
         """Convert `expr` in a new scope and wrap the scope's bindings around it."""
         scope = _Scope(parent)
-        result = self.atom(expr, scope)
+        result = yield self.atom(expr, scope)
         return let_chain(scope.bindings, result)
 
-    def atom(self, expr: Expr, scope: _Scope) -> Expr:
+    def atom(self, expr: Expr, scope: _Scope) -> Any:
         """An atomic expression holding the value of `expr` (binding it if needed)."""
         if _atomic(expr):
             return expr
         hit = scope.lookup(expr)
         if hit is not None:
             return hit
-        while isinstance(expr, Let):  # walk let chains without recursion
-            value = self.compound(expr.value, scope)
+        return self._bind(expr, scope)
+
+    def _bind(self, expr: Expr, scope: _Scope) -> Any:
+        while isinstance(expr, Let):  # walk let chains without nesting
+            value = yield self.compound(expr.value, scope)
             scope.bindings.append((expr.var, value))
             scope.memo[id(expr.value)] = expr.var
             expr = expr.body
@@ -93,45 +101,60 @@ class _ANF:
         hit = scope.lookup(expr)
         if hit is not None:
             return hit
-        value = self.compound(expr, scope)
+        value = yield self.compound(expr, scope)
         var = self.fresh(expr)
         scope.bindings.append((var, value))
         scope.memo[id(expr)] = var
         return var
 
-    def compound(self, expr: Expr, scope: _Scope) -> Expr:
+    def compound(self, expr: Expr, scope: _Scope) -> Any:
         """`expr` rebuilt with atomic children (not itself bound)."""
         if _atomic(expr):
             return expr
         if isinstance(expr, Let):
             return self.atom(expr, scope)
+        if isinstance(expr, Function) and expr.attr("Primitive"):
+            return expr  # a fused kernel stays dataflow
+        return self._rebuild(expr, scope)
+
+    def _rebuild(self, expr: Expr, scope: _Scope) -> Any:
         if isinstance(expr, Function):
-            if expr.attr("Primitive"):
-                return expr  # a fused kernel stays dataflow
-            return replace(expr, body=self.block(expr.body, scope), checked_type=None)
+            body = yield self.block(expr.body, scope)
+            return replace(expr, body=body, checked_type=None)
         if isinstance(expr, If):
-            cond = self.atom(expr.cond, scope)
-            return replace(expr, cond=cond, true_branch=self.block(expr.true_branch, scope),
-                           false_branch=self.block(expr.false_branch, scope),
+            cond = yield self.atom(expr.cond, scope)
+            then = yield self.block(expr.true_branch, scope)
+            other = yield self.block(expr.false_branch, scope)
+            return replace(expr, cond=cond, true_branch=then, false_branch=other,
                            checked_type=None)
         if isinstance(expr, Match):
-            data = self.atom(expr.data, scope)
-            rhs = [self.block(c.rhs, scope) for c in expr.clauses]
+            data = yield self.atom(expr.data, scope)
+            rhs = []
+            for c in expr.clauses:
+                rhs.append((yield self.block(c.rhs, scope)))
             return rebuild(expr, [data, *rhs])
-        kids = [self.atom(k, scope) for k in children(expr)]
+        kids = []
+        for k in children(expr):
+            kids.append((yield self.atom(k, scope)))
         return rebuild(expr, kids)
+
+
+# Pending conversions allowed at once: nesting this deep is a runaway, not a program.
+MAX_PENDING = 1_000_000
+
+
+def _too_deep() -> RelayError:
+    return RelayError(f"ToANormalForm: the expression nests deeper than {MAX_PENDING:,} "
+                      "levels")
 
 
 def to_a_normal_form(expr: Expr) -> Expr:
     """`expr` in A-normal form (a Function keeps its params; its body is converted)."""
     conv = _ANF()
-
-    def work() -> Expr:
-        if isinstance(expr, Function):
-            return replace(expr, body=conv.block(expr.body, None), checked_type=None)
-        return conv.block(expr, None)
-
-    return run_with_big_stack(work)
+    if isinstance(expr, Function):
+        body = trampoline.run(conv.block(expr.body, None), MAX_PENDING, _too_deep)
+        return replace(expr, body=body, checked_type=None)
+    return trampoline.run(conv.block(expr, None), MAX_PENDING, _too_deep)
 
 
 class ToANormalForm(FunctionPass):

@@ -101,7 +101,7 @@ def test_deep_recursion_over_an_adt():
 
 
 def test_unbounded_recursion_is_reported(monkeypatch):
-    monkeypatch.setattr(interpreter, "MAX_PYTHON_FRAMES", 50_000)  # fail fast
+    monkeypatch.setattr(interpreter, "MAX_PENDING", 50_000)  # fail fast
     n = tvar("n", (), "int32")
     gv = GlobalVar("forever")
     mod = IRModule({gv: Function((n,), T.add(n, Call(gv, (n,))))})
