@@ -258,8 +258,31 @@ def _cold_costs(kernel: Any, arrays: list[np.ndarray], repeat: int, min_repeat_s
     return [float(g.mean()) for g in groups]
 
 
-def _worker_main(conn: Any, imports: Sequence[str]) -> None:
+def default_memory_limit() -> int:
+    """Address space each measurement worker may take: half the machine's memory, at least
+    4 GiB (a worker's own libraries and per-thread malloc arenas take some of it)."""
+    from tessel_target import host_memory_bytes
+
+    return max(host_memory_bytes() // 2, 4 << 30)
+
+
+def _limit_memory(limit: int | None) -> None:
+    # A candidate that allocates without bound then fails its allocation (MemoryError, or
+    # the kernel's "out of memory" check) and costs one error record, instead of pushing
+    # the machine into the OOM killer, which may pick the tuning process itself.
+    if not limit:
+        return
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    soft = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _worker_main(conn: Any, imports: Sequence[str], memory_limit: int | None = None
+                 ) -> None:
     """The loop of a worker process: import, say ready, then serve jobs until told to stop."""
+    _limit_memory(memory_limit)
     for m in imports:
         importlib.import_module(m)
     import schedule.templates  # noqa: F401  (fill the template registry before the first job)
@@ -287,18 +310,22 @@ def _worker_main(conn: Any, imports: Sequence[str]) -> None:
 class Worker:
     """A spawned child process that serves build / run jobs; killed and replaced on a crash
     or a timeout. `Worker(imports=["my_templates"])` imports modules first (to register
-    templates that live outside Tessel)."""
+    templates that live outside Tessel). Its address space is capped at `memory_limit`
+    bytes (default `default_memory_limit()`; 0 for no cap)."""
 
-    def __init__(self, imports: Sequence[str] = (), start_timeout: float = 120.0) -> None:
+    def __init__(self, imports: Sequence[str] = (), start_timeout: float = 120.0,
+                 memory_limit: int | None = None) -> None:
         self.imports = list(imports)
         self.start_timeout = start_timeout
+        self.memory_limit = default_memory_limit() if memory_limit is None else memory_limit
         self._proc: Any = None
         self._conn: Any = None
 
     def _start(self) -> None:
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_worker_main, args=(child, self.imports), daemon=True)
+        self._proc = ctx.Process(target=_worker_main,
+                                 args=(child, self.imports, self.memory_limit), daemon=True)
         self._proc.start()
         child.close()
         self._conn = parent
@@ -427,14 +454,17 @@ class LocalRunner:
     `cache_flush`, every timed call follows a flush of the caches (as TVM's
     enable_cpu_cache_flush): the time a layer takes inside a model, whose other layers have
     evicted its weights, rather than with everything hot (in ResNet-18 the hot and cold
-    times of one conv differ up to 2x, and do not rank configs alike).
+    times of one conv differ up to 2x, and do not rank configs alike). The timing worker's
+    address space is capped at `memory_limit` bytes (see `Worker`): a candidate that
+    allocates without bound costs an error record.
     """
 
     def __init__(self, timeout: float = 10.0, number: int = 1, repeat: int = 3,
                  min_repeat_ms: float = 0.0, warmup: int = 1, check_trials: int = 3,
                  n_parallel_build: int | None = None, imports: Sequence[str] = (),
                  ref_timeout: float = 120.0, builder: LocalBuilder | None = None,
-                 slow_cutoff: float | None = 10.0, cache_flush: bool = False) -> None:
+                 slow_cutoff: float | None = 10.0, cache_flush: bool = False,
+                 memory_limit: int | None = None) -> None:
         self.timeout = timeout
         self.slow_cutoff = slow_cutoff
         self._best: dict[str, float] = {}
@@ -443,7 +473,7 @@ class LocalRunner:
         self.check_trials = check_trials
         self.ref_timeout = ref_timeout
         self.builder = builder or LocalBuilder(n_parallel_build, timeout, imports)
-        self.worker = Worker(imports)
+        self.worker = Worker(imports, memory_limit=memory_limit)
         self._checked: dict[str, int] = {}
         self._seed = 0
 

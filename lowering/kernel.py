@@ -137,8 +137,10 @@ class Kernel:
             return None
         ptrs = []
         for a, (dt, shape, written) in zip(arrays, expect):
-            if type(a) is not np.ndarray or a.dtype != dt or a.shape != shape \
-                    or not a.flags.c_contiguous or (written and not a.flags.writeable):
+            if type(a) is not np.ndarray or a.dtype != dt or a.shape != shape:
+                return None
+            flags = a.flags
+            if not (flags.c_contiguous and flags.aligned) or (written and not flags.writeable):
                 return None
             ptrs.append(_address(a))
         spans = self._spans
@@ -246,6 +248,12 @@ def check_arguments(func: lir.PrimFunc, arrays: tuple[Any, ...],
             raise KernelArgumentError(
                 f"{where}: the array is not C-contiguous (strides {a.strides}); pass "
                 "np.ascontiguousarray(...) instead")
+        if not a.flags.aligned:
+            # the generated code tells LLVM every element is aligned to its size
+            raise KernelArgumentError(
+                f"{where}: the array's data (address {a.ctypes.data:#x}) is not aligned to "
+                f"its {a.itemsize}-byte elements; pass an aligned copy, "
+                "np.require(a, requirements='CA'), and copy results back if it is an output")
         if id(p) in written and not a.flags.writeable:
             raise KernelArgumentError(
                 f"{where}: the kernel writes this argument but the array is read-only")

@@ -55,6 +55,10 @@ class FrontendError(RelayError):
     """A model in another format (ONNX) could not be imported; names the file or the node."""
 
 
+class ResourceError(TesselError):
+    """The work needs more of a resource (memory) than the machine has; says how much."""
+
+
 class TuningLogError(TesselError):
     """The tuning database is corrupt, foreign, or was given a bad record."""
 
@@ -71,5 +75,6 @@ __all__ = [
     "RelayTypeError",
     "RelayRuntimeError",
     "FrontendError",
+    "ResourceError",
     "TuningLogError",
 ]

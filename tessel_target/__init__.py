@@ -212,6 +212,24 @@ def host_features() -> set[str]:
     return {f[1:] for f in host_cpu()[1].split(",") if f.startswith("+")}
 
 
+def host_memory_bytes() -> int:
+    """The memory this process can have: physical RAM, or its cgroup's limit when lower.
+
+    >>> host_memory_bytes() > 0
+    True
+    """
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return total
+
+
 def _cpuinfo_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:

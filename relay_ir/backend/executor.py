@@ -14,6 +14,7 @@ run. Inputs are checked by name, shape and dtype before any kernel runs.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from relay_ir.backend.memory_plan import MemoryPlan, plan_memory
+from relay_ir.backend.memory_plan import (
+    MemoryPlan,
+    check_fits_in_memory,
+    format_bytes,
+    plan_memory,
+)
 from tessel_errors import KernelArgumentError, RelayError
 
 _CALL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
@@ -114,9 +120,9 @@ class GraphPlan:
         for v in temps:
             start = next(k for k, s in enumerate(steps) if v in s.outputs)
             end = max([k for k, s in enumerate(steps) if v in s.inputs], default=start)
-            val = values[v]
-            spans.append((start, end, int(np.prod(val.shape)) * np.dtype(val.dtype).itemsize))
+            spans.append((start, end, _nbytes(values[v])))
         self.memory_plan: MemoryPlan = plan_memory(spans)
+        _check_memory(values, self.memory_plan)
         self._blocks = [np.empty(n // 4 + 1, np.float32) for n in self.memory_plan.block_bytes]
         self._views: dict[int, np.ndarray] = {}
         for v, b in zip(temps, self.memory_plan.storage_of):
@@ -157,6 +163,25 @@ class GraphPlan:
         return get(self.outputs)
 
 
+def _nbytes(val: Value) -> int:
+    # math.prod on Python ints: np.prod would wrap around for shapes past 2**63 elements
+    return math.prod(int(d) for d in val.shape) * np.dtype(val.dtype).itemsize
+
+
+def _check_memory(values: list[Value], plan: MemoryPlan) -> None:
+    needed = {"inputs": 0, "outputs": 0, "constants": 0}
+    for val in values:
+        kind = {"input": "inputs", "output": "outputs", "const": "constants"}.get(val.kind)
+        if kind is not None:
+            needed[kind] += _nbytes(val)
+    needed["intermediates after reuse"] = plan.peak_bytes
+    big = max(values, key=_nbytes, default=None)
+    largest = "none" if big is None else (
+        f"{big.kind} {big.name or '(unnamed)'!r} of shape {_fmt_shape(big.shape)} "
+        f"{big.dtype} ({format_bytes(_nbytes(big))})")
+    check_fits_in_memory(needed, largest)
+
+
 def _fmt_shape(shape: Sequence[Any]) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ")"
 
@@ -187,7 +212,7 @@ def check_inputs(params: Sequence[tuple[str, tuple[Any, ...], str]], args: Seque
     for name, shape, dtype in params:
         a = given[name]
         if not isinstance(a, np.ndarray):
-            a = np.asarray(a)
+            a = _as_array(a, name, dtype)
         if a.dtype != np.dtype(dtype):
             raise KernelArgumentError(f"run(): input {name!r} must have dtype {dtype}, got "
                                       f"{a.dtype} (convert with .astype('{dtype}'))")
@@ -202,8 +227,22 @@ def check_inputs(params: Sequence[tuple[str, tuple[Any, ...], str]], args: Seque
                 f"run(): input {name!r} must have shape "
                 f"{_fmt_shape(['?' if d is None else d for d in shape])}, got "
                 f"{_fmt_shape(a.shape)}")
-        out.append(np.ascontiguousarray(a))
+        # kernels want C order and element alignment; copies only when the array lacks them
+        out.append(np.require(a, requirements="CA"))
     return out
+
+
+def _as_array(value: Any, name: str, dtype: str) -> np.ndarray:
+    # A Python number or (nested) list means the model's dtype; a numpy scalar keeps its own.
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    try:
+        return np.asarray(value, dtype=dtype)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise KernelArgumentError(
+            f"run(): input {name!r} must be a numpy array of {dtype} (or a number or nested "
+            f"list of them); converting the {type(value).__name__} given failed: {e}"
+        ) from None
 
 
 def not_dataflow_error(what: str) -> RelayError:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,6 +199,8 @@ def anchor_task(fn: Function, const_params: frozenset[int] = frozenset()
             and a0 in fn.params and a1 in fn.params):
         return None
     specs = (_spec(a0.checked_type), _spec(a1.checked_type))
+    if _has_zero_size(specs + tuple(_spec(t) for t in flatten_types(fn.body.checked_type))):
+        return None  # no work for a template to tile (and nothing worth tuning)
     picked = strat.template(list(specs), anchor.attrs)
     if picked is None:
         return None
@@ -207,6 +209,10 @@ def anchor_task(fn: Function, const_params: frozenset[int] = frozenset()
     if pos[a1] in const_params:
         tattrs = constant_weight_attrs(name, tattrs)
     return AnchorTask(anchor, name, specs, tattrs, (pos[a0], pos[a1]))
+
+
+def _has_zero_size(specs: Sequence[tuple[tuple[int, ...], str]]) -> bool:
+    return any(d == 0 for shape, _ in specs for d in shape)
 
 
 def _template_path(fn: Function, task: AnchorTask, target: Any,
@@ -292,7 +298,8 @@ def lower_group(fn: Function, target: Any = "llvm",
     if task is not None:
         attempts.append((f"template {task.template}",
                          lambda: _template_path(fn, task, target, tuning)))
-    attempts.append(("group", lambda: _generic_path(fn, calls, False, target)))
+    if not _has_zero_size(in_specs + out_specs):  # tiling an empty tensor is not worth it
+        attempts.append(("group", lambda: _generic_path(fn, calls, False, target)))
     attempts.append(("plain", lambda: _generic_path(fn, calls, True, target)))
     failed: list[str] = []
     for what, attempt in attempts:

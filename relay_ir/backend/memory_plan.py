@@ -14,8 +14,11 @@ inputs still occupies.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from tessel_errors import ResourceError
+from tessel_target import host_memory_bytes
 
 ALIGN = 64  # bytes: vector loads of every buffer start on a cache line
 
@@ -78,3 +81,28 @@ def plan_memory(values: Sequence[tuple[int, int, int]]) -> MemoryPlan:
         storage_of[v] = b
         busy.append((max(end, start), b))
     return MemoryPlan(storage_of, blocks, [_aligned(int(v[2])) for v in values])
+
+
+def format_bytes(n: int) -> str:
+    """`format_bytes(3 * 2**30) == '3.0 GiB'`"""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n} B" if unit == "B" else f"{n:.{'1f' if n < 1e6 else '3g'}} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def check_fits_in_memory(needed: Mapping[str, int], largest: str,
+                         available: int | None = None) -> None:
+    """Refuse (ResourceError) a run whose arrays together need more than the machine has,
+    before anything is allocated: `needed` maps a kind of array (inputs, outputs, ...) to
+    its bytes; `largest` names the biggest array, for the message."""
+    total = sum(needed.values())
+    available = host_memory_bytes() if available is None else available
+    if total <= available:
+        return
+    parts = ", ".join(f"{kind} {format_bytes(n)}" for kind, n in needed.items())
+    raise ResourceError(
+        f"the model needs {format_bytes(total)} of memory to run ({parts}); this machine "
+        f"has {format_bytes(available)}. The largest array is {largest}: build with "
+        "smaller shapes (a smaller batch) or on a machine with more memory")

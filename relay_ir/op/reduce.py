@@ -84,6 +84,26 @@ def _arg_rel(types: list[Type], attrs: ReduceAttrs) -> Type:
     return TensorType(_reduce_shape(t, attrs), "int32")
 
 
+def _needs_elements(rel: Callable[[list[Type], ReduceAttrs], Type], name: str
+                    ) -> Callable[[list[Type], ReduceAttrs], Type]:
+    """`rel`, refusing an empty reduction: max/min/argmax/argmin have no identity, so
+    their value over zero elements is undefined (numpy raises; a kernel would invent one)."""
+    def checked(types: list[Type], attrs: ReduceAttrs) -> Type:
+        out = rel(types, attrs)
+        t = tensor_arg(types, 0)
+        axes = tuple(range(t.ndim)) if attrs.axis is None and not attrs.exclude \
+            else reduced_axes(attrs, t.ndim, t)
+        empty = [a for a in axes if isinstance(t.shape[a], int) and t.shape[a] == 0]
+        if empty:
+            raise RelationError(
+                f"{name} over axis {empty[0]}, which has extent 0: {name} of no elements is "
+                "undefined (it has no identity); reduce a non-empty axis, or use sum",
+                arg=0, got=t)
+        return out
+
+    return checked
+
+
 def _reduce_ref(fn: Callable[..., np.ndarray], exact: bool) -> Callable[..., np.ndarray]:
     def ref(x: np.ndarray, attrs: ReduceAttrs) -> np.ndarray:
         axes = reduced_axes(attrs, x.ndim)
@@ -114,11 +134,11 @@ def _arg_ref(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
 _REDUCTIONS = {
     "sum": (_reduce_rel, _reduce_ref(np.sum, True)),
     "mean": (_reduce_rel, _reduce_ref(np.mean, True)),
-    "max": (_reduce_rel, _reduce_ref(np.max, False)),
-    "min": (_reduce_rel, _reduce_ref(np.min, False)),
+    "max": (_needs_elements(_reduce_rel, "max"), _reduce_ref(np.max, False)),
+    "min": (_needs_elements(_reduce_rel, "min"), _reduce_ref(np.min, False)),
     "prod": (_reduce_rel, _reduce_ref(np.prod, True)),
-    "argmax": (_arg_rel, _arg_ref(np.argmax)),
-    "argmin": (_arg_rel, _arg_ref(np.argmin)),
+    "argmax": (_needs_elements(_arg_rel, "argmax"), _arg_ref(np.argmax)),
+    "argmin": (_needs_elements(_arg_rel, "argmin"), _arg_ref(np.argmin)),
 }
 REDUCE_OPS = {}
 for _name, (_rel, _ref) in _REDUCTIONS.items():

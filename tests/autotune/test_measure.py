@@ -181,3 +181,22 @@ def test_a_worker_whose_import_fails_is_a_tessel_error_naming_the_imports() -> N
     worker = Worker(imports=["no_such_module_for_tessel_tests"])
     with pytest.raises(TesselError, match=r"exited while starting .*no_such_module_for_tessel"):
         worker.call(("build", {}, "{}", {}), timeout=30)
+
+
+def test_a_candidate_that_allocates_past_the_memory_cap_costs_one_error_record() -> None:
+    # two 3.1 GB inputs under a 2 GiB cap: the allocation fails inside the worker, which
+    # reports it and serves the next candidate
+    huge = Task("matmul.x86", [((28000, 28000), "float32"), ((28000, 28000), "float32")])
+    small = Task("matmul.x86", [((32, 32), "float32"), ((32, 32), "float32")])
+    with LocalRunner(timeout=60, memory_limit=2 << 30, n_parallel_build=1) as runner:
+        res = runner.run([MeasureInput(huge, huge.config(0)),
+                          MeasureInput(small, small.config(0))])
+    assert res[0].error_kind == ErrorKind.RUNTIME_ERROR
+    assert "MemoryError" in res[0].error_msg
+    assert res[1].error_kind == ErrorKind.NONE and res[1].mean > 0
+
+
+def test_a_worker_caps_its_address_space_by_default() -> None:
+    from autotune.measure import Worker, default_memory_limit
+
+    assert Worker().memory_limit == default_memory_limit() >= 4 << 30

@@ -113,6 +113,37 @@ def test_output_overlapping_input_is_refused(mm) -> None:
         mm(a, b, a)
 
 
+def _misaligned_copy(a: np.ndarray) -> np.ndarray:
+    out = np.ndarray(a.shape, a.dtype, buffer=bytearray(a.nbytes + 2), offset=2)
+    out[...] = a
+    assert not out.flags.aligned
+    return out
+
+
+def test_misaligned_array_is_refused_naming_the_argument(mm) -> None:
+    a, b, c = arrays()
+    with pytest.raises(KernelArgumentError,
+                       match=r"argument 2 'B': the array's data .* is not aligned to its "
+                             r"4-byte elements; .*np.require"):
+        mm(a, _misaligned_copy(b), c)
+
+
+def test_zero_rows_of_a_symbolic_dimension_run_and_write_nothing() -> None:
+    k = lowering.build(sym_func())
+    a, b = np.empty((0, 4), "float32"), np.empty((0, 4), "float32")
+    k(a, b)
+    assert b.shape == (0, 4)
+
+
+def test_nan_and_inf_pass_through_a_kernel_as_in_numpy(mm) -> None:
+    a, b, c = arrays()
+    a[0, 0], a[1, 1], b[2, 2] = np.nan, np.inf, -np.inf
+    mm(a, b, c)
+    with np.errstate(invalid="ignore"):
+        want = a.astype("float64") @ b.astype("float64")
+    np.testing.assert_allclose(c, want, rtol=1e-4)  # NaN where numpy has NaN, same infs
+
+
 def test_symbolic_dimension_must_agree() -> None:
     k = lowering.build(sym_func())
     a = seeded_rng().random((5, 4), dtype="float32")
