@@ -49,10 +49,14 @@ def build(sch_or_func: Any, args: Any = None, target: Any = "llvm", name: str = 
         from lowering import lower
 
         func = lower(sch_or_func, args, name=name, partition=partition)
+    if t.kind == "cuda":
+        from lowering import cuda
+
+        return cuda.build(func, t)
     if t.kind != "llvm":
         raise CodegenError(
-            f"build() compiles for the CPU ('llvm'); target '{t}' has its own backend "
-            f"(lowering.{t.kind})")
+            f"build() compiles for the CPU ('llvm') and NVIDIA GPUs ('cuda'); target '{t}' "
+            f"has its own backend (lowering.{t.kind})")
     return _compile(func, t)
 
 

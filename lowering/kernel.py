@@ -211,39 +211,15 @@ def check_arguments(func: lir.PrimFunc, arrays: tuple[Any, ...],
     Returns every dimension of every argument in order, and the values of the symbolic
     shape variables (by id of the Var).
     """
-    params = func.params
-    name = func.name
     if written is None:
         written = written_buffers(func)
-    if len(arrays) != len(params):
-        names = ", ".join(p.name for p in params)
-        raise KernelArgumentError(
-            f"kernel '{name}' takes {len(params)} arguments ({names}), got {len(arrays)}"
-        )
-    bound: dict[int, tuple[int, str]] = {}
-    dims: list[int] = []
-    for k, (a, p) in enumerate(zip(arrays, params), start=1):
-        where = f"argument {k} '{p.name}'"
+    for k, (a, p) in enumerate(zip(arrays, func.params), start=1):
         if not isinstance(a, np.ndarray):
             raise KernelArgumentError(
-                f"{where}: expected a numpy.ndarray, got {type(a).__name__}")
-        if a.dtype != np.dtype(p.dtype):
-            raise KernelArgumentError(
-                f"{where}: expected dtype {p.dtype}, got {a.dtype}; convert with "
-                f".astype('{p.dtype}')")
-        if a.ndim != p.ndim:
-            raise KernelArgumentError(
-                f"{where}: expected {p.ndim} dimensions, shape {_shape_text(p.shape)}, "
-                f"got {a.ndim} dimensions, shape {a.shape}")
-        for d, n in zip(p.shape, a.shape):
-            if isinstance(d, E.Var) and id(d) not in bound:
-                bound[id(d)] = (int(n), where)
-        values = {key: v[0] for key, v in bound.items()}
-        expected = tuple(_eval_int(d, values, name) for d in p.shape)
-        if expected != tuple(a.shape):
-            raise KernelArgumentError(
-                f"{where}: expected shape {_shape_text(expected)}, got "
-                f"{_shape_text(a.shape)}" + _symbolic_note(p, bound))
+                f"argument {k} '{p.name}': expected a numpy.ndarray, got {type(a).__name__}")
+    dims, bound = check_shapes(func, [(tuple(a.shape), a.dtype) for a in arrays])
+    for k, (a, p) in enumerate(zip(arrays, func.params), start=1):
+        where = f"argument {k} '{p.name}'"
         if not a.flags.c_contiguous:
             raise KernelArgumentError(
                 f"{where}: the array is not C-contiguous (strides {a.strides}); pass "
@@ -257,8 +233,43 @@ def check_arguments(func: lir.PrimFunc, arrays: tuple[Any, ...],
         if id(p) in written and not a.flags.writeable:
             raise KernelArgumentError(
                 f"{where}: the kernel writes this argument but the array is read-only")
-        dims.extend(int(n) for n in a.shape)
-    _check_overlap(params, arrays, written)
+    _check_overlap(func.params, arrays, written)
+    return dims, bound
+
+
+def check_shapes(func: lir.PrimFunc, metas: list[tuple[tuple[int, ...], Any]]
+                 ) -> tuple[list[int], dict[int, int]]:
+    """Check (shape, dtype) per argument against the parameters (count, dtype, rank,
+    shape with symbolic dims bound consistently); returns all dims and the shape vars."""
+    params = func.params
+    name = func.name
+    if len(metas) != len(params):
+        names = ", ".join(p.name for p in params)
+        raise KernelArgumentError(
+            f"kernel '{name}' takes {len(params)} arguments ({names}), got {len(metas)}"
+        )
+    bound: dict[int, tuple[int, str]] = {}
+    dims: list[int] = []
+    for k, ((shape, dtype), p) in enumerate(zip(metas, params), start=1):
+        where = f"argument {k} '{p.name}'"
+        if np.dtype(dtype) != np.dtype(p.dtype):
+            raise KernelArgumentError(
+                f"{where}: expected dtype {p.dtype}, got {np.dtype(dtype)}; convert with "
+                f".astype('{p.dtype}')")
+        if len(shape) != p.ndim:
+            raise KernelArgumentError(
+                f"{where}: expected {p.ndim} dimensions, shape {_shape_text(p.shape)}, "
+                f"got {len(shape)} dimensions, shape {tuple(shape)}")
+        for d, n in zip(p.shape, shape):
+            if isinstance(d, E.Var) and id(d) not in bound:
+                bound[id(d)] = (int(n), where)
+        values = {key: v[0] for key, v in bound.items()}
+        expected = tuple(_eval_int(d, values, name) for d in p.shape)
+        if expected != tuple(shape):
+            raise KernelArgumentError(
+                f"{where}: expected shape {_shape_text(expected)}, got "
+                f"{_shape_text(tuple(shape))}" + _symbolic_note(p, bound))
+        dims.extend(int(n) for n in shape)
     return dims, {key: v[0] for key, v in bound.items()}
 
 

@@ -55,6 +55,15 @@ class FrontendError(RelayError):
     """A model in another format (ONNX) could not be imported; names the file or the node."""
 
 
+class DeviceError(TesselError):
+    """A device (a GPU) is missing, or failed while running a kernel; says which and how."""
+
+
+class RaceError(TesselError):
+    """Two GPU threads touched one memory element between barriers, at least one writing;
+    names the buffer, the index and both threads (found by the GPU simulator)."""
+
+
 class ResourceError(TesselError):
     """The work needs more of a resource (memory) than the machine has; says how much."""
 
@@ -75,6 +84,8 @@ __all__ = [
     "RelayTypeError",
     "RelayRuntimeError",
     "FrontendError",
+    "DeviceError",
+    "RaceError",
     "ResourceError",
     "TuningLogError",
 ]

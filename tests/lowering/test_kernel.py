@@ -230,9 +230,15 @@ def test_build_of_a_schedule_needs_args() -> None:
         lowering.build(object())
 
 
-def test_build_for_cuda_target_is_refused() -> None:
-    with pytest.raises(CodegenError, match="target 'cuda -arch=sm_90' has its own backend"):
+def test_build_for_cuda_of_a_loop_nest_with_no_bound_loop_says_to_bind_it() -> None:
+    with pytest.raises(CodegenError, match="outside every thread-bound loop, so it would run "
+                                           "on the host: bind it"):
         lowering.build(matmul_func(), target="cuda -arch=sm_90")
+
+
+def test_build_for_the_accelerator_target_points_to_its_backend() -> None:
+    with pytest.raises(CodegenError, match="target 'accel' has its own backend"):
+        lowering.build(matmul_func(), target="accel")
 
 
 def test_kernel_for_a_foreign_cpu_refuses_to_run_but_shows_source() -> None:
