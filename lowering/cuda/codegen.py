@@ -184,6 +184,28 @@ def _has_binding(s: lir.Stmt) -> bool:
     return found
 
 
+def _serial_work(s: lir.Stmt) -> bool:
+    """True when `s` has no data-parallel loop: no loop var reaches a store's index (a 0-d
+    result, or a reduction into one element), so one thread does it all."""
+    if _has_binding(s) or not isinstance(s, (lir.For, lir.BufferStore, lir.SeqStmt,
+                                             lir.IfThenElse, lir.LetStmt)):
+        return False
+    loops: set[int] = set()
+    stores: list[lir.BufferStore] = []
+
+    def f(x: lir.Stmt) -> None:
+        if isinstance(x, lir.For):
+            loops.add(id(x.var))
+        elif isinstance(x, lir.BufferStore):
+            stores.append(x)
+        elif isinstance(x, lir.Allocate):
+            loops.add(-1)  # a temporary inside: not simple serial work
+
+    lir.post_order_visit_stmt(s, f)
+    return -1 not in loops and all(
+        id(v) not in loops for st in stores for i in st.indices for v in collect_vars(i))
+
+
 class _Host:
     def __init__(self, func: lir.PrimFunc) -> None:
         self.func = func
@@ -232,6 +254,8 @@ class _Host:
             self.scalars[id(s.var)] = s.var
             self.steps.append(HostStep("let", var=s.var, value=s.value))
             self.walk(s.body)
+        elif _serial_work(s):
+            self.kernel(s)  # one thread: a scalar, or a reduction into one element
         else:
             hint = "bind it (or an outer loop) to blockIdx/threadIdx" if isinstance(
                 s, lir.For) else "put it inside a loop bound to blockIdx/threadIdx"
@@ -242,7 +266,7 @@ class _Host:
                 f"it would run on the host{inside}: {hint}; for a CUDA target every loop "
                 "nest must be bound")
 
-    def kernel(self, root: lir.For) -> None:
+    def kernel(self, root: lir.Stmt) -> None:
         index = len(self.kernels)
         name = f"{_sanitize(self.func.name)}_kernel{index}"
         body = storage_sync(root)
@@ -333,10 +357,10 @@ class _Kernel:
                         f"the extent {g} of blockIdx.{axis} in kernel '{self.kernel_name}' "
                         f"depends on '{v.name}', which is not a shape variable")
                 self.scalars_used.add(id(v))
-            if isinstance(g, E.IntImm) and not 1 <= g.value <= MAX_GRID_DIMS[k]:
+            if isinstance(g, E.IntImm) and not 0 <= g.value <= MAX_GRID_DIMS[k]:
                 raise CodegenError(
                     f"blockIdx.{axis} of kernel '{self.kernel_name}' has extent {g.value}; "
-                    f"the grid allows 1 to {MAX_GRID_DIMS[k]} blocks on that axis")
+                    f"the grid allows up to {MAX_GRID_DIMS[k]} blocks on that axis")
             grid.append(g)
             t = self.extents.get(f"threadIdx.{axis}", (E.const(1), ""))
             if not isinstance(t[0], E.IntImm):

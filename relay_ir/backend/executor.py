@@ -87,6 +87,34 @@ class KernelFn:
             raise KernelArgumentError(f"kernel '{self.name}': run-time check failed: {what}")
 
 
+class DeviceKernelFn:
+    """A CUDA group kernel (or a simulated one, target "cuda -sim") in the graph executor.
+    Each call copies its arrays to the device and the outputs back."""
+
+    def __init__(self, kernel: Any, specs: Sequence[Spec]) -> None:
+        self.kernel, self.name = kernel, kernel.name
+        self.specs = [(tuple(int(d) for d in s), str(dt)) for s, dt in specs]
+        self.messages: list[str] = []
+
+    def __call__(self, arrays: Sequence[np.ndarray]) -> None:
+        """Run on arrays of the kernel's parameter shapes, in order."""
+        self.kernel(*arrays)
+
+    def object_code(self) -> bytes:
+        """Not available: models compiled for CUDA cannot be saved yet."""
+        raise RelayError(f"kernel '{self.name}' is CUDA code; saving a model compiled for "
+                         "'cuda' is not supported yet (rebuild it where it runs)")
+
+
+def kernel_fn(kernel: Any, specs: Sequence[Spec]) -> KernelFn | DeviceKernelFn:
+    """The executor's callable for a compiled kernel of any backend."""
+    from lowering.cuda import CudaKernel
+
+    if isinstance(kernel, CudaKernel):
+        return DeviceKernelFn(kernel, specs)
+    return KernelFn.from_kernel(kernel, specs)
+
+
 @dataclass
 class Value:
     """A value of the graph: kind is "input", "const", "temp" or "output"."""

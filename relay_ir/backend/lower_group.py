@@ -40,6 +40,7 @@ from schedule.schedule import Schedule, create_schedule
 from schedule.space import FallbackConfig
 from schedule.templates import constant_weight_attrs, get_template, input_packers
 from schedule.templates.common import inline_injective, shape_of
+from schedule.templates.cuda_generic import schedule_gpu_generic
 from schedule.templates.x86_conv2d import schedule_conv2d_nchw, schedule_depthwise_nchw
 from schedule.templates.x86_dense import schedule_gemm
 from schedule.templates.x86_injective import (
@@ -50,6 +51,7 @@ from schedule.templates.x86_injective import (
 from tensor_expr.expr import const
 from tensor_expr.tensor import Tensor, compute, placeholder
 from tessel_errors import RelayError, ScheduleError, TesselError
+from tessel_target import Target
 
 Spec = tuple[tuple[int, ...], str]
 _KIND_RANK = {"injective": 0, "reduce": 1, "softmax": 2, "anchor": 3}
@@ -266,6 +268,17 @@ def _generic_path(fn: Function, calls: list[Call], plain: bool, target: Any
     return _KIND_SCHEDULES[kind](FallbackConfig(target), outs), flat + outs, kind, {}
 
 
+def _is_gpu(target: Any) -> bool:
+    return "gpu" in Target.parse(target).keys
+
+
+def _gpu_path(fn: Function) -> tuple[Schedule, list[Tensor], str, dict[int, Any]]:
+    """One thread per output element for every root stage (schedule.templates.cuda_generic)."""
+    env, flat = _placeholders(fn)
+    outs = _flat(_evaluate(fn, env, {}))
+    return schedule_gpu_generic(create_schedule(outs), outs), flat + outs, "gpu generic", {}
+
+
 def _anchor_tag(outs: list[Tensor]) -> str | None:
     from schedule.templates.common import walk_ops
 
@@ -294,13 +307,16 @@ def lower_group(fn: Function, target: Any = "llvm",
                 for t in flatten_types(p.checked_type or p.type_annotation)]
     out_specs = [_spec(t) for t in flatten_types(fn.body.checked_type)]
     attempts: list[tuple[str, Callable[[], Any]]] = []
-    task = anchor_task(fn, const_params)
-    if task is not None:
+    task = None if _is_gpu(target) else anchor_task(fn, const_params)
+    if _is_gpu(target):  # templates are x86 ones so far: every GPU group is generic
+        attempts.append(("gpu generic", lambda: _gpu_path(fn)))
+    elif task is not None:
         attempts.append((f"template {task.template}",
                          lambda: _template_path(fn, task, target, tuning)))
-    if not _has_zero_size(in_specs + out_specs):  # tiling an empty tensor is not worth it
-        attempts.append(("group", lambda: _generic_path(fn, calls, False, target)))
-    attempts.append(("plain", lambda: _generic_path(fn, calls, True, target)))
+    if not _is_gpu(target):
+        if not _has_zero_size(in_specs + out_specs):  # tiling an empty tensor: not worth it
+            attempts.append(("group", lambda: _generic_path(fn, calls, False, target)))
+        attempts.append(("plain", lambda: _generic_path(fn, calls, True, target)))
     failed: list[str] = []
     for what, attempt in attempts:
         try:

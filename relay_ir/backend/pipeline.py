@@ -24,11 +24,13 @@ import numpy as np
 
 from relay_ir import transform as T
 from relay_ir.backend.executor import (
+    DeviceKernelFn,
     GraphPlan,
     KernelFn,
     Step,
     Value,
     check_inputs,
+    kernel_fn,
     not_dataflow_error,
 )
 from relay_ir.backend.lower_group import constant_params, flatten_types, lower_group
@@ -122,7 +124,7 @@ class _Planner:
     def __init__(self, target: Any, tuning: TuningScope | None = None) -> None:
         self.target = target
         self.tuning = tuning
-        self.kernels: list[KernelFn] = []
+        self.kernels: list[KernelFn | DeviceKernelFn] = []
         self.group_kernels: list[Any] = []
         self.by_hash: dict[int, list[tuple[Function, frozenset[int], int]]] = {}
         self.values: list[Value] = []
@@ -142,7 +144,7 @@ class _Planner:
         gk = lower_group(fn, self.target, consts, self.tuning)
         self.compiled += 1
         self.group_kernels.append(gk)
-        self.kernels.append(KernelFn.from_kernel(gk.kernel, gk.in_specs + gk.out_specs))
+        self.kernels.append(kernel_fn(gk.kernel, gk.in_specs + gk.out_specs))
         k = len(self.kernels) - 1
         self.by_hash.setdefault(h, []).append((fn, consts, k))
         return k
@@ -253,9 +255,9 @@ def _build(mod: Any, target: Any, params: dict[str, Any] | None,
     from relay_ir.backend.model import CompiledModel
     from tessel_target import Target
 
-    if Target.parse(target).kind != "llvm":
-        raise RelayError(f"relay_ir.build compiles for the CPU ('llvm') so far, got target "
-                         f"'{target}'")
+    if Target.parse(target).kind not in ("llvm", "cuda"):
+        raise RelayError(f"relay_ir.build compiles for the CPU ('llvm') and NVIDIA GPUs "
+                         f"('cuda', 'cuda -sim'), got target '{target}'")
     mod = bind_params(main_of(mod), params)
     check_dataflow(mod["main"])
     typed = T.InferType()(mod)

@@ -81,10 +81,10 @@ def test_non_dataflow_programs_are_rejected(name: str, what: str) -> None:
         relay_ir.build(getattr(P, name)())
 
 
-def test_other_targets_are_refused() -> None:
-    with pytest.raises(RelayError, match="compiles for the CPU \\('llvm'\\) so far, got "
-                                         "target 'cuda'"):
-        relay_ir.build(P.mlp(), target="cuda")
+def test_the_accelerator_target_is_refused_naming_the_ones_build_has() -> None:
+    with pytest.raises(RelayError, match="compiles for the CPU \\('llvm'\\) and NVIDIA GPUs "
+                                         "\\('cuda', 'cuda -sim'\\), got target 'accel'"):
+        relay_ir.build(P.mlp(), target="accel")
 
 
 def test_params_bound_as_constants() -> None:
