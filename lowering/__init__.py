@@ -34,9 +34,11 @@ def lower(sch: Any, args: Any, name: str = "main", *, partition: bool = True) ->
 
 
 def build(sch: Any, args: Any = None, target: Any = "llvm", name: str = "main", *,
-          partition: bool = True) -> Any:
+          partition: bool | None = None) -> Any:
     """Compile a schedule (or a PrimFunc) into a kernel callable on numpy arrays.
 
+    `partition` (loop partitioning) defaults to on for the CPU and off for CUDA, where a
+    guard costs little and a split-off tail would repeat a cross-thread reduction.
     `f = lowering.build(s, [A, B, C], target="llvm"); f(a, b, c)`
     """
     from lowering.build_module import build as _build

@@ -34,7 +34,7 @@ stats = {"hits": 0, "misses": 0}
 
 
 def build(sch_or_func: Any, args: Any = None, target: Any = "llvm", name: str = "main", *,
-          partition: bool = True) -> Kernel:
+          partition: bool | None = None) -> Kernel:
     """Compile a schedule (with its argument tensors) or a PrimFunc into a Kernel.
 
     `f = build(s, [A, B, C], target="llvm"); f(a, b, c)`
@@ -48,6 +48,8 @@ def build(sch_or_func: Any, args: Any = None, target: Any = "llvm", name: str = 
                                "build(s, [A, B, C])")
         from lowering import lower
 
+        if partition is None:
+            partition = t.kind != "cuda"
         func = lower(sch_or_func, args, name=name, partition=partition)
     if t.kind == "cuda":
         from lowering import cuda

@@ -333,9 +333,10 @@ class Stage:
         if not isinstance(thread, IterVar) or thread.iter_type is not IterType.THREAD:
             raise self._err(prim, "bind needs a thread axis from te.thread_axis(tag), got "
                             f"{thread!r}", axis)
-        if self.is_reduce(axis):
-            raise self._err(prim, "bind of a reduction axis: only data-parallel axes can run "
-                            "as GPU threads", axis)
+        if self.is_reduce(axis) and not thread.thread_tag.startswith("threadIdx"):
+            raise self._err(prim, f"bind of a reduction axis to {thread.thread_tag}: a "
+                            "reduction runs across the threads of one block (bind it to "
+                            "threadIdx) and blocks cannot combine their results", axis)
         for other, a in self.iter_attrs.items():
             if a.kind == "bind" and a.bind_thread is not None and other is not axis \
                     and a.bind_thread.thread_tag == thread.thread_tag \

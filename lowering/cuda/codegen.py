@@ -38,6 +38,7 @@ import numpy as np
 
 from lowering import ir as lir
 from lowering.passes.storage_sync import BARRIER, storage_sync
+from lowering.passes.thread_allreduce import ALLREDUCE, allreduce_args, lower_thread_allreduce
 from tensor_expr import expr as E
 from tensor_expr.arith import simplify
 from tensor_expr.dtype import is_float, is_uint
@@ -269,10 +270,12 @@ class _Host:
     def kernel(self, root: lir.Stmt) -> None:
         index = len(self.kernels)
         name = f"{_sanitize(self.func.name)}_kernel{index}"
-        body = storage_sync(root)
+        body = storage_sync(lower_thread_allreduce(root))
         dev = _Kernel(name, self.scalars)
         code = dev.emit_body(body)
         grid, block = dev.launch_dims()
+        code = dev.render_allreduces(code, block)
+        dev.check_shared()
         used = [b for b in self.globals if id(b) in dev.buffers_used]
         scalars = tuple(v for v in self.scalars.values() if id(v) in dev.scalars_used)
         params = []
@@ -310,6 +313,8 @@ class _Kernel:
         self.scalars_used: set[int] = set()
         self.shared_bytes = 0
         self.bound: set[int] = set()  # vars defined inside the kernel
+        self.allreduces: list[tuple[str, str, str, int]] = []  # (op, buffer, tag, extent)
+        self.red_dtypes: dict[str, str] = {}
 
     # names -------------------------------------------------------------------------
 
@@ -380,12 +385,59 @@ class _Kernel:
                 f"kernel '{self.kernel_name}' has {threads} threads per block "
                 f"({' x '.join(map(str, block))}); CUDA allows at most "
                 f"{MAX_THREADS_PER_BLOCK}: split the thread-bound axes by smaller factors")
+        return tuple(grid), (block[0], block[1], block[2])
+
+    def check_shared(self) -> None:
+        """Refuse a block needing more static shared memory than a GPU has."""
         if self.shared_bytes > STATIC_SHARED_BYTES:
             raise CodegenError(
                 f"kernel '{self.kernel_name}' needs {self.shared_bytes} bytes of shared "
                 f"memory per block; static shared memory is limited to "
                 f"{STATIC_SHARED_BYTES} bytes (48 KiB): use smaller tiles")
-        return tuple(grid), (block[0], block[1], block[2])
+
+    # cross-thread reductions ---------------------------------------------------------
+
+    def render_allreduces(self, code: str, block: tuple[int, int, int]) -> str:
+        """Replace the all-reduce markers: warp shuffles when the reduced threads are the
+        lanes of whole warps (threadIdx.x, a power of two up to 32), else a tree in shared
+        memory over the reduced axis (any extent, any axis)."""
+        threads = block[0] * block[1] * block[2]
+        for k, (op, red, tag, ext) in enumerate(self.allreduces):
+            marker = f"@@ALLREDUCE {k}@@"
+            line = next(ln for ln in code.split("\n") if marker in ln)
+            pad = line[:line.index(marker)]
+            ctype = _C_TYPES[self._red_dtype(red)]
+            axis = tag[-1]
+            whole_warps = threads % 32 == 0 or threads == ext
+            if axis == "x" and ext <= 32 and ext & (ext - 1) == 0 and whole_warps:
+                mask = "0xffffffffu" if threads >= 32 else f"{(1 << threads) - 1:#x}u"
+                lines = [f"{{ {ctype} v = {red}[0];",
+                         f"  for (int off = {ext // 2}; off > 0; off >>= 1) "
+                         f"v = {_combine_c(op, 'v', f'__shfl_down_sync({mask}, v, off, {ext})')};",
+                         f"  {red}[0] = __shfl_sync({mask}, v, 0, {ext}); }}"]
+            else:
+                self.shared_bytes += threads * np.dtype(self._red_dtype(red)).itemsize
+                stride = {"x": "1", "y": "blockDim.x", "z": "blockDim.x * blockDim.y"}[axis]
+                p2 = 1 << max(0, (ext - 1).bit_length())
+                buf = f"{red}_tree"
+                lines = [f"{{ __shared__ {ctype} {buf}[{threads}];",
+                         "  const int tid = threadIdx.x + threadIdx.y * blockDim.x + "
+                         "threadIdx.z * blockDim.x * blockDim.y;",
+                         f"  const int lane = threadIdx.{axis}, stride = {stride};",
+                         f"  {buf}[tid] = {red}[0];",
+                         "  __syncthreads();",
+                         f"  for (int s = {p2 // 2}; s > 0; s >>= 1) {{",
+                         f"    if (lane < s && lane + s < {ext}) {buf}[tid] = "
+                         f"{_combine_c(op, f'{buf}[tid]', f'{buf}[tid + s * stride]')};",
+                         "    __syncthreads();",
+                         "  }",
+                         f"  {red}[0] = {buf}[tid - lane * stride];",
+                         "  __syncthreads(); }"]
+            code = code.replace(marker, ("\n" + pad).join(lines), 1)
+        return code
+
+    def _red_dtype(self, red_name: str) -> str:
+        return self.red_dtypes[red_name]
 
     # statements --------------------------------------------------------------------
 
@@ -426,6 +478,15 @@ class _Kernel:
         elif isinstance(s, lir.Evaluate):
             if isinstance(s.value, E.Call) and s.value.name == BARRIER:
                 out.append(f"{pad}__syncthreads();")
+            elif isinstance(s.value, E.Call) and s.value.name == ALLREDUCE:
+                op, buf, tag, ext = allreduce_args(s.value)
+                if buf.dtype not in _SHUFFLE_TYPES:
+                    raise CodegenError(
+                        f"kernel '{self.kernel_name}': a cross-thread {op} of {buf.dtype} is "
+                        f"not supported; reduce in one of {', '.join(_SHUFFLE_TYPES)}")
+                out.append(f"{pad}@@ALLREDUCE {len(self.allreduces)}@@")
+                self.allreduces.append((op, self.name_of(buf), tag, ext))
+                self.red_dtypes[self.name_of(buf)] = buf.dtype
             else:
                 raise CodegenError(
                     f"kernel '{self.kernel_name}': the CUDA backend cannot run the "
@@ -654,6 +715,14 @@ class _Kernel:
         if name == "sigmoid":
             return f"({one} / ({one} + {'exp' if double else 'expf'}(-({xs[0]}))))"
         raise CodegenError(f"unknown intrinsic '{name}' in CUDA code generation")
+
+
+_SHUFFLE_TYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64")
+
+
+def _combine_c(op: str, a: str, b: str) -> str:
+    return {"sum": f"({a} + {b})", "prod": f"({a} * {b})", "max": f"tessel_max({a}, {b})",
+            "min": f"tessel_min({a}, {b})"}[op]
 
 
 def _itemsize(dtype: str) -> int:

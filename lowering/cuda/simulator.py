@@ -35,13 +35,16 @@ from lowering.cuda.codegen import CudaProgram, DeviceKernel
 from lowering.interpreter import _BufState, _Compiler, _scalar
 from lowering.kernel import _eval_int, check_arguments
 from lowering.passes.storage_sync import BARRIER
+from lowering.passes.thread_allreduce import ALLREDUCE, allreduce_args
 from tensor_expr import expr as E
 from tensor_expr.dtype import is_float
 from tessel_errors import KernelArgumentError, LoweringError, RaceError
 
 Env = dict[int, Any]
 Thread = tuple[int, int, int]
-Step = Generator[int, None, None]  # yields the id of the barrier statement it waits at
+# yields the id of the barrier it waits at, or (id, op, axis, value) at an all-reduce,
+# whose result it is sent back
+Step = Generator[Any, Any, None]
 
 _TRACKER = -1  # env key of the block's access tracker
 
@@ -101,13 +104,14 @@ def _launch(kernel: DeviceKernel, scalars: dict[int, int], states: dict[int, _Bu
 def _run_block(name: str, block: Thread, threads: dict[Thread, Step],
                tracker: _BlockTracker) -> None:
     live = dict(threads)
+    given: dict[Thread, Any] = {}  # what each thread's all-reduce returns
     while live:
-        waiting: dict[Thread, int] = {}
+        waiting: dict[Thread, Any] = {}
         finished: list[Thread] = []
         for t, gen in live.items():
             tracker.thread = t
             try:
-                waiting[t] = next(gen)
+                waiting[t] = gen.send(given.get(t))
             except StopIteration:
                 finished.append(t)
         if waiting and finished:
@@ -115,13 +119,39 @@ def _run_block(name: str, block: Thread, threads: dict[Thread, Step],
                 f"kernel '{name}' block {block}: thread {next(iter(waiting))} waits at a "
                 f"barrier that thread {finished[0]} never reaches (it finished); a barrier "
                 "must be reached by every thread of the block")
-        if len(set(waiting.values())) > 1:
+        points = {w[0] if isinstance(w, tuple) else w for w in waiting.values()}
+        if len(points) > 1:
             t1, first = next(iter(waiting.items()))
             t2 = next(t for t, b in waiting.items() if b != first)
             raise RaceError(f"kernel '{name}' block {block}: threads {t1} and {t2} wait at "
                             "different barriers")
+        given = _all_reduce(waiting) if waiting and isinstance(
+            next(iter(waiting.values())), tuple) else {}
         tracker.new_phase()
         live = {t: live[t] for t in waiting}
+
+
+_COMBINE = {"sum": lambda a, b: a + b, "prod": lambda a, b: a * b,
+            "max": np.maximum, "min": np.minimum}
+
+
+def _all_reduce(waiting: dict[Thread, Any]) -> dict[Thread, Any]:
+    """Each thread's result of the all-reduce all threads wait at: the combination of the
+    values of the threads that differ from it only along the reduced axis, in lane order."""
+    _, op, axis, _ = next(iter(waiting.values()))
+    groups: dict[Thread, list[tuple[int, Any]]] = {}
+    for t, (_, _, _, value) in waiting.items():
+        key = tuple(0 if k == axis else i for k, i in enumerate(t))
+        groups.setdefault(key, []).append((t[axis], value))
+    totals = {}
+    for key, members in groups.items():
+        members.sort(key=lambda m: m[0])
+        acc = members[0][1]
+        for _, v in members[1:]:
+            acc = _COMBINE[op](acc, v)
+        totals[key] = acc
+    return {t: totals[tuple(0 if k == axis else i for k, i in enumerate(t))]
+            for t in waiting}
 
 
 class _LaunchLog:
@@ -328,6 +358,16 @@ class _ThreadProgram:
         return let
 
     def _s_Evaluate(self, s: lir.Evaluate) -> Callable[[Env], Step]:
+        if isinstance(s.value, E.Call) and s.value.name == ALLREDUCE:
+            op, red, tag, _ = allreduce_args(s.value)
+            here, key, axis = id(s), id(red), _AXIS[tag[-1]]
+
+            def all_reduce(env: Env) -> Step:
+                st = env[key]
+                total = yield (here, op, axis, st.flat[0])
+                st.flat[0] = total
+
+            return all_reduce
         if isinstance(s.value, E.Call) and s.value.name == BARRIER:
             here = id(s)
 

@@ -45,6 +45,14 @@ def is_barrier(s: lir.Stmt) -> bool:
         and s.value.name == BARRIER
 
 
+def _synchronizes(s: lir.Stmt) -> bool:
+    # a cross-thread all-reduce is a collective: every thread passes it together
+    from lowering.passes.thread_allreduce import ALLREDUCE
+
+    return is_barrier(s) or (isinstance(s, lir.Evaluate) and isinstance(s.value, E.Call)
+                             and s.value.name == ALLREDUCE)
+
+
 def storage_sync(body: lir.Stmt) -> lir.Stmt:
     """`body` (one kernel, thread-bound loops inside) with the barriers it needs."""
     return _Sync(thread_bound_vars(body)).stmt(body, thread_dependent=False)
@@ -152,7 +160,7 @@ class _Sync:
 def _ends_with_barrier(s: lir.Stmt) -> bool:
     if isinstance(s, lir.SeqStmt):
         return bool(s.stmts) and _ends_with_barrier(s.stmts[-1])
-    return is_barrier(s)
+    return _synchronizes(s)
 
 
 def _on_thread(cond: E.PrimExpr, thread_vars: set[int]) -> bool:

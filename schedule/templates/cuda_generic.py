@@ -3,9 +3,12 @@
 Injective stages that are not outputs are inlined (as on the CPU); every stage left at
 the root (outputs, reductions, stages a reduction reads twice) becomes one kernel: its
 data-parallel axes fused into one, split into blocks of `threads` threads, bound to
-blockIdx.x / threadIdx.x; reduce axes stay serial inside the thread. Stages between
-kernels live in global memory. Correct for every group the CPU compiles, and the base the
-tuned GPU templates (shared-memory tiles, cross-thread reductions) improve on.
+blockIdx.x / threadIdx.x; reduce axes stay serial inside the thread. A long reduction
+(`CROSS_THREAD_MIN` elements or more per output, as a softmax row or a global pool) is
+instead shared by the threads of a block: one block per output element, its reduce axes
+fused and split over threadIdx.x (a cross-thread reduction, lowering.passes
+.thread_allreduce). Stages between kernels live in global memory. Correct for every group
+the CPU compiles, and the base the tuned GPU templates (shared-memory tiles) improve on.
 
     >>> import tensor_expr as te
     >>> from schedule import create_schedule
@@ -19,6 +22,7 @@ tuned GPU templates (shared-memory tiles, cross-thread reductions) improve on.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import tensor_expr as te
 from schedule.schedule import Schedule
@@ -26,6 +30,7 @@ from schedule.templates.common import inline_injective, shape_of
 from tensor_expr.tensor import ComputeOp, Tensor
 
 DEFAULT_THREADS = 128
+CROSS_THREAD_MIN = 64
 
 
 def schedule_gpu_generic(s: Schedule, outs: Sequence[Tensor],
@@ -39,6 +44,13 @@ def schedule_gpu_generic(s: Schedule, outs: Sequence[Tensor],
         numel = 1
         for n in shape_of(st.op.output(0)):
             numel *= n
+        red = list(st.op.reduce_axis)
+        red_len = 1
+        for r in red:
+            red_len *= int(r.dom.extent.value)
+        if red and red_len >= CROSS_THREAD_MIN:
+            _cross_thread(st, axes, red, red_len)
+            continue
         fused = st.fuse(*axes) if len(axes) > 1 else axes[0] if axes else None
         if fused is None:  # a 0-d output: one thread
             continue
@@ -48,4 +60,16 @@ def schedule_gpu_generic(s: Schedule, outs: Sequence[Tensor],
     return s
 
 
-__all__ = ["DEFAULT_THREADS", "schedule_gpu_generic"]
+def _cross_thread(st: Any, axes: list[Any], red: list[Any], red_len: int) -> None:
+    threads = 32 if red_len <= 256 else 128
+    r = st.fuse(*red) if len(red) > 1 else red[0]
+    ro, ri = st.split(r, factor=threads)
+    if axes:
+        out = st.fuse(*axes) if len(axes) > 1 else axes[0]
+        st.bind(out, te.thread_axis("blockIdx.x"))
+    else:  # a 0-d result: the thread loop outermost, so that the whole nest is one kernel
+        st.reorder(ri, ro)
+    st.bind(ri, te.thread_axis("threadIdx.x"))
+
+
+__all__ = ["CROSS_THREAD_MIN", "DEFAULT_THREADS", "schedule_gpu_generic"]

@@ -169,7 +169,8 @@ def test_bind_a_thread_tag_twice_in_one_stage():
 def test_bind_of_a_reduction_axis_and_of_a_non_thread():
     _, _, C = _matmul()
     s = create_schedule(C)
-    with _raises("bind of a reduction axis: only data-parallel axes can run as GPU threads"):
+    with _raises("bind of a reduction axis to blockIdx.x: a reduction runs across the threads "
+                 "of one block"):
         s[C].bind(C.op.reduce_axis[0], te.thread_axis("blockIdx.x"))
     with _raises("bind needs a thread axis from te.thread_axis(tag)"):
         s[C].bind(C.op.axis[0], C.op.axis[1])
