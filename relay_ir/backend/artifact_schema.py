@@ -140,10 +140,20 @@ def load_consts(data: bytes, values: list[dict[str, Any]], where: str) -> dict[i
     """
     want = {f"c{v}": val for v, val in enumerate(values) if val["kind"] == "const"}
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
-            sizes = {i.filename: i.file_size for i in z.infolist()}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
-        raise RelayError(f"{where}: not an npz archive ({e})") from None
+        return _read_consts(data, want, where)
+    except RelayError:
+        raise
+    # zipfile, zlib and numpy's .npy header parser raise many kinds of error on damaged
+    # bytes (BadZipFile, NotImplementedError for an odd zip version, zlib.error, ...)
+    except Exception as e:  # noqa: BLE001
+        raise RelayError(f"{where}: not a readable npz archive ({type(e).__name__}: "
+                         f"{str(e)[:100]})") from None
+
+
+def _read_consts(data: bytes, want: dict[str, dict[str, Any]],
+                 where: str) -> dict[int, np.ndarray]:
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        sizes = {i.filename: i.file_size for i in z.infolist()}
     names = {n[:-4] if n.endswith(".npy") else n for n in sizes}
     if names != set(want) or len(names) != len(sizes):
         raise RelayError(f"{where}: holds arrays {sorted(names)}; the model's constants are "
@@ -155,22 +165,16 @@ def load_consts(data: bytes, values: list[dict[str, Any]], where: str) -> dict[i
             raise RelayError(f"{where}: array {name!r} is {size} bytes; a {val['shape']} "
                              f"{val['dtype']} constant needs {nbytes}")
     out = {}
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            for name, val in want.items():
-                a = z[name]
-                if (a.shape != tuple(val["shape"]) or a.dtype != np.dtype(val["dtype"])
-                        or not a.flags.c_contiguous):
-                    raise RelayError(f"{where}: array {name!r} is {a.shape} {a.dtype}; the "
-                                     f"model's constant is {tuple(val['shape'])} "
-                                     f"{val['dtype']} in C order")
-                out[int(name[1:])] = a
-    except RelayError:
-        raise
-    # numpy's npz reader raises what zipfile, zlib and its header parser raise on damage
-    except Exception as e:  # noqa: BLE001
-        raise RelayError(f"{where}: a damaged array ({type(e).__name__}: "
-                         f"{str(e)[:100]})") from None
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        for name, val in want.items():
+            a = z[name]
+            if (a.shape != tuple(val["shape"]) or a.dtype != np.dtype(val["dtype"])
+                    or not a.flags.c_contiguous):
+                order = "C" if a.flags.c_contiguous else "Fortran"
+                raise RelayError(f"{where}: array {name!r} is {a.shape} {a.dtype} in {order} "
+                                 f"order; the model's constant is {tuple(val['shape'])} "
+                                 f"{val['dtype']} in C order")
+            out[int(name[1:])] = a
     return out
 
 
