@@ -92,9 +92,11 @@ def _bad_line(line: str, rng: np.random.Generator) -> tuple[bytes, str]:
     doc = json.loads(line)
     if kind == "digits":
         field = str(rng.choice(["timestamp", "flops", "costs"]))
-        text = json.dumps(doc).replace(f'"{field}":', f'"{field}":' + "9" * 5000
-                                       + (", \"x\":" if field != "costs" else ",\"c\":"), 1)
-        return text.encode(), f"{field}: a 5,000-digit number"
+        digits = int(rng.choice([400, 5000]))  # past float's range; past Python's int limit
+        doc[field] = "@"
+        number = "9" * digits
+        text = json.dumps(doc).replace('"@"', f"[{number}]" if field == "costs" else number)
+        return text.encode(), f"{field}: a {digits}-digit number"
     if kind == "deep":
         doc["config"] = "@"
         return json.dumps(doc).replace('"@"', "[" * 100_000 + "]" * 100_000).encode(), \
