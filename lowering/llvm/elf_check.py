@@ -33,10 +33,16 @@ _SYM = struct.Struct("<IBBHQQ")
 _RELA = struct.Struct("<QQq")
 _REL = struct.Struct("<QQ")
 _SHT_SYMTAB, _SHT_STRTAB, _SHT_RELA, _SHT_NOBITS, _SHT_REL = 2, 3, 4, 8, 9
-_SHF_WRITE, _SHF_EXEC = 0x1, 0x4
+_SHF_WRITE, _SHF_ALLOC, _SHF_EXEC = 0x1, 0x2, 0x4
+# section types LLVM writes (null..rel, init/fini arrays, group, x86-64 unwind, LLVM's
+# address-significance table, GNU stack note); another type is damage
+_SECTION_TYPES = {*range(12), 14, 15, 16, 17, 0x70000001, 0x6FFF4C03, 0x6FFF4C00}
+_SYMBOL_TYPES = {0, 1, 2, 3, 4}  # notype, object, func, section, file
 _STT_OBJECT, _STT_FUNC = 1, 2
 _SHN_ABS, _SHN_COMMON = 0xFFF1, 0xFFF2
 _MAX_SECTIONS = 1 << 16
+_MAX_ALIGN = 1 << 16
+_MAX_NOBITS = 1 << 30
 
 # e_machine of the hosts MCJIT runs on here
 _MACHINES = {"x86_64": 62, "amd64": 62, "aarch64": 183, "arm64": 183}
@@ -134,11 +140,18 @@ def _sections(data: bytes) -> tuple[list[_Section], list[str]]:
     shoff, shnum, shstrndx = _header(data)
     secs = []
     for k in range(shnum):
-        name, typ, flags, _addr, off, size, link, info, _align, entsize = _SHDR.unpack_from(
+        name, typ, flags, _addr, off, size, link, info, align, entsize = _SHDR.unpack_from(
             data, shoff + k * _SHDR.size)
+        if align & (align - 1) or align > _MAX_ALIGN:  # LLVM asserts a power of two
+            raise _fail(f"section {k} has alignment {align}, not a power of two up to "
+                        f"{_MAX_ALIGN}")
         if typ not in (0, _SHT_NOBITS) and off + size > len(data):
             raise _fail(f"section {k} ({size} bytes at offset {off}) runs past the end of "
                         f"the file ({len(data)} bytes)")
+        if typ not in _SECTION_TYPES:
+            raise _fail(f"section {k} has type {typ:#x}, not one LLVM writes")
+        if typ == _SHT_NOBITS and size > _MAX_NOBITS:
+            raise _fail(f"section {k} asks for {size} zeroed bytes, over {_MAX_NOBITS}")
         if link >= shnum:
             raise _fail(f"section {k} links to section {link} of {shnum}")
         secs.append(_Section(name, typ, flags, off, size, link, info, entsize))
@@ -166,6 +179,8 @@ def _symbols(data: bytes, secs: list[_Section], k: int) -> list[_Symbol]:
         name, info, _other, shndx, value, size = _SYM.unpack_from(data, off)
         sym = _Symbol(_c_string(table, name, "symbol"), info & 0xF, info >> 4, shndx, value,
                       size)
+        if sym.type not in _SYMBOL_TYPES:
+            raise _fail(f"symbol {sym.name!r} has type {sym.type}, not one LLVM writes here")
         if shndx not in (0, _SHN_ABS, _SHN_COMMON):
             if shndx >= len(secs):
                 raise _fail(f"symbol {sym.name!r} is in section {shndx} of {len(secs)}")
@@ -176,7 +191,8 @@ def _symbols(data: bytes, secs: list[_Section], k: int) -> list[_Symbol]:
     return out
 
 
-def _check_relocations(data: bytes, secs: list[_Section], k: int, nsyms: int) -> None:
+def _check_relocations(data: bytes, secs: list[_Section], k: int,
+                       syms: list[_Symbol]) -> None:
     sec = secs[k]
     entry = _RELA if sec.type == _SHT_RELA else _REL
     if sec.entsize != entry.size or sec.size % entry.size:
@@ -194,10 +210,17 @@ def _check_relocations(data: bytes, secs: list[_Section], k: int, nsyms: int) ->
         if width is None:
             raise _fail(f"relocation section {k} holds relocation type {typ}, which MCJIT "
                         "does not implement")
-        if sym >= nsyms or r_offset + width > target:
+        if sym >= len(syms) or r_offset + width > target:
             raise _fail(f"relocation section {k}: a relocation at offset {r_offset} (symbol "
                         f"{sym}) falls outside its section ({target} bytes) or symbol table "
-                        f"({nsyms} symbols)")
+                        f"({len(syms)} symbols)")
+        s = syms[sym]
+        if sym and s.type == 4:  # RuntimeDyld resolves no relocation against a file symbol
+            raise _fail(f"relocation section {k} refers to file symbol {s.name!r}")
+        if s.shndx < len(secs) and s.shndx and not (secs[s.shndx].flags & _SHF_ALLOC
+                                                    and secs[s.shndx].size):
+            raise _fail(f"relocation section {k} refers to symbol {s.name!r} in section "
+                        f"{s.shndx}, which is empty or not loaded")
 
 
 def check_object(data: bytes, functions: Iterable[str] = (),
@@ -217,7 +240,7 @@ def check_object(data: bytes, functions: Iterable[str] = (),
     syms = _symbols(data, secs, symtabs[0])
     for k, s in enumerate(secs):
         if s.type in (_SHT_RELA, _SHT_REL):
-            _check_relocations(data, secs, k, len(syms))
+            _check_relocations(data, secs, k, syms)
     defined = {s.name: s for s in syms if s.shndx not in (0, _SHN_ABS, _SHN_COMMON)}
     for name in functions:
         s = defined.get(name)
@@ -225,8 +248,9 @@ def check_object(data: bytes, functions: Iterable[str] = (),
             raise _fail(f"it defines no function {name!r}")
     for name, size in (data_symbols or {}).items():
         s = defined.get(name)
+        # in a writable section that is not code: MCJIT maps code read-only
         if (s is None or s.type != _STT_OBJECT or s.size < size
-                or not secs[s.shndx].flags & _SHF_WRITE):
+                or secs[s.shndx].flags & (_SHF_WRITE | _SHF_EXEC) != _SHF_WRITE):
             raise _fail(f"it defines no writable {size}-byte variable {name!r}")
     for s in syms:
         if s.shndx == 0 and s.bind != 0 and s.name and not _process_has(s.name):

@@ -168,6 +168,41 @@ def test_rehashed_object_with_a_section_name_out_of_range_is_refused(folder: Pat
     _load_fails(folder, r"section 2 name offset 65535 is outside its string table")
 
 
+def _section_header(folder: Path, name: bytes) -> int:
+    """The file offset of the header of the section called `name` in kernel_0.o."""
+    data = (folder / "kernel_0.o").read_bytes()
+    shoff, = struct.unpack_from("<Q", data, 40)
+    shnum, shstrndx = struct.unpack_from("<HH", data, 60)
+    str_off, = struct.unpack_from("<Q", data, shoff + 64 * shstrndx + 24)
+    for k in range(shnum):
+        at = shoff + 64 * k
+        n, = struct.unpack_from("<I", data, at)
+        if data[str_off + n:].split(b"\0", 1)[0] == name:
+            return at
+    raise AssertionError(f"no section {name!r}")
+
+
+def test_rehashed_section_alignment_of_3_is_refused(folder: Path) -> None:
+    # found by fuzzing re-hashed objects: LLVM asserted "Alignment is neither 0 nor a power
+    # of 2" and aborted the process
+    _patch_object(folder, _section_header(folder, b".ltext") + 48, "<Q", 3)
+    _load_fails(folder, r"has alignment 3, not a power of two")
+
+
+def test_rehashed_executable_bss_holding_the_launch_pointer_is_refused(folder: Path) -> None:
+    # found by fuzzing re-hashed objects: the pointer written into code memory (SIGSEGV)
+    at = _section_header(folder, b".lbss") + 8
+    flags, = struct.unpack_from("<Q", (folder / "kernel_0.o").read_bytes(), at)
+    _patch_object(folder, at, "<Q", flags | 0x4)
+    _load_fails(folder, r"defines no writable 8-byte variable '__tessel_launch'")
+
+
+def test_rehashed_bss_of_a_terabyte_is_refused(folder: Path) -> None:
+    # found by fuzzing re-hashed objects: MCJIT's allocation failed and aborted
+    _patch_object(folder, _section_header(folder, b".lbss") + 32, "<Q", 1 << 40)
+    _load_fails(folder, r"asks for 1099511627776 zeroed bytes")
+
+
 def test_rehashed_object_of_the_other_kernel_is_refused(folder: Path) -> None:
     (folder / "kernel_0.o").write_bytes((folder / "kernel_1.o").read_bytes())
     _rehash(folder)
