@@ -25,7 +25,7 @@ import stat
 from typing import Any
 
 from relay_ir.backend.json_check import Int, ListOf, MapOf, Obj, Str, check
-from tessel_errors import RelayError
+from tessel_errors import CodegenError, RelayError
 
 FORMAT = "tessel-compiled-model"
 VERSION = 2  # 2: manifest.json with hashes (version 1 folders had none)
@@ -131,8 +131,15 @@ def _read_manifest(folder: str) -> dict[str, Any]:
 
 
 def _check_host(manifest: dict[str, Any], where: str) -> None:
-    from tessel_target import host_cpu, host_features
+    from tessel_target import Target, host_cpu, host_features
 
+    try:
+        kind = Target.parse(manifest["target"]).kind
+    except CodegenError as e:
+        raise RelayError(f"load_compiled: {where!r}: {e}") from None
+    if kind != "llvm":
+        raise RelayError(f"load_compiled: {where!r}: target {manifest['target']!r} is not an "
+                         "'llvm' target; only CPU models are saved and loaded")
     host = _host_triple().split("-")
     theirs = manifest["triple"].split("-")
     if theirs[:1] != host[:1] or theirs[2:3] != host[2:3]:

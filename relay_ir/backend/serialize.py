@@ -102,9 +102,8 @@ def _model_desc(path: str, manifest: dict[str, Any], files: dict[str, bytes]) ->
     return desc
 
 
-def _load_kernel(path: str, kd: dict[str, Any], data: bytes, target: str) -> KernelFn:
+def _check_object(path: str, kd: dict[str, Any], data: bytes) -> None:
     from lowering.llvm.elf_check import check_object
-    from lowering.llvm.jit import ObjectModule
 
     try:
         check_object(data, [kd["entry"]], {kd["num_threads_symbol"]: 4,
@@ -112,6 +111,11 @@ def _load_kernel(path: str, kd: dict[str, Any], data: bytes, target: str) -> Ker
     except CodegenError as e:
         raise RelayError(f"load_compiled: {os.path.join(path, kd['object'])!r} (kernel "
                          f"{kd['name']!r}): {e}") from None
+
+
+def _load_kernel(kd: dict[str, Any], data: bytes, target: str) -> KernelFn:
+    from lowering.llvm.jit import ObjectModule
+
     kfn = KernelFn(ObjectModule(data, target), kd["name"], kd["entry"],
                    kd["num_threads_symbol"], kd["launch_symbol"], kd["messages"],
                    [(tuple(s), dt) for s, dt in kd["specs"]])
@@ -132,8 +136,9 @@ def load(path: str) -> Any:
     desc = _model_desc(path, manifest, files)
     consts = load_consts(files[CONSTS], desc["values"],
                          f"load_compiled: {os.path.join(path, CONSTS)!r}")
-    kernels = [_load_kernel(path, kd, files[kd["object"]], desc["target"])
-               for kd in desc["kernels"]]
+    for kd in desc["kernels"]:  # every object is checked before MCJIT loads any
+        _check_object(path, kd, files[kd["object"]])
+    kernels = [_load_kernel(kd, files[kd["object"]], desc["target"]) for kd in desc["kernels"]]
     values = [Value(d["kind"], tuple(d["shape"]), d["dtype"], d["name"], consts.get(v))
               for v, d in enumerate(desc["values"])]
     steps = [Step(s["kernel"], s["inputs"], s["outputs"], s["group"]) for s in desc["steps"]]

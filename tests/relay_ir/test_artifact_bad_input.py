@@ -136,10 +136,11 @@ def test_object_code_for_another_triple_is_refused(folder: Path) -> None:
     _load_fails(folder, r"the object code is for 'aarch64-apple-darwin'")
 
 
-def _patch_object(folder: Path, offset: int, fmt: str, value: int) -> None:
-    data = bytearray((folder / "kernel_0.o").read_bytes())
+def _patch_object(folder: Path, offset: int, fmt: str, value: int,
+                  name: str = "kernel_0.o") -> None:
+    data = bytearray((folder / name).read_bytes())
     struct.pack_into(fmt, data, offset, value)
-    (folder / "kernel_0.o").write_bytes(bytes(data))
+    (folder / name).write_bytes(bytes(data))
     _rehash(folder)
 
 
@@ -147,6 +148,21 @@ def test_rehashed_object_for_another_machine_is_refused(folder: Path) -> None:
     _patch_object(folder, 18, "<H", 183)  # e_machine: AArch64
     _load_fails(folder, r"kernel_0\.o' \(kernel 'fused_.*'\): not a loadable ELF object: it "
                         r"is for ELF machine 183")
+
+
+def test_a_bad_second_object_means_no_object_reaches_llvm(folder: Path, monkeypatch) -> None:
+    import lowering.llvm.jit as jit
+
+    loaded: list[bytes] = []
+    monkeypatch.setattr(jit, "ObjectModule", lambda data, target: loaded.append(data))
+    _patch_object(folder, 18, "<H", 183, name="kernel_1.o")
+    _load_fails(folder, r"kernel_1\.o' .*it is for ELF machine 183")
+    assert loaded == []
+
+
+def test_manifest_naming_a_cuda_target_is_refused(folder: Path) -> None:
+    _edit_json(folder / "manifest.json", lambda m: m.update(target="cuda -arch=sm_90"))
+    _load_fails(folder, r"target 'cuda -arch=sm_90' is not an 'llvm' target")
 
 
 def test_rehashed_32_bit_elf_is_refused(folder: Path) -> None:
