@@ -215,3 +215,24 @@ def test_merge_of_a_row_breaking_a_record_rule_adds_nothing(tmp_path, filled,
 def test_a_record_with_a_lone_surrogate_is_refused_where_it_is_made() -> None:
     with pytest.raises(TuningLogError, match="field 'workload_key' must be valid Unicode"):
         MeasureRecord("\ud800", "t", "llvm", "d", {}, (1.0,))
+
+
+def test_tessel_db_import_of_a_bad_line_prints_it_and_exits_2(tmp_path, make_record) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    with TuningDatabase(tmp_path / "t.db") as db:
+        db.add(make_record())
+    lines = tmp_path / "l.jsonl"
+    lines.write_bytes(_good(make_record, 0) + b"\n{\"workload_key\": \n")
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-m", "autotune.cli", "db", "import", "--db",
+                        str(tmp_path / "t.db"), str(lines)], env=env, capture_output=True,
+                       text=True, timeout=240)
+    assert p.returncode == 2
+    assert "l.jsonl:2: bad measure record: not valid JSON" in p.stderr
+    assert "Traceback" not in p.stderr
+    with TuningDatabase(tmp_path / "t.db", readonly=True) as db:
+        assert db.count() == 1
