@@ -166,14 +166,18 @@ def _source(tmp_path: Path, make_record) -> Path:
     return path
 
 
+def _alter(path: Path, sql: str) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute(sql)
+    conn.commit()
+    conn.close()
+
+
 def test_merge_of_a_database_whose_text_is_not_utf8_is_refused(tmp_path, filled,
                                                               make_record) -> None:
     # found by fuzzing: sqlite3 raised UnicodeDecodeError while fetching a row
     path = _source(tmp_path, make_record)
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE measurements SET tuner = CAST(X'C328' AS TEXT) WHERE id = 3")
-    conn.commit()
-    conn.close()
+    _alter(path, "UPDATE measurements SET tuner = CAST(X'C328' AS TEXT) WHERE id = 3")
     _merge_fails(filled, path, r"cannot read tuning database .*src\.db'.*(UTF-8|utf-8)")
 
 
@@ -181,10 +185,7 @@ def test_merge_of_a_database_missing_a_column_is_refused(tmp_path, filled,
                                                          make_record) -> None:
     # found by fuzzing (a flipped byte in the schema text): _from_row raised KeyError
     path = _source(tmp_path, make_record)
-    conn = sqlite3.connect(path)
-    conn.execute("ALTER TABLE measurements RENAME COLUMN attrs TO attrz")
-    conn.commit()
-    conn.close()
+    _alter(path, "ALTER TABLE measurements RENAME COLUMN attrs TO attrz")
     _merge_fails(filled, path, r"measurement row 1 of the tuning database is damaged: 'attrs'")
 
 
@@ -204,10 +205,7 @@ def test_merge_of_a_file_that_is_not_a_database_is_refused(tmp_path, filled) -> 
 def test_merge_of_a_row_breaking_a_record_rule_adds_nothing(tmp_path, filled,
                                                              make_record) -> None:
     path = _source(tmp_path, make_record)
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE measurements SET costs = '[-1.0]' WHERE id = 4")
-    conn.commit()
-    conn.close()
+    _alter(path, "UPDATE measurements SET costs = '[-1.0]' WHERE id = 4")
     _merge_fails(filled, path, r"measurement row 4 of the tuning database is damaged: bad "
                                r"measure record: field 'costs'")
 
