@@ -18,7 +18,7 @@ for a (workload, target, device) is never measured again, whatever its outcome w
 from __future__ import annotations
 
 import contextlib
-import io
+import itertools
 import json
 import sqlite3
 import threading
@@ -105,9 +105,35 @@ def _from_row(row: Mapping[str, Any]) -> MeasureRecord:
             error_msg=row["error_msg"], timestamp=row["timestamp"], tuner=row["tuner"],
             tessel_version=row["tessel_version"], flops=row["flops"],
             attrs_json=row["attrs"], record_id=row["id"])
-    except (TuningLogError, ValueError, TypeError) as e:
+    except (TuningLogError, ValueError, TypeError, KeyError, RecursionError) as e:
         raise TuningLogError(f"measurement row {row.get('id')} of the tuning database is "
                              f"damaged: {e}") from None
+
+
+MAX_LINE_BYTES = 1 << 20  # a record is a few hundred bytes; error messages are cut at 2000
+
+
+def _read_lines(f: IO[bytes] | IO[str], name: str) -> list[MeasureRecord]:
+    """Every record of a JSON-lines file, or TuningLogError naming the first bad line."""
+    records = []
+    for lineno in itertools.count(1):
+        line = f.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return records
+        try:
+            if len(line) > MAX_LINE_BYTES:
+                raise TuningLogError(f"bad measure record: the line is over {MAX_LINE_BYTES} "
+                                     "bytes, far longer than any record")
+            if isinstance(line, bytes):
+                try:
+                    line = line.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise TuningLogError(f"bad measure record: not UTF-8 text ({e.reason} at "
+                                         f"byte {e.start})") from None
+            if line.strip():
+                records.append(MeasureRecord.from_json(line))
+        except TuningLogError as e:
+            raise TuningLogError(f"{name}:{lineno}: {e}; nothing was imported") from None
 
 
 def _where(**conditions: Any) -> tuple[str, list[Any]]:
@@ -287,7 +313,8 @@ class TuningDatabase:
         with self._lock:
             try:
                 return list(self._db.query(sql, params))
-            except (sqlite3.DatabaseError, sqlite3.ProgrammingError) as e:
+            # a damaged file's text may not be UTF-8, which sqlite3 decodes as it fetches
+            except (sqlite3.DatabaseError, sqlite3.ProgrammingError, UnicodeDecodeError) as e:
                 raise TuningLogError(f"cannot read tuning database {str(self.path)!r}: "
                                      f"{e}") from None
 
@@ -445,7 +472,7 @@ class TuningDatabase:
     def _write_lines(self, f: IO[str], where: str, params: list[Any]) -> int:
         records = self._select(f"{_SELECT}{where} ORDER BY id", params)
         for r in records:
-            f.write(r.to_json() + "\n")
+            f.write(r.to_json(versioned=True) + "\n")
         return len(records)
 
     def import_jsonl(self, source: str | Path | IO[str]) -> ImportReport:
@@ -463,21 +490,12 @@ class TuningDatabase:
         self._check_writable("import records")
         if isinstance(source, (str, Path)):
             try:
-                with open(source, encoding="utf-8") as f:
-                    text = f.read()
-            except (OSError, UnicodeDecodeError) as e:
+                with open(source, "rb") as f:
+                    records = _read_lines(f, str(source))
+            except OSError as e:
                 raise TuningLogError(f"cannot read JSON lines from {str(source)!r}: {e}") from None
-            name = str(source)
         else:
-            text, name = source.read(), getattr(source, "name", "<stream>")
-        records = []
-        for lineno, line in enumerate(io.StringIO(text), start=1):
-            if not line.strip():
-                continue
-            try:
-                records.append(MeasureRecord.from_json(line))
-            except TuningLogError as e:
-                raise TuningLogError(f"{name}:{lineno}: {e}; nothing was imported") from None
+            records = _read_lines(source, getattr(source, "name", "<stream>"))
         added = self._insert(records)
         return ImportReport(added=added, duplicates=len(records) - added)
 

@@ -37,6 +37,9 @@ def _installed_version() -> str:
 
 
 TESSEL_VERSION: str = _installed_version()
+# The version of the JSON-line form: exported lines carry it as "schema_version", and
+# a line of another version is refused by name (lines without one are version 1).
+RECORD_SCHEMA_VERSION = 1
 
 
 class ErrorKind(str, enum.Enum):
@@ -79,18 +82,36 @@ def canonical_json(value: Any, what: str = "config") -> str:
                              f"store ({e}); use ints, floats, strings, bools and lists") from None
 
 
+def _short(value: Any) -> str:
+    try:
+        text = repr(value)
+    except ValueError:  # an int of more digits than Python will print
+        return f"an integer of {value.bit_length()} bits"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _fail(name: str, expected: str, got: Any) -> TuningLogError:
     return TuningLogError(f"bad measure record: field '{name}' must be {expected}, "
-                          f"got {got!r}")
+                          f"got {_short(got)}")
 
 
 def _check_str(name: str, value: Any, nonempty: bool) -> None:
     if not isinstance(value, str) or (nonempty and not value):
         raise _fail(name, "a non-empty string" if nonempty else "a string", value)
+    try:
+        value.encode("utf-8")  # SQLite stores UTF-8: a lone surrogate ("\ud800") cannot be
+    except UnicodeEncodeError:
+        raise _fail(name, "valid Unicode text (no lone surrogates)", value) from None
 
 
 def _check_number(name: str, value: Any, positive: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(name, "a finite number", value)
+    try:
+        value = float(value)  # a JSON integer may have hundreds of digits
+    except OverflowError:
+        raise _fail(name, "a finite number", value) from None
+    if not math.isfinite(value):
         raise _fail(name, "a finite number", value)
     if positive and value <= 0:
         raise _fail(name, "a positive number", value)
@@ -212,14 +233,17 @@ class MeasureRecord:
             "tessel_version": self.tessel_version, "flops": self.flops, "attrs": self.attrs,
         }
 
-    def to_json(self) -> str:
-        """The record as one line of JSON (no newline), keys sorted.
+    def to_json(self, versioned: bool = False) -> str:
+        """The record as one line of JSON (no newline), keys sorted; `versioned` adds
+        "schema_version" (as export does; the digest is of the line without it).
 
             >>> MeasureRecord("w", "t", "llvm", "d", {}, (1.0,), timestamp=0).to_json()[:26]
             '{"attrs":{},"config":{},"c'
         """
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"),
-                          allow_nan=False)
+        data = self.to_dict()
+        if versioned:
+            data["schema_version"] = RECORD_SCHEMA_VERSION
+        return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MeasureRecord:
@@ -232,7 +256,12 @@ class MeasureRecord:
         if not isinstance(data, Mapping):
             raise TuningLogError(f"bad measure record: expected a JSON object, "
                                  f"got {type(data).__name__}")
-        unknown = sorted(set(data) - _JSON_KEYS - {"mean", "id"})
+        version = data.get("schema_version", RECORD_SCHEMA_VERSION)
+        if version != RECORD_SCHEMA_VERSION or isinstance(version, bool):
+            raise TuningLogError(f"bad measure record: schema_version {_short(version)} is "
+                                 f"not one this Tessel reads (version {RECORD_SCHEMA_VERSION})"
+                                 f"; export the records again with this Tessel's version")
+        unknown = sorted(set(data) - _JSON_KEYS - {"mean", "id", "schema_version"})
         if unknown:
             raise TuningLogError(f"bad measure record: unknown field(s) {', '.join(unknown)}; "
                                  f"known fields are {', '.join(sorted(_JSON_KEYS))}")
@@ -255,6 +284,9 @@ class MeasureRecord:
         except json.JSONDecodeError as e:
             raise TuningLogError(f"bad measure record: not valid JSON ({e.msg} at char "
                                  f"{e.pos}): {line[:80]!r}") from None
+        except (ValueError, RecursionError) as e:  # a 5,000-digit number; nesting too deep
+            raise TuningLogError(f"bad measure record: not a JSON line this reader accepts "
+                                 f"({type(e).__name__}: {str(e)[:80]})") from None
         return cls.from_dict(data)
 
     def digest(self) -> str:
@@ -274,4 +306,5 @@ _JSON_KEYS = frozenset({"workload_key", "template", "target", "device_key", "con
 _REQUIRED_KEYS = frozenset({"workload_key", "template", "target", "device_key", "config",
                             "costs"})
 
-__all__ = ["ERROR_KINDS", "TESSEL_VERSION", "ErrorKind", "MeasureRecord", "canonical_json"]
+__all__ = ["ERROR_KINDS", "RECORD_SCHEMA_VERSION", "TESSEL_VERSION", "ErrorKind",
+           "MeasureRecord", "canonical_json"]

@@ -127,7 +127,7 @@ def inspect_file(path: Path) -> FileState:
             return _inspect_sqlite(conn, path)
         finally:
             conn.close()
-    except sqlite3.DatabaseError as e:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as e:  # damaged text: not UTF-8
         raise TuningLogError(f"{str(path)!r} is not a readable tuning database ({e}); it may be "
                              f"corrupt; the file was left untouched") from None
 

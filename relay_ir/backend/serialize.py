@@ -1,7 +1,13 @@
 """Save and load a CompiledModel without recompiling: a folder with `model.json` (the
 graph: values, steps, inputs, outputs, and per kernel its symbols, check messages and
 argument specs), one relocatable object file per kernel (`kernel_<i>.o`, from llvmlite's
-target machine; MCJIT loads it back) and `consts.npz` (loaded with allow_pickle=False).
+target machine; MCJIT loads it back), `consts.npz` (loaded with allow_pickle=False) and
+`manifest.json` (format version, target CPU, the size and SHA-256 of every other file).
+
+Loading checks the manifest and hashes, then model.json against its schema and its graph
+for consistency, the constants against the values table, and each object file's ELF
+structure, before LLVM sees a byte; anything wrong is a RelayError naming the file. An
+artifact is native code: load only folders you trust (the hashes catch damage, not forgery).
 
     >>> lib.save("resnet.tessel")                          # doctest: +SKIP
     >>> lib2 = relay_ir.load_compiled("resnet.tessel")     # doctest: +SKIP
@@ -10,17 +16,27 @@ target machine; MCJIT loads it back) and `consts.npz` (loaded with allow_pickle=
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from typing import Any
 
 import numpy as np
 
+from relay_ir.backend.artifact_manifest import (
+    FORMAT,
+    MANIFEST,
+    VERSION,
+    parse_json,
+    read_verified,
+    write_manifest,
+)
+from relay_ir.backend.artifact_schema import MODEL_SCHEMA, check_plan, load_consts
 from relay_ir.backend.executor import GraphPlan, KernelFn, Step, Value
-from tessel_errors import RelayError
+from relay_ir.backend.json_check import check
+from tessel_errors import CodegenError, RelayError
 
-FORMAT = "tessel-compiled-model"
-VERSION = 1
+MODEL, CONSTS = "model.json", "consts.npz"
 
 
 def save(model: Any, path: str) -> None:
@@ -30,18 +46,19 @@ def save(model: Any, path: str) -> None:
         raise RelayError("save(): only models with static input shapes can be saved; build "
                          "the model with concrete shapes (no `?` dims)")
     plan: GraphPlan = model._last
-    os.makedirs(path, exist_ok=True)
+    files: dict[str, bytes] = {}
     kernels = []
     for i, k in enumerate(plan.kernels):
         fname = f"kernel_{i}.o"
-        with open(os.path.join(path, fname), "wb") as f:
-            f.write(k.object_code())
+        files[fname] = k.object_code()
         kernels.append({"name": k.name, "entry": k.entry, "object": fname,
                         "num_threads_symbol": k.num_threads_symbol,
                         "launch_symbol": k.launch_symbol, "messages": k.messages,
                         "specs": [[list(s), dt] for s, dt in k.specs]})
     consts = {f"c{v}": val.data for v, val in enumerate(plan.values) if val.kind == "const"}
-    np.savez(os.path.join(path, "consts.npz"), **consts)
+    buf = io.BytesIO()
+    np.savez(buf, **consts)
+    files[CONSTS] = buf.getvalue()
     desc = {
         "format": FORMAT, "version": VERSION, "target": str(model.target),
         "inputs": [[n, list(s), dt] for n, s, dt in model.input_specs],
@@ -50,43 +67,80 @@ def save(model: Any, path: str) -> None:
         "steps": [{"kernel": s.kernel, "inputs": s.inputs, "outputs": s.outputs,
                    "group": s.group} for s in plan.steps],
         "graph_inputs": plan.inputs, "outputs": plan.outputs, "kernels": kernels,
-        "group_schedules": model.group_schedules,
+        "group_schedules": [list(g) for g in model.group_schedules],
     }
-    with open(os.path.join(path, "model.json"), "w") as f:
-        json.dump(desc, f, indent=1)
+    files[MODEL] = json.dumps(desc, indent=1).encode()
+    os.makedirs(path, exist_ok=True)
+    # the old manifest goes first, so a save cut short leaves a folder that load refuses
+    if os.path.lexists(os.path.join(path, MANIFEST)):
+        os.remove(os.path.join(path, MANIFEST))
+    for name, data in files.items():
+        with open(os.path.join(path, name), "wb") as f:
+            f.write(data)
+    write_manifest(path, files, model.target)
+
+
+def _model_desc(path: str, manifest: dict[str, Any], files: dict[str, bytes]) -> dict:
+    where = f"load_compiled: {os.path.join(path, MODEL)!r}"
+    missing = [n for n in (MODEL, CONSTS) if n not in files]
+    if missing:
+        raise RelayError(f"load_compiled: {os.path.join(path, MANIFEST)!r} does not list "
+                         f"{', '.join(missing)}: not a saved Tessel model")
+    desc = parse_json(files[MODEL], where)
+    check(MODEL_SCHEMA, desc, where)
+    if desc["format"] != FORMAT or desc["version"] != VERSION:
+        raise RelayError(f"{where}: format {desc['format']!r} version {desc['version']}; "
+                         f"expected {FORMAT!r} version {VERSION}")
+    if desc["target"] != manifest["target"]:
+        raise RelayError(f"{where}: target {desc['target']!r} differs from the manifest's "
+                         f"{manifest['target']!r}")
+    check_plan(desc, where)
+    for k, kd in enumerate(desc["kernels"]):
+        if kd["object"] not in files or kd["object"] in (MODEL, CONSTS):
+            raise RelayError(f"{where}: kernels[{k}].object {kd['object']!r} is not an "
+                             "object file the manifest lists")
+    return desc
+
+
+def _check_object(path: str, kd: dict[str, Any], data: bytes) -> None:
+    from lowering.llvm.elf_check import check_object
+
+    try:
+        check_object(data, [kd["entry"]], {kd["num_threads_symbol"]: 4,
+                                           kd["launch_symbol"]: 8})
+    except CodegenError as e:
+        raise RelayError(f"load_compiled: {os.path.join(path, kd['object'])!r} (kernel "
+                         f"{kd['name']!r}): {e}") from None
+
+
+def _load_kernel(kd: dict[str, Any], data: bytes, target: str) -> KernelFn:
+    from lowering.llvm.jit import ObjectModule
+
+    kfn = KernelFn(ObjectModule(data, target), kd["name"], kd["entry"],
+                   kd["num_threads_symbol"], kd["launch_symbol"], kd["messages"],
+                   [(tuple(s), dt) for s, dt in kd["specs"]])
+    kfn.object_bytes = data
+    return kfn
 
 
 def load(path: str) -> Any:
-    """Load a model written by `CompiledModel.save` (no LLVM compilation happens).
+    """Load a model written by `CompiledModel.save` (no LLVM compilation happens); a
+    damaged, foreign or incomplete folder is a RelayError naming the file and the fault.
 
     `lib = load("model.tessel"); lib.run(x=x)`
     """
-    from lowering.llvm.jit import ObjectModule
     from relay_ir.backend.model import CompiledModel
 
-    try:
-        with open(os.path.join(path, "model.json")) as f:
-            desc = json.load(f)
-    except (OSError, ValueError) as e:
-        raise RelayError(f"load_compiled: {path!r} is not a saved Tessel model ({e})") from e
-    if desc.get("format") != FORMAT or desc.get("version") != VERSION:
-        raise RelayError(f"load_compiled: {path!r} has format {desc.get('format')!r} version "
-                         f"{desc.get('version')!r}; expected {FORMAT!r} version {VERSION}")
-    kernels = []
-    for k in desc["kernels"]:
-        with open(os.path.join(path, k["object"]), "rb") as f:
-            data = f.read()
-        kfn = KernelFn(ObjectModule(data, desc["target"]), k["name"], k["entry"],
-                       k["num_threads_symbol"], k["launch_symbol"], k["messages"],
-                       [(tuple(s), dt) for s, dt in k["specs"]])
-        kfn.object_bytes = data
-        kernels.append(kfn)
-    with np.load(os.path.join(path, "consts.npz"), allow_pickle=False) as z:
-        consts = {name: z[name] for name in z.files}
-    values = []
-    for v, d in enumerate(desc["values"]):
-        values.append(Value(d["kind"], tuple(d["shape"]), d["dtype"], d["name"],
-                            consts.get(f"c{v}")))
+    path = os.fspath(path)
+    manifest, files = read_verified(path)
+    desc = _model_desc(path, manifest, files)
+    consts = load_consts(files[CONSTS], desc["values"],
+                         f"load_compiled: {os.path.join(path, CONSTS)!r}")
+    for kd in desc["kernels"]:  # every object is checked before MCJIT loads any
+        _check_object(path, kd, files[kd["object"]])
+    kernels = [_load_kernel(kd, files[kd["object"]], desc["target"]) for kd in desc["kernels"]]
+    values = [Value(d["kind"], tuple(d["shape"]), d["dtype"], d["name"], consts.get(v))
+              for v, d in enumerate(desc["values"])]
     steps = [Step(s["kernel"], s["inputs"], s["outputs"], s["group"]) for s in desc["steps"]]
     plan = GraphPlan(kernels, values, steps, desc["graph_inputs"], desc["outputs"])
     specs = [(n, tuple(s), dt) for n, s, dt in desc["inputs"]]
