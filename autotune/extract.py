@@ -36,7 +36,7 @@ def extract_tasks(mod: Any, target: str = "llvm", params: dict[str, Any] | None 
         if not (isinstance(e, Call) and isinstance(e.op, Function)
                 and e.op.attr("Primitive")):
             continue
-        at = anchor_task(e.op, constant_params(e))
+        at = anchor_task(e.op, constant_params(e), target)
         if at is None or not at.tunable:
             continue
         task = Task(at.template, list(at.specs), at.attrs, target,

@@ -145,6 +145,12 @@ def _reference(task: Task, tensors: list[Any], logical: list[np.ndarray],
     return ref
 
 
+def _on_gpu(task: Task) -> bool:
+    from tessel_target import Target
+
+    return Target.parse(task.target).kind == "cuda"
+
+
 def _do_build(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     func = task.lower(cfg)
@@ -154,7 +160,11 @@ def _do_build(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, 
 
         feats = [float(x) for x in loop_features(func)]
     out: dict[str, Any] = {"features": feats}
-    if opts.get("compile"):
+    if opts.get("compile") and _on_gpu(task):
+        from lowering.cuda import build as build_cuda
+
+        build_cuda(func, task.target)  # NVRTC errors are build errors; the runner loads it
+    elif opts.get("compile"):
         from lowering.build_module import compile_object
 
         generated, out["object_code"] = compile_object(func, task.target)
@@ -209,6 +219,9 @@ def _do_run(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, An
         return {"costs": [first], "build_s": build_s,
                 "note": f"timed once: first call {first / best_s:.0f}x the best so far"}
     min_repeat_s = opts.get("min_repeat_ms", 0) / 1000.0
+    if _on_gpu(task):
+        return {"costs": _gpu_costs(kernel, [*inputs, *outs], first, opts, min_repeat_s),
+                "build_s": build_s}
     # a first call as long as a repeat has already warmed caches and page tables
     warm = 0 if min_repeat_s and first >= min_repeat_s else int(opts.get("warmup", 1))
     for _ in range(warm):
@@ -224,6 +237,18 @@ def _do_run(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, An
             kernel(*inputs, *outs)
         costs.append((time.perf_counter() - t2) / number)
     return {"costs": costs, "build_s": build_s}
+
+
+def _gpu_costs(kernel: Any, arrays: list[np.ndarray], first: float, opts: dict[str, Any],
+               min_repeat_s: float) -> list[float]:
+    """Seconds per call timed with CUDA events on device-resident copies of `arrays` (no
+    host copies inside the timed calls)."""
+    from lowering.cuda import to_device
+
+    dev = [to_device(a) for a in arrays]
+    number = max(int(opts.get("number", 1)), math.ceil(min_repeat_s / max(first, 1e-9)))
+    return [kernel.time(*dev, number=number, repeat=1, warmup=int(opts.get("warmup", 1)))
+            for _ in range(int(opts.get("repeat", 3)))]
 
 
 _FLUSH: list[np.ndarray] = []

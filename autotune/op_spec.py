@@ -46,6 +46,15 @@ def _ints(spec: str, body: str, sep: str, what: str) -> list[int]:
     return out
 
 
+def _template(spec: str, family: str, target: str) -> str:
+    from schedule.templates import template_for
+
+    name = template_for(family, target)
+    if name is None:
+        raise OpSpecError(f"op spec {spec!r}: target '{target}' has no {family} template yet")
+    return name
+
+
 def parse_op_spec(spec: str, target: str = "llvm") -> Task:
     """The task an op spec names: `parse_op_spec("dense:1x1000x512")`."""
     if not isinstance(spec, str) or ":" not in spec:
@@ -77,7 +86,7 @@ def parse_op_spec(spec: str, target: str = "llvm") -> Task:
         else:
             m, n, k = dims
             args = [((m, k), dtype), ((n, k), dtype)]
-        return Task(f"{op}.x86", args, {}, target, name=spec)
+        return Task(_template(spec, op, target), args, {}, target, name=spec)
     dims = _ints(spec, body, ",", form)
     base = 6 if op == "depthwise_conv2d" else 7
     if not base <= len(dims) <= base + 2:
@@ -89,11 +98,12 @@ def parse_op_spec(spec: str, target: str = "llvm") -> Task:
     if op == "depthwise_conv2d":
         n, c, h, w, kh, kw = dims[:6]
         args = [((n, c, h, w), dtype), ((c, 1, kh, kw), dtype)]
-        template = "depthwise_conv2d_nchw.x86"
+        template = _template(spec, "depthwise_conv2d_nchw", target)
     else:
         n, c, h, w, o, kh, kw = dims[:7]
         args = [((n, c, h, w), dtype), ((o, c, kh, kw), dtype)]
-        template = "conv2d_nchw.x86" if op == "conv2d" else "conv2d_NCHWc.x86"
+        template = _template(spec, "conv2d_nchw" if op == "conv2d" else "conv2d_NCHWc",
+                             target)
     if (h + 2 * pad - kh) < 0 or (w + 2 * pad - kw) < 0:
         raise OpSpecError(f"op spec {spec!r}: the {kh}x{kw} kernel is larger than the "
                           f"padded {h}x{w} input")

@@ -96,6 +96,27 @@ def _note(progress: TuneProgress, inputs: Sequence[MeasureInput],
             progress.best_config = inp.config_json
 
 
+def check_measurable(target: Any) -> None:
+    """Refuse (DeviceError) to tune for a target whose times would mean nothing here: the
+    GPU simulator ("cuda -sim": simulated times are not GPU times), or "cuda" without a GPU.
+
+        >>> check_measurable("llvm")
+    """
+    from tessel_errors import DeviceError
+    from tessel_target import Target
+    from tessel_target.gpu import gpu
+
+    t = Target.parse(target)
+    if t.kind == "cuda" and t.attrs.get("sim"):
+        raise DeviceError(
+            f"cannot tune for '{t}': the GPU simulator's times say nothing about a GPU's "
+            "(it runs every thread one after another on the CPU); tune with --target cuda "
+            "on a machine with an NVIDIA GPU")
+    if t.kind == "cuda" and gpu() is None:
+        raise DeviceError(f"cannot tune for '{t}': this machine has no NVIDIA GPU to measure "
+                          "on; tune on a machine with one")
+
+
 def tune(task: Task, tuner: Tuner, n_trial: int, db: TuningDatabase, runner: Any,
          early_stopping: int | None = None, callbacks: Sequence[Callback] = (),
          batch_size: int = 8, transfer: bool = True) -> TuneProgress:
@@ -105,6 +126,7 @@ def tune(task: Task, tuner: Tuner, n_trial: int, db: TuningDatabase, runner: Any
     this run without a better result. With `transfer`, an xgb tuner starts from the
     database's records of other tasks of the same template and target.
     """
+    check_measurable(task.target)
     progress = TuneProgress(task, tuner.name, n_trial, started=time.time())
     _replay_history(task, tuner, db, progress)
     if transfer and isinstance(tuner, XGBTuner) and progress.trials == 0:

@@ -1,5 +1,5 @@
 """The op strategy: for each Relay op, its TE compute (tensor_expr.ops) and how a fused group
-anchored on it is scheduled on x86 (a template of schedule.templates or a group schedule).
+anchored on it is scheduled (a template of schedule.templates, or a group schedule).
 
     >>> from relay_ir.strategy import STRATEGIES
     >>> from relay_ir.op.registry import get_op
@@ -10,8 +10,9 @@ anchored on it is scheduled on x86 (a template of schedule.templates or a group 
 tensors (list of Tensors; a tuple input arrives as a list), its attrs dataclass and its
 checked output type (static shapes). `kind` says how a group is scheduled:
 "injective" (fused, vectorized, parallel), "reduce" (reductions and pooling), "softmax",
-or "anchor" (conv2d / dense / matmul: `template(arg_specs, attrs)` names the schedule
-template and its attrs, or returns None when no template fits).
+or "anchor" (conv2d / dense / matmul: `template(arg_specs, attrs)` names the template
+family, e.g. "dense", and its attrs, or returns None when no template fits; the target
+picks the family's template with `schedule.templates.template_for`).
 """
 
 from __future__ import annotations
@@ -248,9 +249,9 @@ def _conv_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
     tattrs = {"strides": tuple(a.strides), "padding": tuple(a.padding),
               "dilation": tuple(a.dilation), "groups": a.groups}
     if a.groups == 1:
-        return "conv2d_NCHWc.x86", tattrs
+        return "conv2d_NCHWc", tattrs
     if a.groups == dshape[1] and kshape[1] == 1 and kshape[0] == dshape[1]:
-        return "depthwise_conv2d_nchw.x86", tattrs
+        return "depthwise_conv2d_nchw", tattrs
     return None
 
 
@@ -258,7 +259,7 @@ _register("nn.conv2d", _conv_compute, kind="anchor", template=_conv_template)
 
 
 def _dense_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
-    return ("dense.x86", {}) if len(args[0][0]) == 2 else None
+    return ("dense", {}) if len(args[0][0]) == 2 else None
 
 
 _register("nn.dense", lambda xs, a, t: ops.dense(xs[0], xs[1]), kind="anchor",
@@ -268,7 +269,7 @@ _register("nn.dense", lambda xs, a, t: ops.dense(xs[0], xs[1]), kind="anchor",
 def _matmul_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
     if a.transpose_a or len(args[0][0]) != 2 or len(args[1][0]) != 2:
         return None
-    return "matmul.x86", {"transpose_b": a.transpose_b}
+    return "matmul", {"transpose_b": a.transpose_b}
 
 
 def _matmul(xs: Sequence[Tensor], a: Any, t: Type) -> Tensor:
@@ -301,7 +302,7 @@ _register("matmul", _matmul, kind="anchor", template=_matmul_template)
 def _bmm_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
     if a.transpose_a or args[0][0][0] != args[1][0][0]:
         return None
-    return "batch_matmul.x86", {"transpose_b": a.transpose_b}
+    return "batch_matmul", {"transpose_b": a.transpose_b}
 
 
 _register("nn.batch_matmul", lambda xs, a, t: ops.batch_matmul(

@@ -248,6 +248,11 @@ def device_key(target: str | Target) -> str:
     'llvm -mcpu=sapphirerapids|Intel(R) Xeon(R) Platinum 8480+|f3a9c2d1'
     """
     t = Target.parse(target)
+    if t.kind == "cuda":
+        from tessel_target.gpu import gpu
+
+        found = gpu()  # GPU name, compute capability and driver: records stay per GPU
+        return f"{t}|{found.key if found is not None else 'no GPU'}"
     if t.kind != "llvm":
         return f"{t}|{t.attrs.get('arch', t.kind)}"
     if "mcpu" not in t.attrs:

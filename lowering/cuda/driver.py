@@ -12,75 +12,17 @@ simulator target.
 from __future__ import annotations
 
 import ctypes
-import functools
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from tessel_errors import DeviceError
+from tessel_target.gpu import Gpu, gpu
+from tessel_target.gpu import driver_call as _call
+from tessel_target.gpu import libcuda as _lib
 
 _lock = threading.Lock()
 NO_GPU_HINT = ("build with target 'cuda -sim' to run the kernel in the GPU simulator on "
                "the CPU, or run on a machine with an NVIDIA GPU")
-
-
-@dataclass(frozen=True)
-class Gpu:
-    """The device found: its name, compute capability and driver version."""
-
-    index: int
-    name: str
-    capability: tuple[int, int]
-    driver_version: int
-
-    @property
-    def arch(self) -> str:
-        """`sm_90` for compute capability 9.0."""
-        return f"sm_{self.capability[0]}{self.capability[1]}"
-
-    @property
-    def key(self) -> str:
-        """What tuning records for this GPU are filed under: name, capability, driver."""
-        return f"{self.name}|{self.arch}|driver {self.driver_version}"
-
-
-@functools.lru_cache(maxsize=1)
-def _lib() -> Any | None:
-    for name in ("libcuda.so.1", "libcuda.so"):
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            continue
-    return None
-
-
-def _call(lib: Any, fn: str, *args: Any) -> None:
-    rc = getattr(lib, fn)(*args)
-    if rc != 0:
-        msg = ctypes.c_char_p()
-        lib.cuGetErrorString(rc, ctypes.byref(msg))
-        text = msg.value.decode() if msg.value else f"error {rc}"
-        raise DeviceError(f"CUDA driver call {fn} failed: {text} ({rc})")
-
-
-@functools.lru_cache(maxsize=1)
-def gpu() -> Gpu | None:
-    """The first NVIDIA GPU, or None when there is no driver or no device."""
-    lib = _lib()
-    if lib is None or lib.cuInit(0) != 0:
-        return None
-    count = ctypes.c_int()
-    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value < 1:
-        return None
-    dev = ctypes.c_int()
-    _call(lib, "cuDeviceGet", ctypes.byref(dev), 0)
-    name = ctypes.create_string_buffer(256)
-    _call(lib, "cuDeviceGetName", name, 256, dev)
-    major, minor, version = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-    _call(lib, "cuDeviceGetAttribute", ctypes.byref(major), 75, dev)  # CC major
-    _call(lib, "cuDeviceGetAttribute", ctypes.byref(minor), 76, dev)  # CC minor
-    _call(lib, "cuDriverGetVersion", ctypes.byref(version))
-    return Gpu(dev.value, name.value.decode(), (major.value, minor.value), version.value)
 
 
 def require_gpu(what: str) -> Gpu:

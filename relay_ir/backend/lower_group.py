@@ -3,7 +3,9 @@
 Every group parameter becomes a placeholder (static shapes after InferType; a tuple
 parameter becomes one placeholder per field), the body is walked in post order mapping
 each call to its op strategy's TE compute. A group with an anchor (conv2d, dense, matmul,
-batch_matmul) is built through the anchor's x86 template: the template's compute gives
+batch_matmul) is built through the anchor's template for the target
+(schedule.templates.template_for: dense.x86 on the CPU, dense.cuda on a GPU; GPU groups
+without one take the generic GPU schedule): the template's compute gives
 the anchor, the rest of the group is its epilogue (bias, batch-norm scale/shift, relu,
 residual add, clip) computed in the anchor's output stage, and the template's fallback
 config schedules it. Reductions, pooling and softmax get the reduction schedules, the
@@ -38,7 +40,12 @@ from relay_ir.ty import TensorType, TupleType, Type
 from relay_ir.visitor import post_order
 from schedule.schedule import Schedule, create_schedule
 from schedule.space import FallbackConfig
-from schedule.templates import constant_weight_attrs, get_template, input_packers
+from schedule.templates import (
+    constant_weight_attrs,
+    get_template,
+    input_packers,
+    template_for,
+)
 from schedule.templates.common import inline_injective, shape_of
 from schedule.templates.cuda_generic import schedule_gpu_generic
 from schedule.templates.x86_conv2d import schedule_conv2d_nchw, schedule_depthwise_nchw
@@ -181,8 +188,8 @@ def constant_params(call: Call) -> frozenset[int]:
     return frozenset(i for i, a in enumerate(call.args) if isinstance(a, Constant))
 
 
-def anchor_task(fn: Function, const_params: frozenset[int] = frozenset()
-                ) -> AnchorTask | None:
+def anchor_task(fn: Function, const_params: frozenset[int] = frozenset(),
+                target: Any = "llvm") -> AnchorTask | None:
     """The template task of a fused group, or None (no single anchor, operands that are not
     group parameters, no template for these shapes).
 
@@ -204,9 +211,10 @@ def anchor_task(fn: Function, const_params: frozenset[int] = frozenset()
     if _has_zero_size(specs + tuple(_spec(t) for t in flatten_types(fn.body.checked_type))):
         return None  # no work for a template to tile (and nothing worth tuning)
     picked = strat.template(list(specs), anchor.attrs)
-    if picked is None:
+    name = template_for(picked[0], target) if picked is not None else None
+    if name is None:
         return None
-    name, tattrs = picked[0], dict(picked[1])
+    tattrs = dict(picked[1])
     pos = {p: k for k, p in enumerate(fn.params)}
     if pos[a1] in const_params:
         tattrs = constant_weight_attrs(name, tattrs)
@@ -307,12 +315,12 @@ def lower_group(fn: Function, target: Any = "llvm",
                 for t in flatten_types(p.checked_type or p.type_annotation)]
     out_specs = [_spec(t) for t in flatten_types(fn.body.checked_type)]
     attempts: list[tuple[str, Callable[[], Any]]] = []
-    task = None if _is_gpu(target) else anchor_task(fn, const_params)
-    if _is_gpu(target):  # templates are x86 ones so far: every GPU group is generic
-        attempts.append(("gpu generic", lambda: _gpu_path(fn)))
-    elif task is not None:
+    task = anchor_task(fn, const_params, target)
+    if task is not None:
         attempts.append((f"template {task.template}",
                          lambda: _template_path(fn, task, target, tuning)))
+    if _is_gpu(target):
+        attempts.append(("gpu generic", lambda: _gpu_path(fn)))
     if not _is_gpu(target):
         if not _has_zero_size(in_specs + out_specs):  # tiling an empty tensor: not worth it
             attempts.append(("group", lambda: _generic_path(fn, calls, False, target)))

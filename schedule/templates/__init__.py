@@ -24,6 +24,15 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
 - injective.x86, reduce.x86, softmax.x86, pool2d.x86, global_pool2d.x86: fixed schedules;
   attrs op (relu / add / ..., sum / mean / max / ..., max / avg), axis, pool_size, ...
 
+## The templates (CUDA, target kind "cuda")
+
+- dense.cuda, matmul.cuda, batch_matmul.cuda: shared-memory tiles of A and B, one output
+  per thread; knobs tile_y, tile_x (threads per block axis), tile_k. Other GPU groups use
+  the generic GPU schedule (schedule.templates.cuda_generic).
+
+`template_for(family, target)` names the template a target uses for an op family:
+"dense" is "dense.x86" on the CPU and "dense.cuda" on a GPU (None: no such template).
+
 Tile sizes and spaces follow the vector width of the target the config carries
 (`cfg.target.fp32_lanes`, `cfg.target.vector_registers`: AVX2 8 lanes and 16 registers,
 AVX-512 16 and 32), never the machine the template happens to run on: instantiate or
@@ -61,7 +70,13 @@ declared the compute-side knobs on the same cfg first (`build_compute` does both
 Intermediate injective stages of the chain are inlined into the output stage.
 """
 
-from schedule.templates import x86_conv2d, x86_conv2d_nchwc, x86_dense, x86_injective  # noqa: F401  (fill TEMPLATES)
+from schedule.templates import (  # noqa: F401  (fill TEMPLATES)
+    cuda_dense,
+    x86_conv2d,
+    x86_conv2d_nchwc,
+    x86_dense,
+    x86_injective,
+)
 from schedule.templates.registry import (
     TEMPLATES,
     Epilogue,
@@ -73,6 +88,7 @@ from schedule.templates.registry import (
     input_packers,
     instantiate,
     register_template,
+    template_for,
     workload_key,
 )
 

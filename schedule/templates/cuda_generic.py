@@ -41,9 +41,6 @@ def schedule_gpu_generic(s: Schedule, outs: Sequence[Tensor],
         if not isinstance(st.op, ComputeOp) or st.attach_type == "inline":
             continue
         axes = list(st.op.axis)
-        numel = 1
-        for n in shape_of(st.op.output(0)):
-            numel *= n
         red = list(st.op.reduce_axis)
         red_len = 1
         for r in red:
@@ -51,13 +48,23 @@ def schedule_gpu_generic(s: Schedule, outs: Sequence[Tensor],
         if red and red_len >= CROSS_THREAD_MIN:
             _cross_thread(st, axes, red, red_len)
             continue
-        fused = st.fuse(*axes) if len(axes) > 1 else axes[0] if axes else None
-        if fused is None:  # a 0-d output: one thread
-            continue
-        bx, tx = st.split(fused, factor=max(1, min(threads, numel)))
-        st.bind(bx, te.thread_axis("blockIdx.x"))
-        st.bind(tx, te.thread_axis("threadIdx.x"))
+        bind_elementwise(st, threads)
     return s
+
+
+def bind_elementwise(st: Any, threads: int = DEFAULT_THREADS) -> None:
+    """One thread per output element of stage `st`: its axes fused, split into blocks of
+    `threads`, bound to blockIdx.x / threadIdx.x (a 0-d stage is left to one thread)."""
+    axes = list(st.op.axis)
+    if not axes:
+        return
+    numel = 1
+    for n in shape_of(st.op.output(0)):
+        numel *= n
+    fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
+    bx, tx = st.split(fused, factor=max(1, min(threads, numel)))
+    st.bind(bx, te.thread_axis("blockIdx.x"))
+    st.bind(tx, te.thread_axis("threadIdx.x"))
 
 
 def _cross_thread(st: Any, axes: list[Any], red: list[Any], red_len: int) -> None:
@@ -72,4 +79,4 @@ def _cross_thread(st: Any, axes: list[Any], red: list[Any], red_len: int) -> Non
     st.bind(ri, te.thread_axis("threadIdx.x"))
 
 
-__all__ = ["CROSS_THREAD_MIN", "DEFAULT_THREADS", "schedule_gpu_generic"]
+__all__ = ["CROSS_THREAD_MIN", "DEFAULT_THREADS", "bind_elementwise", "schedule_gpu_generic"]

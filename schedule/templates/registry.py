@@ -106,6 +106,28 @@ def constant_weight_attrs(name: str, attrs: dict[str, Any]) -> dict[str, Any]:
     return {**attrs, **dict(get_template(name).constant_weight_attrs)}
 
 
+# the template-name suffix per target key (tessel_target.KINDS): "dense" -> "dense.x86"
+_SUFFIX_BY_KEY = {"cpu": "x86", "gpu": "cuda"}
+
+
+def template_for(family: str, target: Any) -> str | None:
+    """The name of `family`'s template for `target`, or None when it has none.
+
+        >>> template_for("dense", "llvm"), template_for("dense", "cuda -sim")
+        ('dense.x86', 'dense.cuda')
+        >>> template_for("conv2d_NCHWc", "cuda") is None
+        True
+    """
+    from tessel_target import Target
+
+    for key in Target.parse(target).keys:
+        suffix = _SUFFIX_BY_KEY.get(key)
+        if suffix is not None:
+            name = f"{family}.{suffix}"
+            return name if name in TEMPLATES else None
+    return None
+
+
 def get_template(name: str) -> Template:
     """The template registered as `name` (ScheduleError listing the known names if none)."""
     try:

@@ -58,3 +58,10 @@ def test_a_gpu_model_cannot_be_saved_yet(tmp_path) -> None:
     with pytest.raises(RelayError, match=r"saving a model compiled for 'cuda' is not "
                                           r"supported yet"):
         lib.save(str(tmp_path / "m.tessel"))
+
+
+def test_dense_and_batch_matmul_groups_take_the_cuda_templates() -> None:
+    schedules = dict(relay_ir.build(P.transformer_block(), target="cuda -sim").group_schedules)
+    assert schedules["fused_dense"] == "dense.cuda"
+    assert schedules["fused_batch_matmul"] == "batch_matmul.cuda"
+    assert schedules["fused_softmax"] == "gpu generic"

@@ -1,0 +1,62 @@
+"""CUDA schedule templates: the default config and a seeded sample of the space of each,
+compiled by NVRTC or nvcc and simulated against numpy; the target picks the template."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lowering
+from lowering.cuda.compile import compiler
+from schedule.templates import config_space, instantiate, template_for
+from tests.rng import seeded_rng
+from tests.unwritten import unwritten
+
+pytestmark = pytest.mark.skipif(not compiler(), reason="no CUDA compiler (NVRTC or nvcc)")
+
+CASES = {
+    "dense.cuda": ([((12, 20), "float32"), ((8, 20), "float32")], {},
+                   lambda a, b: a @ b.T),
+    "matmul.cuda": ([((12, 20), "float32"), ((20, 8), "float32")], {},
+                    lambda a, b: a @ b),
+    "batch_matmul.cuda": ([((2, 6, 10), "float32"), ((2, 10, 4), "float32")], {},
+                          lambda a, b: a @ b),
+}
+
+
+def _check(name: str, cfg) -> None:
+    args, attrs, ref = CASES[name]
+    s, tensors = instantiate(name, args, attrs, cfg=cfg, target="cuda")
+    f = lowering.build(s, tensors, target="cuda -sim")
+    rng = seeded_rng()
+    a, b = (rng.standard_normal(shape).astype(dt) for shape, dt in args)
+    out = unwritten(tuple(int(d.value) for d in tensors[-1].shape))
+    f(a, b, out)
+    np.testing.assert_allclose(out, ref(a, b), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_default_config_computes_the_product(name: str) -> None:
+    _check(name, None)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_sampled_configs_compute_the_product(name: str) -> None:
+    args, attrs, _ = CASES[name]
+    space = config_space(name, args, attrs, target="cuda")
+    rng = seeded_rng()
+    for index in rng.choice(len(space), size=min(3, len(space)), replace=False):
+        _check(name, space.get(int(index)))
+
+
+def test_the_space_has_the_tile_knobs() -> None:
+    args, attrs, _ = CASES["dense.cuda"]
+    space = config_space("dense.cuda", args, attrs, target="cuda")
+    assert {"tile_y", "tile_x", "tile_k"} <= set(space.knobs)
+
+
+def test_the_target_picks_the_template_of_a_family() -> None:
+    assert template_for("dense", "llvm") == "dense.x86"
+    assert template_for("dense", "cuda") == "dense.cuda"
+    assert template_for("batch_matmul", "cuda -sim") == "batch_matmul.cuda"
+    assert template_for("conv2d_NCHWc", "cuda") is None
