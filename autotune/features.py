@@ -1,9 +1,12 @@
 """Fixed-length features of a candidate for the cost model.
 
 `loop_features(func)` reads the lowered loop IR: for the (up to) `MAX_STMTS` innermost
-statements that run most often, the loops along the nest (extent, kind), arithmetic op
-counts by kind, bytes touched per buffer at each loop level, strides of the innermost loop
-per buffer (contiguity), vector lanes and unroll factor. `knob_features(space, index)` is
+statements that run most often, the loops along the nest (extent, kind, and for GPU code
+whether it is bound to a block, a thread or a virtual thread), arithmetic op counts by
+kind, bytes touched per buffer at each loop level, strides of the innermost loop per
+buffer (contiguity) and along threadIdx.x (coalescing; shared-memory bank conflicts at
+multiples of 32 words), vector lanes and unroll factor, and for GPU code the threads per
+block, the blocks and the shared-memory bytes per block. `knob_features(space, index)` is
 the cheap alternative: each knob's value (split factors in log2, choice index otherwise).
 
     >>> from autotune.task import Task
@@ -34,10 +37,13 @@ _OPS: list[tuple[str, tuple[type, ...]]] = [
     ("minmax", (E.Min, E.Max)), ("cmp", (E.CmpOp, E.Not, E.Select)), ("call", (E.Call,)),
     ("cast", (E.Cast,)), ("load", (ir.BufferLoad,)),
 ]
-_LOOP_LEN = 1 + len(_KINDS)
-_BUF_LEN = MAX_DEPTH + 3   # bytes per level, innermost stride, contiguous flag, reuse flag
+_BINDINGS = ("blockIdx", "threadIdx", "vthread")
+_LOOP_LEN = 1 + len(_KINDS) + len(_BINDINGS)
+# bytes per level, innermost stride, contiguous flag, reuse flag, threadIdx.x stride,
+# bank-conflict flag
+_BUF_LEN = MAX_DEPTH + 5
 _STMT_LEN = 3 + MAX_DEPTH * _LOOP_LEN + len(_OPS) + MAX_BUFS * _BUF_LEN
-LOOP_FEATURE_LEN = MAX_STMTS * _STMT_LEN + 2
+LOOP_FEATURE_LEN = MAX_STMTS * _STMT_LEN + 2 + 3
 
 
 def _log(x: float) -> float:
@@ -119,6 +125,7 @@ def _stmt_vector(st: _Stmt) -> list[float]:
     for f in loops:
         v.append(_log(_const(f.extent) or 1))
         v += [1.0 if f.kind == k else 0.0 for k in _KINDS]
+        v += [1.0 if f.thread_tag.startswith(b) else 0.0 for b in _BINDINGS]
     # arithmetic by kind, and the buffers the statement touches
     counts = [0] * len(_OPS)
     accesses: list[tuple[ir.Buffer, tuple[Any, ...]]] = []
@@ -152,7 +159,10 @@ def _stmt_vector(st: _Stmt) -> list[float]:
             per_level.append(_log(touched * _bytes(b.dtype)))
         per_level = [0.0] * (MAX_DEPTH - len(per_level)) + per_level
         inner = strides[-1] if strides else 0
-        v += per_level + [_log(inner), 1.0 if inner == 1 else 0.0, 1.0 if inner == 0 else 0.0]
+        tx = next((st for f, st in zip(loops, strides) if f.thread_tag == "threadIdx.x"), 0)
+        conflict = b.scope == "shared" and tx > 0 and tx % 32 == 0
+        v += per_level + [_log(inner), 1.0 if inner == 1 else 0.0, 1.0 if inner == 0 else 0.0,
+                          _log(tx), 1.0 if conflict else 0.0]
     v += [0.0] * (_BUF_LEN * (MAX_BUFS - min(len(uniq), MAX_BUFS)))
     return v
 
@@ -178,7 +188,27 @@ def loop_features(func: ir.PrimFunc) -> np.ndarray:
     unroll = max([math.prod((_const(f.extent) or 1) for f in st.loops
                             if f.kind == ir.ForKind.UNROLLED) for st in stmts] or [1])
     v += [_log(lanes), _log(unroll)]
+    v += _launch_features(func.body)
     return np.asarray(v, dtype=np.float32)
+
+
+def _launch_features(body: Any) -> list[float]:
+    """log2 of threads per block, of blocks and of shared bytes per block (0 for CPU code)."""
+    extents: dict[str, int] = {}
+    shared = 0
+
+    def visit(s: Any) -> None:
+        nonlocal shared
+        if isinstance(s, ir.For) and s.thread_tag.startswith(("blockIdx", "threadIdx")):
+            extents.setdefault(s.thread_tag, _const(s.extent) or 1)
+        elif isinstance(s, ir.Allocate) and s.buffer.scope == "shared":
+            shared += math.prod(_const(d) or 1 for d in s.buffer.shape) * _bytes(
+                s.buffer.dtype)
+
+    ir.post_order_visit_stmt(body, visit)
+    threads = math.prod(n for t, n in extents.items() if t.startswith("threadIdx"))
+    blocks = math.prod(n for t, n in extents.items() if t.startswith("blockIdx"))
+    return [_log(threads if extents else 0), _log(blocks if extents else 0), _log(shared)]
 
 
 def knob_features(space: ConfigSpace, index: int) -> np.ndarray:

@@ -7,6 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tests.autotune.synthetic  # noqa: F401
@@ -162,3 +163,18 @@ def test_find_tuned_gives_the_best_record_once_the_task_is_tuned(tmp_path: Path)
         got = find_tuned(db, SMALL.template, SMALL.args, {}, SMALL.target)
     assert got is not None and got.config.index == 0  # _cost: 1 + index % 17, lowest at 0
     assert got.from_this_device
+
+
+def test_gpu_loop_features_see_threads_blocks_shared_memory_and_strides() -> None:
+    from autotune.features import _launch_features
+
+    args = [((64, 32), "float32"), ((48, 32), "float32")]
+    cuda_task = Task("dense.cuda", args, {}, "cuda -sim")
+    space = cuda_task.space
+    a, b = (cuda_task.lower(space.get(k)) for k in (0, len(space) - 1))
+    fa, fb = loop_features(a), loop_features(b)
+    assert len(fa) == LOOP_FEATURE_LEN and not np.array_equal(fa, fb)
+    threads, blocks, shared = _launch_features(a.body)
+    assert threads > 0 and blocks > 0 and shared > 0
+    cpu = Task("dense.x86", args).lower(Task("dense.x86", args).config(0))
+    assert _launch_features(cpu.body) == [0.0, 0.0, 0.0]
