@@ -517,12 +517,73 @@ class _Kernel:
             raise CodegenError(
                 f"loop '{s.var.name}' of kernel '{self.kernel_name}' is parallel, a CPU loop "
                 "kind; for CUDA bind it to blockIdx/threadIdx instead")
+        elif s.kind is lir.ForKind.VECTORIZED and lo == "0" and self.vector(s, depth, out):
+            return
         elif s.kind in (lir.ForKind.UNROLLED, lir.ForKind.VECTORIZED):
             out.append(f"{pad}#pragma unroll")
         hi = self.expr(s.extent) if lo == "0" else f"{lo} + {self.expr(s.extent)}"
         out.append(f"{pad}for ({ctype} {var} = {lo}; {var} < {hi}; ++{var}) {{")
         self.stmt(s.body, depth + 1, out)
         out.append(f"{pad}}}")
+
+    # vector memory operations ------------------------------------------------------------
+
+    def vector(self, s: lir.For, depth: int, out: list[str]) -> bool:
+        """Emit a vectorized loop as float4 / float2 (int4 / int2) loads and stores when its
+        body is one store whose accesses are contiguous in the loop var and provably
+        aligned to the vector (or do not move with it); False leaves it to the scalar
+        unrolled loop."""
+        n = s.extent.value if isinstance(s.extent, E.IntImm) else 0
+        st = s.body
+        if n not in (2, 4) or not isinstance(st, lir.BufferStore) or \
+                st.buffer.dtype not in _VECTOR_TYPES:
+            return False
+        vt = f"{_VECTOR_TYPES[st.buffer.dtype]}{n}"
+        loads: list[lir.BufferLoad] = []
+        from tensor_expr.visitor import post_order_visit
+
+        post_order_visit(st.value, lambda e: loads.append(e)
+                         if isinstance(e, lir.BufferLoad) else None)
+        moving: list[tuple[lir.BufferLoad, E.PrimExpr]] = []
+        for ld in loads:
+            how = _contiguity(ld.buffer, ld.indices, s.var, n)
+            if how is None:
+                return False
+            if how is not False:
+                if ld.buffer.dtype != st.buffer.dtype:
+                    return False
+                moving.append((ld, how))
+        base = _contiguity(st.buffer, st.indices, s.var, n)
+        if base is None or base is False:
+            return False
+        pad = "  " * depth
+        var, ctype = self.name_of(s.var), _C_TYPES[s.var.dtype]
+        self.bound.add(id(s.var))
+        out.append(f"{pad}{{ // {s.var.name}: {n} lanes as {vt}")
+        lanes = {}
+        for ld, flat in moving:
+            name = f"{self.name_of(ld.buffer)}_v{len(lanes)}"
+            lanes[id(ld)] = name
+            if ld.buffer.scope == "global":
+                self.buffers_used.add(id(ld.buffer))
+            out.append(f"{pad}  const {vt} {name} = *reinterpret_cast<const {vt}*>("
+                       f"&{self.name_of(ld.buffer)}[(long long)({self.expr(flat)})]);")
+        out.append(f"{pad}  {vt} {var}_out;")
+        for k in range(n):
+            self._lane = (lanes, "xyzw"[k])
+            try:
+                value = self.expr(st.value)
+            finally:
+                self._lane = None
+            out.append(f"{pad}  {{ const {ctype} {var} = {k}; {var}_out.{'xyzw'[k]} = "
+                       f"{value}; }}")
+        if st.buffer.scope == "global":
+            self.written.add(id(st.buffer))
+            self.buffers_used.add(id(st.buffer))
+        out.append(f"{pad}  *reinterpret_cast<{vt}*>(&{self.name_of(st.buffer)}"
+                   f"[(long long)({self.expr(base)})]) = {var}_out;")
+        out.append(f"{pad}}}")
+        return True
 
     def allocate(self, s: lir.Allocate, depth: int, out: list[str]) -> None:
         buf = s.buffer
@@ -545,7 +606,7 @@ class _Kernel:
             self.shared_bytes += nbytes
             out.append(f"{pad}__shared__ __align__(16) {ctype} {name}[{max(n, 1)}];")
         elif buf.scope == "local":
-            out.append(f"{pad}{ctype} {name}[{max(n, 1)}];")
+            out.append(f"{pad}__align__(16) {ctype} {name}[{max(n, 1)}];")
         else:
             raise CodegenError(
                 f"global buffer '{buf.name}' is allocated inside kernel '{self.kernel_name}'"
@@ -684,6 +745,9 @@ class _Kernel:
         return f"(({_VALUE_TYPES[dst]})({v}))"
 
     def _e_BufferLoad(self, e: lir.BufferLoad) -> str:
+        lane = getattr(self, "_lane", None)
+        if lane is not None and id(e) in lane[0]:
+            return f"{lane[0][id(e)]}.{lane[1]}"
         text = self.access(e.buffer, e.indices)
         return f"tessel_h2f({text})" if e.buffer.dtype == "float16" else text
 
@@ -718,6 +782,48 @@ class _Kernel:
 
 
 _SHUFFLE_TYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64")
+_VECTOR_TYPES = {"float32": "float", "int32": "int"}
+
+
+def _flat_index(buf: lir.Buffer, indices: tuple[E.PrimExpr, ...]) -> E.PrimExpr:
+    """The flat element index of an access, in the indices' own integer type (for the
+    contiguity and alignment analysis; the C code widens it to 64 bits)."""
+    dtype = indices[0].dtype if indices else "int32"
+
+    def as_index(d: E.PrimExpr) -> E.PrimExpr:
+        if isinstance(d, E.IntImm):
+            return E.const(d.value, dtype)
+        return d if d.dtype == dtype else E.Cast(dtype, d)
+
+    if buf.strides is not None:
+        flat: E.PrimExpr = E.const(0, dtype)
+        for i, st in zip(indices, buf.strides):
+            flat = flat + as_index(i) * as_index(st)
+        return simplify(flat)
+    flat = E.const(0, dtype)
+    for i, d in zip(indices, buf.shape):
+        flat = flat * as_index(d) + as_index(i)
+    return simplify(flat)
+
+
+def _contiguity(buf: lir.Buffer, indices: tuple[E.PrimExpr, ...], var: E.Var, lanes: int
+                ) -> E.PrimExpr | bool | None:
+    """For an access in a loop over `var` of `lanes` iterations: False when it does not
+    move with `var`; its flat index at var = 0 when it is contiguous and that index is a
+    multiple of `lanes` (so a vector access is aligned); None otherwise."""
+    from tensor_expr.arith import Analyzer
+    from tensor_expr.visitor import substitute
+
+    flat = _flat_index(buf, indices)
+    zero = simplify(substitute(flat, {var: E.const(0, var.dtype)}))
+    step = simplify(substitute(flat, {var: E.const(1, var.dtype)}) - zero)
+    if isinstance(step, E.IntImm) and step.value == 0:
+        return False
+    if not (isinstance(step, E.IntImm) and step.value == 1):
+        return None
+    coeff, base = Analyzer().modular_set(zero)
+    aligned = base % lanes == 0 and (coeff == 0 or coeff % lanes == 0)
+    return zero if aligned else None
 
 
 def _combine_c(op: str, a: str, b: str) -> str:

@@ -53,8 +53,9 @@ def schedule_gpu_generic(s: Schedule, outs: Sequence[Tensor],
 
 
 def bind_elementwise(st: Any, threads: int = DEFAULT_THREADS) -> None:
-    """One thread per output element of stage `st`: its axes fused, split into blocks of
-    `threads`, bound to blockIdx.x / threadIdx.x (a 0-d stage is left to one thread)."""
+    """One thread per output element of stage `st` (four contiguous ones, vectorized, when
+    the size allows): its axes fused, split into blocks of `threads`, bound to blockIdx.x /
+    threadIdx.x (a 0-d stage is left to one thread)."""
     axes = list(st.op.axis)
     if not axes:
         return
@@ -62,6 +63,11 @@ def bind_elementwise(st: Any, threads: int = DEFAULT_THREADS) -> None:
     for n in shape_of(st.op.output(0)):
         numel *= n
     fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
+    if numel % (4 * threads) == 0 and not st.op.reduce_axis:
+        # four contiguous elements per thread: float4 loads and stores where the accesses
+        # allow (lowering.cuda.codegen falls back to four scalar ones where not)
+        fused, lanes = st.split(fused, factor=4)
+        st.vectorize(lanes)
     bx, tx = st.split(fused, factor=max(1, min(threads, numel)))
     st.bind(bx, te.thread_axis("blockIdx.x"))
     st.bind(tx, te.thread_axis("threadIdx.x"))

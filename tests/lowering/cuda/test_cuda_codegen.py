@@ -18,6 +18,7 @@ from schedule import create_schedule
 from tessel_errors import CodegenError, DeviceError
 from tessel_target import Target
 from tests.lowering.cuda.schedules import bind, shared_matmul, two_kernels, vector_scale
+from tests.rng import seeded_rng
 
 pytestmark = pytest.mark.skipif(not compiler(), reason="no CUDA compiler (NVRTC or nvcc)")
 
@@ -192,3 +193,35 @@ def test_an_unknown_thread_tag_is_refused() -> None:
                BufferStore(B, A[t], (t,)), "warpIdx.x")
     with pytest.raises(CodegenError, match=r"bound to 'warpIdx.x'"):
         lowering.build(PrimFunc("k", (A, B), body), target="cuda")
+
+
+def _vector_kernel(offset: int):
+    A = te.placeholder((1024 + offset,), name="A")
+    B = te.compute((1024,), lambda i: A[i + offset] * 3.0, name="B")
+    s = create_schedule(B)
+    rest, lanes = s[B].split(B.op.axis[0], factor=4)
+    bx, tx = s[B].split(rest, factor=64)
+    bind(s, B, bx, "blockIdx.x")
+    bind(s, B, tx, "threadIdx.x")
+    s[B].vectorize(lanes)
+    return lowering.build(s, [A, B], target="cuda -sim"), A
+
+
+def test_contiguous_aligned_vector_loops_become_float4_loads_and_stores() -> None:
+    f, _ = _vector_kernel(0)
+    assert "const float4 A_v0 = *reinterpret_cast<const float4*>" in f.source
+    assert "*reinterpret_cast<float4*>(&B[" in f.source
+
+
+def test_a_vector_loop_that_is_not_aligned_stays_scalar() -> None:
+    f, _ = _vector_kernel(1)  # A[i + 1]: contiguous, but one float past a 16-byte boundary
+    assert "float4" not in f.source and "#pragma unroll" in f.source
+
+
+@pytest.mark.parametrize("offset", [0, 1])
+def test_vector_loops_compute_the_same_values(offset: int) -> None:
+    f, _ = _vector_kernel(offset)
+    a = seeded_rng().standard_normal(1024 + offset).astype("float32")
+    b = np.full(1024, np.nan, "float32")
+    f(a, b)
+    np.testing.assert_allclose(b, a[offset:] * 3, rtol=1e-6)
