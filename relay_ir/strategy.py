@@ -249,7 +249,7 @@ def _conv_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
     tattrs = {"strides": tuple(a.strides), "padding": tuple(a.padding),
               "dilation": tuple(a.dilation), "groups": a.groups}
     if a.groups == 1:
-        return "conv2d_NCHWc", tattrs
+        return "conv2d", tattrs
     if a.groups == dshape[1] and kshape[1] == 1 and kshape[0] == dshape[1]:
         return "depthwise_conv2d_nchw", tattrs
     return None

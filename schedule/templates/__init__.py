@@ -27,8 +27,11 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
 ## The templates (CUDA, target kind "cuda")
 
 - dense.cuda, matmul.cuda, batch_matmul.cuda: shared-memory tiles of A and B, one output
-  per thread; knobs tile_y, tile_x (threads per block axis), tile_k. Other GPU groups use
-  the generic GPU schedule (schedule.templates.cuda_generic).
+  per thread; knobs tile_y, tile_x (threads per block axis), tile_k.
+- conv2d_nchw.cuda: direct, shared-memory input window and kernel slice per channel step;
+  knobs tile_co, tile_oh, tile_ow (threads), tile_rc. depthwise_conv2d_nchw.cuda: tile_c,
+  tile_oh, tile_ow. Other GPU groups use the generic GPU schedule
+  (schedule.templates.cuda_generic).
 
 `template_for(family, target)` names the template a target uses for an op family:
 "dense" is "dense.x86" on the CPU and "dense.cuda" on a GPU (None: no such template).
@@ -71,6 +74,7 @@ Intermediate injective stages of the chain are inlined into the output stage.
 """
 
 from schedule.templates import (  # noqa: F401  (fill TEMPLATES)
+    cuda_conv2d,
     cuda_dense,
     x86_conv2d,
     x86_conv2d_nchwc,

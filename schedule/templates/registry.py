@@ -108,6 +108,8 @@ def constant_weight_attrs(name: str, attrs: dict[str, Any]) -> dict[str, Any]:
 
 # the template-name suffix per target key (tessel_target.KINDS): "dense" -> "dense.x86"
 _SUFFIX_BY_KEY = {"cpu": "x86", "gpu": "cuda"}
+# where a target implements a family in its own layout: the CPU's conv2d is NCHWc
+_BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nchw"}
 
 
 def template_for(family: str, target: Any) -> str | None:
@@ -115,6 +117,8 @@ def template_for(family: str, target: Any) -> str | None:
 
         >>> template_for("dense", "llvm"), template_for("dense", "cuda -sim")
         ('dense.x86', 'dense.cuda')
+        >>> template_for("conv2d", "llvm"), template_for("conv2d", "cuda")
+        ('conv2d_NCHWc.x86', 'conv2d_nchw.cuda')
         >>> template_for("conv2d_NCHWc", "cuda") is None
         True
     """
@@ -123,7 +127,7 @@ def template_for(family: str, target: Any) -> str | None:
     for key in Target.parse(target).keys:
         suffix = _SUFFIX_BY_KEY.get(key)
         if suffix is not None:
-            name = f"{family}.{suffix}"
+            name = f"{_BASE_BY_KEY.get((family, key), family)}.{suffix}"
             return name if name in TEMPLATES else None
     return None
 

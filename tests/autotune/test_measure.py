@@ -123,7 +123,8 @@ def test_the_builder_compiles_object_code_in_its_own_workers() -> None:
 
 def test_a_candidate_built_as_object_code_is_checked_against_the_reference() -> None:
     task = Task("matmul.x86", [((32, 32), "float32"), ((32, 32), "float32")])
-    with LocalRunner(timeout=30, check_trials=2) as runner:
+    # no slow cutoff: whether config 11 runs 10x slower than config 3 depends on the load
+    with LocalRunner(timeout=30, check_trials=2, slow_cutoff=None) as runner:
         res = runner.run([MeasureInput(task, task.config(i)) for i in (3, 11)])
     assert [r.error_kind for r in res] == [ErrorKind.NONE, ErrorKind.NONE]
     assert all(len(r.costs) == 3 and r.mean > 0 for r in res)

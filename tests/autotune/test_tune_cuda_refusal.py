@@ -41,5 +41,9 @@ def test_an_op_spec_for_cuda_names_the_cuda_template() -> None:
 
 
 def test_an_op_spec_without_a_cuda_template_says_so() -> None:
-    with pytest.raises(OpSpecError, match=r"target 'cuda' has no conv2d_nchw template yet"):
-        parse_op_spec("conv2d:1,3,8,8,4,3,3", "cuda")
+    with pytest.raises(OpSpecError, match=r"target 'cuda' has no conv2d_NCHWc template yet"):
+        parse_op_spec("conv2d_nchwc:1,3,8,8,4,3,3", "cuda")
+
+
+def test_a_conv2d_op_spec_for_cuda_names_the_direct_cuda_template() -> None:
+    assert parse_op_spec("conv2d:1,3,8,8,4,3,3", "cuda").template == "conv2d_nchw.cuda"

@@ -14,7 +14,29 @@ from tests.unwritten import unwritten
 
 pytestmark = pytest.mark.skipif(not compiler(), reason="no CUDA compiler (NVRTC or nvcc)")
 
+def _conv_ref(x: np.ndarray, w: np.ndarray, pad: int = 1, groups: int = 1) -> np.ndarray:
+    n, c, h, wd = x.shape
+    co, ci, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = h + 2 * pad - kh + 1, wd + 2 * pad - kw + 1
+    out = np.zeros((n, co, oh, ow), np.float64)
+    mult = co // groups
+    for o in range(co):
+        cs = range(c) if groups == 1 else [o // mult]
+        for ci_k, cc in enumerate(cs):
+            k = w[o, ci_k if groups == 1 else 0]
+            for i in range(kh):
+                for j in range(kw):
+                    out[:, o] += xp[:, cc, i:i + oh, j:j + ow] * k[i, j]
+    return out
+
+
 CASES = {
+    "conv2d_nchw.cuda": ([((1, 4, 6, 7), "float32"), ((6, 4, 3, 3), "float32")],
+                         {"padding": 1}, _conv_ref),
+    "depthwise_conv2d_nchw.cuda": ([((1, 4, 6, 7), "float32"), ((4, 1, 3, 3), "float32")],
+                                   {"padding": 1},
+                                   lambda x, w: _conv_ref(x, w, groups=4)),
     "dense.cuda": ([((12, 20), "float32"), ((8, 20), "float32")], {},
                    lambda a, b: a @ b.T),
     "matmul.cuda": ([((12, 20), "float32"), ((20, 8), "float32")], {},
@@ -59,4 +81,6 @@ def test_the_target_picks_the_template_of_a_family() -> None:
     assert template_for("dense", "llvm") == "dense.x86"
     assert template_for("dense", "cuda") == "dense.cuda"
     assert template_for("batch_matmul", "cuda -sim") == "batch_matmul.cuda"
+    assert template_for("conv2d", "llvm") == "conv2d_NCHWc.x86"
+    assert template_for("conv2d", "cuda") == "conv2d_nchw.cuda"
     assert template_for("conv2d_NCHWc", "cuda") is None
