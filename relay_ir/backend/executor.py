@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import math
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -151,24 +152,34 @@ class GraphPlan:
             spans.append((start, end, _nbytes(values[v])))
         self.memory_plan: MemoryPlan = plan_memory(spans)
         _check_memory(values, self.memory_plan)
-        self._blocks = [np.empty(n // 4 + 1, np.float32) for n in self.memory_plan.block_bytes]
-        self._views: dict[int, np.ndarray] = {}
-        for v, b in zip(temps, self.memory_plan.storage_of):
-            val = values[v]
-            n = int(np.prod(val.shape)) * np.dtype(val.dtype).itemsize
-            raw = self._blocks[b].view(np.uint8)[:n]
-            self._views[v] = raw.view(val.dtype).reshape(val.shape)
+        self._temps = temps
+        self._local = threading.local()  # each thread runs in storage of its own
+
+    def _temp_views(self) -> dict[int, np.ndarray]:
+        """The planned intermediates of the calling thread, allocated on its first run: two
+        threads running one model at once never share a buffer."""
+        views = getattr(self._local, "views", None)
+        if views is None:
+            blocks = [np.empty(n // 4 + 1, np.float32) for n in self.memory_plan.block_bytes]
+            views = {}
+            for v, b in zip(self._temps, self.memory_plan.storage_of):
+                val = self.values[v]
+                raw = blocks[b].view(np.uint8)[:_nbytes(val)]
+                views[v] = raw.view(val.dtype).reshape(val.shape)
+            self._local.views = views
+        return views
 
     def bind(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray | None]:
         """The array of every value for one run (inputs given in order)."""
         env: list[np.ndarray | None] = [None] * len(self.values)
         for v, a in zip(self.inputs, arrays):
             env[v] = a
+        temps = self._temp_views()
         for v, val in enumerate(self.values):
             if val.kind == "const":
                 env[v] = val.data
             elif val.kind == "temp":
-                env[v] = self._views[v]
+                env[v] = temps[v]
             elif val.kind == "output":
                 env[v] = np.empty(val.shape, val.dtype)
         return env

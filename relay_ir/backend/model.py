@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from relay_ir.backend.executor import GraphPlan, check_inputs
@@ -36,6 +37,7 @@ class CompiledModel:
         self.pass_context = pass_context
         self.input_specs = input_specs
         self._plans: dict[tuple, GraphPlan] = {}
+        self._compile_lock = threading.Lock()
         self._last: GraphPlan | None = None
         self.kernels_compiled = 0
         self.group_schedules: list[tuple[str, str]] = []
@@ -59,10 +61,14 @@ class CompiledModel:
         key = tuple(a.shape for a in arrays)
         plan = self._plans.get(key)
         if plan is None:
-            if self.mod is None:
-                raise RelayError("this loaded model holds kernels for its saved shapes only")
-            plan, planner = self._compile(key)
-            self._add(key, plan, planner)
+            with self._compile_lock:  # two threads meeting a new shape compile it once
+                plan = self._plans.get(key)
+                if plan is None:
+                    if self.mod is None:
+                        raise RelayError("this loaded model holds kernels for its saved "
+                                         "shapes only")
+                    plan, planner = self._compile(key)
+                    self._add(key, plan, planner)
         self._last = plan
         return plan
 
