@@ -117,7 +117,8 @@ def _packed(task: Task, tensors: list[Any], logical: list[np.ndarray]) -> list[n
     config's blocks: schedule.templates.input_packers), from arrays of the task's specs."""
     from schedule.templates import input_packers
 
-    packers = input_packers(task.template, task.args, tensors[:task.num_inputs()])
+    packers = input_packers(task.template, task.args, tensors[:task.num_inputs()],
+                            task.attrs)
     return [packers[k](a) if k in packers else a for k, a in enumerate(logical)]
 
 

@@ -235,7 +235,7 @@ def _template_path(fn: Function, task: AnchorTask, target: Any,
     cfg = tuned or FallbackConfig(target)
     ins, outs = tpl.compute(cfg, specs, task.attrs)
     prepack = {task.operands[k]: pack
-               for k, pack in input_packers(task.template, specs, ins).items()}
+               for k, pack in input_packers(task.template, specs, ins, task.attrs).items()}
     env, flat = _placeholders(fn)
     a0, a1 = (fn.params[k] for k in task.operands)
     env[a0], env[a1] = ins[0], ins[1]

@@ -33,9 +33,10 @@ ComputeFn = Callable[[Any, Sequence[ArgSpec], dict[str, Any]],
                      tuple[list[Tensor], list[Tensor]]]
 # schedule(cfg, outs) -> Schedule
 ScheduleFn = Callable[[Any, Sequence[Tensor]], Schedule]
-# packers(input placeholders, arg specs) -> {input position: numpy transform from the spec's
-# layout to the layout the instantiated input takes (a weight packed in the config's blocks)}
-PackersFn = Callable[[Sequence[Tensor], Sequence[ArgSpec]],
+# packers(input placeholders, arg specs, attrs) -> {input position: numpy transform from
+# the spec's layout to the layout the instantiated input takes (a weight packed in the
+# config's blocks)}
+PackersFn = Callable[[Sequence[Tensor], Sequence[ArgSpec], dict[str, Any]],
                      dict[int, Callable[[Any], Any]]]
 # epilogue(anchor_output) -> (extra input placeholders, final output tensor)
 Epilogue = Callable[[Tensor], tuple[list[Tensor], Tensor]]
@@ -82,16 +83,16 @@ def register_template(name: str, target_kind: str = "llvm", compute: ComputeFn |
     return deco
 
 
-def input_packers(name: str, args: Sequence[ArgSpec], ins: Sequence[Tensor]
-                  ) -> dict[int, Callable[[Any], Any]]:
+def input_packers(name: str, args: Sequence[ArgSpec], ins: Sequence[Tensor],
+                  attrs: dict[str, Any] | None = None) -> dict[int, Callable[[Any], Any]]:
     """{input position: numpy transform} for the inputs an instantiated template takes in
     another layout than their spec (see PackersFn); {} for most templates.
 
-        >>> input_packers("dense.x86", [((4, 8), "float32"), ((8, 8), "float32")], [])
+        >>> input_packers("batch_matmul.x86", [((2, 4, 8), "float32")] * 2, [])
         {}
     """
     tpl = get_template(name)
-    return dict(tpl.packers(ins, args)) if tpl.packers is not None else {}
+    return dict(tpl.packers(ins, args, dict(attrs or {}))) if tpl.packers is not None else {}
 
 
 def constant_weight_attrs(name: str, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -101,6 +102,8 @@ def constant_weight_attrs(name: str, attrs: dict[str, Any]) -> dict[str, Any]:
         >>> constant_weight_attrs("conv2d_NCHWc.x86", {"padding": 1})["kernel_layout"]
         'OIHWio'
         >>> constant_weight_attrs("dense.x86", {})
+        {'weight_layout': 'packed'}
+        >>> constant_weight_attrs("batch_matmul.x86", {})
         {}
     """
     return {**attrs, **dict(get_template(name).constant_weight_attrs)}

@@ -273,7 +273,7 @@ def pack_oihw(ic_bn: int, oc_bn: int) -> Callable[[np.ndarray], np.ndarray]:
     return pack
 
 
-def _packers(ins: Sequence[Tensor], args: Sequence[Any]
+def _packers(ins: Sequence[Tensor], args: Sequence[Any], attrs: dict[str, Any]
              ) -> dict[int, Callable[[np.ndarray], np.ndarray]]:
     """A logical OIHW kernel spec instantiated packed: the packing of its blocks."""
     kshape = shape_of(ins[1])

@@ -3,7 +3,10 @@
 The accumulator tile (mr rows x nr columns, nr a multiple of the vector width) lives in a
 "local" buffer that LLVM keeps in registers: the k loop outside it, the rows unrolled, the
 columns vectorized. B is packed to [N/nr, K, nr] so that the micro-kernel reads one
-contiguous nr-wide row of B per k (the `pack_b` knob turns that off).
+contiguous nr-wide row of B per k (the `pack_b` knob turns that off). A constant B (a
+model's weight) comes packed instead: with attrs weight_layout="packed" (what build asks
+for, constant_weight_attrs) the template takes B in that layout and the packers pack the
+numpy weight once at build, not at every call.
 
     >>> from schedule.templates import instantiate
     >>> s, args = instantiate("matmul.x86", [((64, 32), "float32"), ((32, 48), "float32")])
@@ -13,8 +16,10 @@ contiguous nr-wide row of B per k (the `pack_b` knob turns that off).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from schedule.schedule import Schedule, create_schedule
 from schedule.space import FallbackConfig
@@ -35,6 +40,7 @@ from schedule.templates.common import (
 from schedule.templates.registry import expect_args, placeholders, register_template
 from tensor_expr import tensor as T
 from tensor_expr.tensor import Tensor
+from tessel_errors import ScheduleError
 
 GEMM, PACK = "gemm", "gemm_pack"
 
@@ -53,13 +59,22 @@ def _declare_tile_x(cfg: Any, M: int, N: int, K: int) -> int:
     return int(cfg["tile_x"].size[-1])
 
 
-def _gemm(cfg: Any, a: Tensor, b: Tensor, trans_b: bool, batch: bool, name: str) -> Tensor:
-    """C[(bt,) i, j] = sum_k A[(bt,) i, k] * B[(bt,) k, j] (B[(bt,) j, k] if trans_b)."""
+def _gemm(cfg: Any, a: Tensor, b: Tensor, trans_b: bool, batch: bool, name: str,
+          prepacked: bool = False) -> tuple[Tensor, Tensor]:
+    """C[(bt,) i, j] = sum_k A[(bt,) i, k] * B[(bt,) k, j] (B[(bt,) j, k] if trans_b), and
+    the tensor B is read from: `b`, or with `prepacked` a placeholder in the packed layout
+    [N/nr, K, nr] that the caller fills once from its constant B (see _packers)."""
     ash, bsh = shape_of(a), shape_of(b)
     M, K = ash[-2], ash[-1]
     N = bsh[-2] if trans_b else bsh[-1]
     # the packing width is the micro-kernel's column count: a compute-changing knob
     nr = _declare_tile_x(cfg, M, N, K)
+    if prepacked and not batch:
+        bp = T.placeholder((N // nr, K, nr), b.dtype, name=b.name + "_packed")
+        k = T.reduce_axis((0, K), name="k")
+        cfg.add_flop(2.0 * M * N * K)
+        return T.compute((M, N), lambda i, j: T.sum(a[i, k] * bp[j // nr, k, j % nr], axis=k),
+                         name=name, tag=GEMM), bp
     cfg.define_knob("pack_b", [True, False])
     fallback_value(cfg, "pack_b", nr % cfg.target.fp32_lanes == 0 and M >= 4)
     k = T.reduce_axis((0, K), name="k")
@@ -81,14 +96,25 @@ def _gemm(cfg: Any, a: Tensor, b: Tensor, trans_b: bool, batch: bool, name: str)
     shape = (*lead, M, N)
     cfg.add_flop(2.0 * M * N * K * (bsh[0] if batch else 1))
     return T.compute(shape, lambda *ix: T.sum(
-        a[(*ix[:-2], ix[-2], k)] * read_b(ix[:-2], k, ix[-1]), axis=k), name=name, tag=GEMM)
+        a[(*ix[:-2], ix[-2], k)] * read_b(ix[:-2], k, ix[-1]), axis=k), name=name,
+        tag=GEMM), b
+
+
+def _weight_packed(name: str, attrs: dict[str, Any]) -> bool:
+    layout = attrs.get("weight_layout", "plain")
+    if layout not in ("plain", "packed"):
+        raise ScheduleError(f"{name}: weight_layout must be 'plain' or 'packed', got "
+                            f"{layout!r}")
+    return layout == "packed"
 
 
 def _dense_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
                    ) -> tuple[list[Tensor], list[Tensor]]:
     expect_args("dense.x86", args, 2, [2, 2])
     a, w = placeholders(args, ["data", "weight"])
-    return [a, w], [_gemm(cfg, a, w, trans_b=True, batch=False, name="dense")]
+    out, w_in = _gemm(cfg, a, w, trans_b=True, batch=False, name="dense",
+                      prepacked=_weight_packed("dense.x86", attrs))
+    return [a, w_in], [out]
 
 
 def _matmul_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
@@ -96,7 +122,9 @@ def _matmul_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     expect_args("matmul.x86", args, 2, [2, 2])
     a, b = placeholders(args, ["A", "B"])
     trans = bool(attrs.get("transpose_b", False))
-    return [a, b], [_gemm(cfg, a, b, trans_b=trans, batch=False, name="C")]
+    out, b_in = _gemm(cfg, a, b, trans_b=trans, batch=False, name="C",
+                      prepacked=_weight_packed("matmul.x86", attrs))
+    return [a, b_in], [out]
 
 
 def _batch_matmul_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
@@ -104,7 +132,30 @@ def _batch_matmul_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     expect_args("batch_matmul.x86", args, 2, [3, 3])
     a, b = placeholders(args, ["A", "B"])
     trans = bool(attrs.get("transpose_b", False))
-    return [a, b], [_gemm(cfg, a, b, trans_b=trans, batch=True, name="C")]
+    out, _ = _gemm(cfg, a, b, trans_b=trans, batch=True, name="C")
+    return [a, b], [out]
+
+
+def _pack_b(b_transposed: Callable[[dict[str, Any]], bool]) -> Any:
+    """Packers for a constant B into the [N/nr, K, nr] layout the instantiated template
+    takes it in; `b_transposed(attrs)` says whether B is held [N, K] (else [K, N])."""
+    def packers(ins: Sequence[Tensor], args: Sequence[Any], attrs: dict[str, Any]
+                ) -> dict[int, Any]:
+        bshape = shape_of(ins[1])
+        if len(args[1][0]) != 2 or len(bshape) != 3:
+            return {}
+        nb, K, nr = bshape
+        transposed = b_transposed(attrs)
+
+        def pack(w: Any) -> Any:
+            w = np.asarray(w)
+            blocks = w.reshape(nb, nr, K).transpose(0, 2, 1) if transposed else \
+                w.reshape(K, nb, nr).transpose(1, 0, 2)
+            return np.ascontiguousarray(blocks)
+
+        return {1: pack}
+
+    return packers
 
 
 # ---------------------------------------------------------------------------------------
@@ -177,6 +228,10 @@ def schedule_gemm(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     return s
 
 
-register_template("dense.x86", "llvm", compute=_dense_compute)(schedule_gemm)
-register_template("matmul.x86", "llvm", compute=_matmul_compute)(schedule_gemm)
+register_template("dense.x86", "llvm", compute=_dense_compute,
+                  packers=_pack_b(lambda attrs: True),
+                  constant_weight_attrs={"weight_layout": "packed"})(schedule_gemm)
+register_template("matmul.x86", "llvm", compute=_matmul_compute,
+                  packers=_pack_b(lambda attrs: bool(attrs.get("transpose_b", False))),
+                  constant_weight_attrs={"weight_layout": "packed"})(schedule_gemm)
 register_template("batch_matmul.x86", "llvm", compute=_batch_matmul_compute)(schedule_gemm)

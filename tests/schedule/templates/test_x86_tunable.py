@@ -7,9 +7,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+import lowering
 from schedule.templates import config_space, input_packers, instantiate
 from tests.rng import seeded_rng
 from tests.schedule.templates.refs import close, conv2d_nchw, depthwise_nchw, rand, run
+from tests.unwritten import unwritten
 
 CASES: list[tuple[str, list[Any], dict[str, Any], Any]] = [
     ("dense.x86", [((12, 20), "float32"), ((32, 20), "float32")], {},
@@ -91,3 +93,22 @@ def test_oc_blocks_past_four_vectors_of_the_target_are_not_in_the_space(target: 
                                                ((1024, 8, 1, 1), "float32")], {}, target)
     blocks = [e.size[-1] for e in space.knobs["tile_oc"].entities]
     assert max(blocks) == 4 * lanes and 1 in blocks
+
+
+@pytest.mark.parametrize("name,bshape,attrs,ref", [
+    ("dense.x86", (40, 48), {}, lambda a, b: a @ b.T),
+    ("matmul.x86", (48, 40), {}, lambda a, b: a @ b),
+    ("matmul.x86", (40, 48), {"transpose_b": True}, lambda a, b: a @ b.T),
+], ids=["dense", "matmul", "matmul_transpose_b"])
+def test_a_prepacked_constant_weight_gives_the_same_product(name, bshape, attrs, ref) -> None:
+    args = [((8, 48), "float32"), (bshape, "float32")]
+    packed = {**attrs, "weight_layout": "packed"}
+    s, tensors = instantiate(name, args, packed)
+    assert len(tensors[1].shape) == 3  # [N/nr, K, nr]
+    f = lowering.build(s, tensors)
+    pack = input_packers(name, args, tensors[:2], packed)[1]
+    rng = seeded_rng()
+    a, b = (rng.standard_normal(shape).astype("float32") for shape, _ in args)
+    out = unwritten((8, 40))
+    f(a, pack(b), out)
+    np.testing.assert_allclose(out, ref(a, b), rtol=1e-5, atol=1e-5)
