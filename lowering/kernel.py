@@ -50,17 +50,25 @@ def _address(a: np.ndarray) -> int:
 
 
 def _foreign_cpu(target: Any) -> str:
-    """The host CPU name when `target` names a different CPU (or features), else ""."""
-    from tessel_target import Target, host_cpu
+    """Why code for `target` may not run on this host ("" when it can): the vector and
+    bit-manipulation features the target's code may use (a named CPU's known set, plus
+    `-mattr`'s +features) that the host lacks; a CPU name Tessel has no feature set for
+    counts as foreign. Code for an older CPU (haswell on a Sapphire Rapids host) runs."""
+    from tessel_target import _KNOWN_CPU_FEATURES, Target, host_cpu, host_features
 
-    t = Target.parse(target)
-    host = host_cpu()[0]
-    named = t.attrs.get("mcpu")
     if os.environ.get("TESSEL_ALLOW_FOREIGN_CPU") == "1":
         return ""
-    if (named and named not in (host, "native")) or t.attrs.get("mattr"):
-        return host
-    return ""
+    t = Target.parse(target)
+    named = t.attrs.get("mcpu")
+    host = host_cpu()[0]
+    if named and named not in (host, "native") and named not in _KNOWN_CPU_FEATURES:
+        return f"{host}; Tessel does not know which features '{named}' has"
+    wanted = set(t.features)
+    if not named or named in (host, "native"):
+        wanted = {f[1:] for f in str(t.attrs.get("mattr", "")).split(",")
+                  if f.strip().startswith("+")}
+    missing = sorted(wanted - host_features())
+    return f"{host} lacks {', '.join(missing)}" if missing else ""
 
 
 def written_buffers(func: lir.PrimFunc) -> set[int]:

@@ -161,7 +161,23 @@ class _Planner:
         for v in _flat_ids(out):
             if self.values[v].kind == "temp":
                 self.values[v].kind = "output"
+        inputs, out = self._drop_unused_constants(inputs, out)
         return GraphPlan(self.kernels, self.values, self.steps, inputs, out)
+
+    def _drop_unused_constants(self, inputs: list[int], out: Any) -> tuple[list[int], Any]:
+        """Forget constants no step reads: a weight a kernel takes packed is kept only in
+        its packed form (else a model would hold, and save, every such weight twice)."""
+        used = {v for st in self.steps for v in (*st.inputs, *st.outputs)}
+        used |= set(inputs) | set(_flat_ids(out))
+        keep = [v for v, val in enumerate(self.values) if val.kind != "const" or v in used]
+        if len(keep) == len(self.values):
+            return inputs, out
+        new_id = {v: k for k, v in enumerate(keep)}
+        self.values = [self.values[v] for v in keep]
+        for st in self.steps:
+            st.inputs = [new_id[v] for v in st.inputs]
+            st.outputs = [new_id[v] for v in st.outputs]
+        return [new_id[v] for v in inputs], _renumber(out, new_id)
 
     def node(self, e: Expr, memo: dict[int, Any]) -> Any:
         if isinstance(e, Constant):
@@ -193,6 +209,10 @@ def _graph_order(body: Expr) -> list[Expr]:
     """Post order over @main's dataflow, not entering the Primitive functions."""
     return [e for e in post_order(body, skip=lambda n: isinstance(n, Function))
             if not isinstance(e, (Var, Function))]
+
+
+def _renumber(v: Any, new_id: dict[int, int]) -> Any:
+    return [_renumber(x, new_id) for x in v] if isinstance(v, list) else new_id[v]
 
 
 def _flat_ids(v: Any) -> list[int]:

@@ -241,17 +241,38 @@ def test_build_for_the_accelerator_target_points_to_its_backend() -> None:
         lowering.build(matmul_func(), target="accel")
 
 
-def test_kernel_for_a_foreign_cpu_refuses_to_run_but_shows_source() -> None:
-    from tessel_target import host_cpu
+def test_kernel_for_a_cpu_with_features_the_host_lacks_refuses_to_run_but_shows_source(
+        ) -> None:
+    from tessel_target import host_features
 
-    other = "znver4" if host_cpu()[0] != "znver4" else "skylake"
-    k = lowering.build(matmul_func(4), target=f"llvm -mcpu={other}")
+    missing = next((f for f in ("avx512f", "avx512vnni", "avx512bf16") if f not in
+                    host_features()), None)
+    if missing is None:
+        pytest.skip("this host has every feature the test could ask for")
+    k = lowering.build(matmul_func(4), target=f"llvm -mcpu=haswell -mattr=+{missing}")
     assert "mm:" in k.source("asm")
     a, b, c = arrays(4)
     with pytest.raises(KernelArgumentError,
-                       match=f"kernel 'mm' was compiled for 'llvm -mcpu={other}', not for "
-                             f"this host CPU"):
+                       match=rf"kernel 'mm' was compiled for 'llvm -mattr=\+{missing} "
+                             rf"-mcpu=haswell', not for this host CPU \(.* lacks {missing}\)"):
         k(a, b, c)
+
+
+def test_kernel_for_an_unknown_cpu_name_refuses_to_run() -> None:
+    k = lowering.build(matmul_func(4), target="llvm -mcpu=bdver2")
+    with pytest.raises(KernelArgumentError, match=r"does not know which features 'bdver2'"):
+        k(*arrays(4))
+
+
+def test_kernel_for_an_older_cpu_runs_on_a_host_with_its_features() -> None:
+    from tessel_target import host_features
+
+    if not {"avx2", "fma", "bmi2", "f16c"} <= host_features():
+        pytest.skip("the host lacks AVX2")
+    k = lowering.build(matmul_func(4), target="llvm -mcpu=haswell")
+    a, b, c = arrays(4)
+    k(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
 
 
 def test_read_only_inputs_and_views_are_accepted(mm) -> None:

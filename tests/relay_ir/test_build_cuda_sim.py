@@ -42,7 +42,9 @@ def test_a_small_cnn_with_pooling_softmax_and_reductions_to_a_scalar() -> None:
     got, want = lib.run(x=x, w=w), relay_ir.interpret(mod, x, w)
     for g, r in zip(got, want):
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5)
-    assert {how for _, how in lib.group_schedules} == {"gpu generic"}
+    schedules = dict(lib.group_schedules)
+    assert schedules.pop("fused_conv2d_relu") == "conv2d_nchw.cuda"
+    assert set(schedules.values()) == {"gpu generic"}
 
 
 def test_every_kernel_of_a_gpu_model_is_cuda_c() -> None:
