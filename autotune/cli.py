@@ -77,6 +77,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from autotune.tuning import tune
 
     tasks = [parse_op_spec(spec, args.target) for spec in args.op or []]
+    weights = [1] * len(tasks)
     if args.model:
         from autotune.extract import extract_tasks
 
@@ -86,6 +87,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         for t, n in found:
             t.name = f"{t.template} x{n} {t.args[0][0]}"
             tasks.append(t)
+            weights.append(n)
     if not tasks:
         raise TesselError("nothing to tune: give MODEL.onnx or --op SPEC "
                           "(e.g. --op matmul:1024x1024x1024)")
@@ -96,6 +98,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
             imports=args.imports or (),
             cache_flush=bool(args.model) if args.cache_flush is None else args.cache_flush
             ) as runner:
+        if args.model and args.trials_per_task is None:
+            return _tune_scheduled(args, tasks, weights, db, runner)
+        per_task = args.trials_per_task or args.trials
         for n, task in enumerate(tasks):
             tuner = make_tuner(args.tuner, task, seed=args.seed)
             t0 = time.time()
@@ -104,11 +109,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
             if not args.no_progress:
                 from tqdm import tqdm
 
-                bar = tqdm(total=args.trials, desc=f"[{n + 1}/{len(tasks)}] {task.name}",
+                bar = tqdm(total=per_task, desc=f"[{n + 1}/{len(tasks)}] {task.name}",
                            unit="trial", file=sys.stderr, dynamic_ncols=True)
                 callbacks.append(_progress_callback(bar))
             try:
-                p = tune(task, tuner, args.trials, db, runner,
+                p = tune(task, tuner, per_task, db, runner,
                          early_stopping=args.early_stopping, callbacks=callbacks,
                          batch_size=args.batch_size)
             finally:
@@ -119,6 +124,35 @@ def cmd_tune(args: argparse.Namespace) -> int:
                             f"{time.time() - t0:.1f}", "yes" if p.stopped_early else "no"])
     print(_table(["task", "tuner", "trials", "new", "errors", "best GFLOP/s", "best ms",
                   "time s", "early stop"], summary))
+    print(f"database: {args.db}")
+    return 0
+
+
+def _tune_scheduled(args: argparse.Namespace, tasks: list[Any], weights: list[int],
+                    db: Any, runner: Any) -> int:
+    """A model's --trials as one budget, spent by the task scheduler; one line per batch."""
+    from autotune.task_scheduler import TaskScheduler
+    from autotune.tuners import make_tuner
+
+    def report(d: Any) -> None:
+        print(f"batch {d.batch:3d} [{d.trials_used}/{args.trials}] {d.task}: {d.reason}; best "
+              f"{d.best_s * 1e3:.4g} ms; model estimate {d.model_estimate_s * 1e3:.4g} ms",
+              flush=True)
+
+    tuners = [make_tuner(args.tuner, t, seed=args.seed) for t in tasks]
+    t0 = time.time()
+    result = TaskScheduler(list(zip(tasks, weights)), tuners, db, runner, args.trials,
+                           batch_size=args.batch_size, early_stopping=args.early_stopping,
+                           report=report).run()
+    rows = []
+    for st in result.tasks:
+        p = st.progress
+        rows.append([st.task.name, args.tuner, st.trials, p.new_trials if p else 0,
+                     p.errors if p else 0, _fmt(p.best_gflops if p else math.nan),
+                     _fmt(st.best_time * 1e3, 4)])
+    print(_table(["task", "tuner", "trials", "new", "errors", "best GFLOP/s", "best ms"], rows))
+    print(f"model estimate (sum of occurrences x best time): "
+          f"{result.model_estimate_s * 1e3:.4g} ms after {time.time() - t0:.1f} s")
     print(f"database: {args.db}")
     return 0
 
@@ -335,7 +369,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--shape", action="append", help="input shape NAME=1x3x224x224")
     t.add_argument("--op", action="append", help="an op spec such as matmul:1024x1024x1024 "
                    "or conv2d:N,C,H,W,O,KH,KW,stride,pad (repeatable)")
-    t.add_argument("--trials", type=int, default=200, help="measurements per task (in all)")
+    t.add_argument("--trials", type=int, default=200,
+                   help="for MODEL: the model's budget, spent where it cuts latency most "
+                        "(the task scheduler); for --op: measurements per op (in all)")
+    t.add_argument("--trials-per-task", type=int, default=None,
+                   help="for MODEL: the same measurements for every task instead")
     t.add_argument("--tuner", default="xgb",
                    choices=["xgb", "xgb_loop", "random", "grid", "ga", "genetic"])
     t.add_argument("--db", default=str(DEFAULT_DB_PATH), help="the tuning database")

@@ -108,6 +108,8 @@ def test_tune_compile_and_run_a_model(tmp_path: Path) -> None:
     out = _tessel("tune", "tiny.onnx", "--trials", "2", "--tuner", "random", "--no-progress",
                   "--min-repeat-ms", "1", cwd=tmp_path).stdout
     assert "tiny.onnx: 1 tunable tasks" in out and "conv2d_NCHWc.x86 x1" in out
+    assert "batch   1 [2/2] conv2d_NCHWc.x86 x1 (1, 4, 8, 8): first batch" in out
+    assert "model estimate (sum of occurrences x best time)" in out
     out = _tessel("compile", "tiny.onnx", "-o", "tiny.tessel", cwd=tmp_path).stdout
     assert "-> tiny.tessel" in out and "1 of 1 tunable tasks have tuning records" in out
     out = _tessel("run", "tiny.tessel", "--input", "x=x.npy", "--repeat", "3", "-o", "y.npy",
@@ -116,6 +118,15 @@ def test_tune_compile_and_run_a_model(tmp_path: Path) -> None:
     sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     want = sess.run(None, {"x": np.load(xfile)})[0]
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-4, atol=1e-4)
+
+
+def test_trials_per_task_tunes_every_task_the_same_number_of_times(tmp_path: Path) -> None:
+    _tiny_onnx(tmp_path)
+    out = _tessel("tune", "tiny.onnx", "--trials-per-task", "3", "--tuner", "random",
+                  "--no-progress", "--min-repeat-ms", "1", cwd=tmp_path).stdout
+    assert "batch " not in out and "early stop" in out
+    row = next(line for line in out.splitlines() if line.startswith("conv2d_NCHWc.x86 x1"))
+    assert row.split()[6:9] == ["random", "3", "3"]  # tuner, trials, new
 
 
 def test_compile_any_device_applies_records_of_another_device(tmp_path: Path) -> None:
