@@ -90,7 +90,8 @@ class KernelFn:
 
 class DeviceKernelFn:
     """A CUDA group kernel (or a simulated one, target "cuda -sim") in the graph executor.
-    Each call copies its arrays to the device and the outputs back."""
+    On a GPU the plan keeps every value in device memory (GraphPlan.execute); the
+    simulator runs on the host arrays."""
 
     def __init__(self, kernel: Any, specs: Sequence[Spec]) -> None:
         self.kernel, self.name = kernel, kernel.name
@@ -186,10 +187,46 @@ class GraphPlan:
 
     def execute(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray | None]:
         """Run every step; returns the value arrays."""
+        if self._on_device():
+            return self._execute_on_device(arrays)
         env = self.bind(arrays)
         kernels = self.kernels
         for s in self.steps:
             kernels[s.kernel]([env[v] for v in s.inputs] + [env[v] for v in s.outputs])
+        return env
+
+    def _on_device(self) -> bool:
+        return bool(self.kernels) and all(
+            isinstance(k, DeviceKernelFn) and not k.kernel.simulated for k in self.kernels)
+
+    def _execute_on_device(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray | None]:
+        """A GPU run: inputs copied to the device once, constants kept there across runs,
+        intermediates and outputs in device memory, the outputs copied back at the end."""
+        from lowering.cuda import DeviceArray, to_device
+
+        consts = getattr(self, "_device_consts", None)
+        if consts is None:
+            consts = {v: to_device(val.data) for v, val in enumerate(self.values)
+                      if val.kind == "const"}
+            self._device_consts = consts
+        dev: list[Any] = [None] * len(self.values)
+        for v, a in zip(self.inputs, arrays):
+            dev[v] = to_device(a)
+        for v, val in enumerate(self.values):
+            if val.kind == "const":
+                dev[v] = consts[v]
+            elif val.kind in ("temp", "output"):
+                dev[v] = DeviceArray(val.shape, val.dtype)
+        for s in self.steps:
+            self.kernels[s.kernel]([dev[v] for v in s.inputs] + [dev[v] for v in s.outputs])
+        env: list[np.ndarray | None] = [None] * len(self.values)
+        for v, a in zip(self.inputs, arrays):
+            env[v] = a
+        for v, val in enumerate(self.values):
+            if val.kind == "output":
+                env[v] = dev[v].numpy()
+            elif val.kind == "const":
+                env[v] = val.data
         return env
 
     def result(self, env: list[np.ndarray | None]) -> Any:
