@@ -147,7 +147,7 @@ def _tune_scheduled(args: argparse.Namespace, tasks: list[Any], weights: list[in
     rows = []
     for st in result.tasks:
         p = st.progress
-        rows.append([st.task.name, args.tuner, st.trials, p.new_trials if p else 0,
+        rows.append([st.task.name, args.tuner, st.trials, st.trials - st.resumed_trials,
                      p.errors if p else 0, _fmt(p.best_gflops if p else math.nan),
                      _fmt(st.best_time * 1e3, 4)])
     print(_table(["task", "tuner", "trials", "new", "errors", "best GFLOP/s", "best ms"], rows))

@@ -45,6 +45,7 @@ class TaskState:
     occurrences: int
     tuner: Tuner
     trials: int = 0
+    resumed_trials: int = 0  # what the database held when the run started
     batches: int = 0
     best: list[float] = field(default_factory=list)  # best time after each of its batches
     done: bool = False
@@ -146,7 +147,7 @@ class TaskScheduler:
         # the database's records of each task: trials and best time as a resumed run has them
         for st in self.states:
             p = tune(st.task, st.tuner, 0, self.db, self.runner, transfer=False)
-            st.trials = p.trials
+            st.trials = st.resumed_trials = p.trials
             if p.trials:
                 st.best.append(p.best_mean)
                 st.batches = max(1, p.trials // self.batch_size)
