@@ -62,8 +62,10 @@ from relay_ir.lexer import (
     tokenize,
 )
 from relay_ir.module import IRModule
+from relay_ir.parse_attrs import attr_type_problem
 from relay_ir.parse_base import (
     DTYPES,
+    INDEX_MAX,
     KEYWORDS,
     MAX_DEPTH,
     RESERVED_TYPE_NAMES,
@@ -296,7 +298,10 @@ class _Parser(ParserBase):
 
     def parse_expr(self) -> Expr:
         if self.at("let", IDENT) or (self.peek().kind == GRAPH and self.at("=", k=1)):
-            return self.parse_block()
+            self.enter()  # a block as a let's value nests (`let %a = let %b = ...`)
+            e = self.parse_block()
+            self.depth -= 1
+            return e
         self.enter()
         start = self.peek()
         e = self.parse_primary()
@@ -311,7 +316,8 @@ class _Parser(ParserBase):
             elif self.at("."):
                 self.next()
                 itok = self.expect_kind(NUMBER, "a field index after '.'")
-                e = TupleGetItem(e, int(itok.value), span=self.span(start))
+                index = self.plain_int(itok, "a tuple field index", INDEX_MAX)
+                e = TupleGetItem(e, index, span=self.span(start))
             else:
                 break
         self.depth -= 1
@@ -337,6 +343,10 @@ class _Parser(ParserBase):
         self.next()
         attrs = None
         if _is_op(callee):
+            for key, value in kwargs.items() if callee.attrs_type else ():
+                problem = attr_type_problem(callee.attrs_type, key, value)
+                if problem:
+                    raise self.error(f"op '{callee.name}': attribute {problem}", open_tok)
             try:
                 attrs = callee.make_attrs(kwargs) if (kwargs or callee.attrs_type) else None
             except (RelayError, TypeError, ValueError) as e:  # attrs classes may validate
