@@ -125,7 +125,7 @@ def _constant(ctx: Ctx, node: OnnxNode) -> Expr:
 
 @converter("ConstantOfShape")
 def _constant_of_shape(ctx: Ctx, node: OnnxNode) -> Expr:
-    shape = tuple(int(d) for d in ctx.static(node, 0, "the shape"))
+    shape = tuple(ctx.static_ints(node, 0, "the shape"))
     value = node.attr("value")
     v = np.zeros((), "float32") if value is None else np.asarray(value).reshape(())
     if any(d == 0 for d in shape):
@@ -162,8 +162,11 @@ def _reshape(ctx: Ctx, node: OnnxNode) -> Expr:
     x = ctx.input(node, 0)
     if node.opset < 5:
         shape = node.ints("shape")
+        if shape is None:
+            raise node.error(f"Reshape at opset {node.opset} takes its target shape from the "
+                             f"'shape' attribute, which is missing")
     else:
-        shape = [int(d) for d in ctx.static(node, 1, "the target shape")]
+        shape = ctx.static_ints(node, 1, "the target shape")
     if node.attr("allowzero", 0) and 0 in shape:
         raise node.error("allowzero=1 with a 0 in the shape makes an empty tensor, "
                          "which is not supported")
@@ -243,7 +246,7 @@ def _split(ctx: Ctx, node: OnnxNode) -> list[Expr]:
     if node.opset < 13:
         sizes = node.ints("split")
     else:
-        sizes = None if not ctx.has(node, 1) else [int(s) for s in ctx.static(node, 1, "split")]
+        sizes = None if not ctx.has(node, 1) else ctx.static_ints(node, 1, "split")
     if sizes is None and node.opset >= 18 and node.attr("num_outputs") is not None:
         n_out = int(node.attr("num_outputs"))
         d = shape[axis]
@@ -273,10 +276,10 @@ def _slice(ctx: Ctx, node: OnnxNode) -> Expr:
         starts, ends = node.ints("starts"), node.ints("ends")
         axes, steps = node.ints("axes"), None
     else:
-        starts = [int(v) for v in ctx.static(node, 1, "starts")]
-        ends = [int(v) for v in ctx.static(node, 2, "ends")]
-        axes = [int(v) for v in ctx.static(node, 3, "axes")] if ctx.has(node, 3) else None
-        steps = [int(v) for v in ctx.static(node, 4, "steps")] if ctx.has(node, 4) else None
+        starts = ctx.static_ints(node, 1, "starts")
+        ends = ctx.static_ints(node, 2, "ends")
+        axes = ctx.static_ints(node, 3, "axes") if ctx.has(node, 3) else None
+        steps = ctx.static_ints(node, 4, "steps") if ctx.has(node, 4) else None
     axes = list(range(len(starts))) if axes is None else axes
     steps = [1] * len(starts) if steps is None else steps
     axes = [normalize_axis(a, len(shape), node, "axes entry") for a in axes]
@@ -311,7 +314,7 @@ def _gather(ctx: Ctx, node: OnnxNode) -> Expr:
 @converter("Expand")
 def _expand(ctx: Ctx, node: OnnxNode) -> Expr:
     x = ctx.input(node, 0)
-    shape = tuple(int(d) for d in ctx.static(node, 1, "the shape"))
+    shape = tuple(ctx.static_ints(node, 1, "the shape"))
     dt = dtype_of(ctx, x, node)
     # broadcasting against a tensor of the target shape is exactly Expand's rule
     if dt == "bool":
@@ -322,7 +325,7 @@ def _expand(ctx: Ctx, node: OnnxNode) -> Expr:
 @converter("Tile")
 def _tile(ctx: Ctx, node: OnnxNode) -> Expr:
     x = ctx.input(node, 0)
-    repeats = [int(r) for r in ctx.static(node, 1, "repeats")]
+    repeats = ctx.static_ints(node, 1, "repeats")
     if len(repeats) != len(ctx.shape(x, node)) or min(repeats, default=1) < 1:
         raise node.error(f"repeats {repeats} must have one entry >= 1 per input dim")
     for axis, r in enumerate(repeats):
