@@ -149,9 +149,24 @@ def _size(ctx: Ctx, node: OnnxNode) -> Expr:
 
 @converter("Range")
 def _range(ctx: Ctx, node: OnnxNode) -> Expr:
-    start, limit, delta = (ctx.static(node, i, n) for i, n in enumerate(("start", "limit",
-                                                                          "delta")))
+    values = []
+    for i, what in enumerate(("start", "limit", "delta")):
+        v = np.asarray(ctx.static(node, i, what))
+        if v.ndim != 0 or v.dtype.kind not in "iuf":
+            raise node.error(f"input {i} ({what}) must be a number (a 0-d tensor), got "
+                             f"{v.dtype.name} of shape {list(v.shape)}")
+        values.append(v)
+    start, limit, delta = values
+    if delta == 0:
+        raise node.error("delta (input 2) must not be 0")
+    count = max(0, int(np.ceil((float(limit) - float(start)) / float(delta))))
+    if count > _RANGE_LIMIT:
+        raise node.error(f"Range({start}, {limit}, {delta}) has {count} elements, more than "
+                         f"the {_RANGE_LIMIT} a constant made at conversion time may hold")
     return const(np.arange(start, limit, delta, dtype=start.dtype))
+
+
+_RANGE_LIMIT = 1 << 26
 
 
 # --- shape ops ----------------------------------------------------------------------------
@@ -315,7 +330,10 @@ def _gather(ctx: Ctx, node: OnnxNode) -> Expr:
 def _expand(ctx: Ctx, node: OnnxNode) -> Expr:
     x = ctx.input(node, 0)
     shape = tuple(ctx.static_ints(node, 1, "the shape"))
-    dt = dtype_of(ctx, x, node)
+    return _broadcast(x, shape, dtype_of(ctx, x, node))
+
+
+def _broadcast(x: Expr, shape: tuple[int, ...], dt: str) -> Expr:
     # broadcasting against a tensor of the target shape is exactly Expand's rule
     if dt == "bool":
         return T.logical_or(x, T.zeros(shape, "bool"))
@@ -328,10 +346,24 @@ def _tile(ctx: Ctx, node: OnnxNode) -> Expr:
     repeats = ctx.static_ints(node, 1, "repeats")
     if len(repeats) != len(ctx.shape(x, node)) or min(repeats, default=1) < 1:
         raise node.error(f"repeats {repeats} must have one entry >= 1 per input dim")
+    shape = ctx.shape(x, node)
+    if all(isinstance(d, int) for d in shape):
+        # (d0, d1) -> (1, d0, 1, d1), broadcast to (r0, d0, r1, d1), then merged: one
+        # broadcast whatever the counts (r copies in a concatenate would be r nodes).
+        unit = [v for d in shape for v in (1, d)]
+        wide = [v for d, r in zip(shape, repeats) for v in (r, d)]
+        y = _broadcast(tf.reshape(x, unit), tuple(wide), dtype_of(ctx, x, node))
+        return tf.reshape(y, [d * r for d, r in zip(shape, repeats)])
+    if max(repeats, default=1) > _TILE_COPIES:
+        raise node.error(f"repeats {repeats} on an input of dynamic shape "
+                         f"{tuple(shape)}: at most {_TILE_COPIES} copies per axis")
     for axis, r in enumerate(repeats):
         if r > 1:
             x = tf.concatenate(Tuple((x,) * r), axis=axis)
     return x
+
+
+_TILE_COPIES = 1024
 
 
 # --- reductions ---------------------------------------------------------------------------

@@ -9,6 +9,7 @@ saved under --findings (default fuzz_findings/) with the command that replays it
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import traceback
@@ -38,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=TIME_LIMIT_S,
                     help=f"seconds one input may run before it counts as a hang "
                          f"(default {TIME_LIMIT_S:g})")
+    ap.add_argument("--memory-fraction", type=float, default=0.75,
+                    help="cap the address space at this fraction of physical memory, so an "
+                         "input that allocates without bound is a MemoryError (a finding), "
+                         "not the whole run killed by the OS (default 0.75; 0: no cap)")
     ap.add_argument("--replay", type=int, metavar="INDEX",
                     help="run input INDEX of --target and --seed once, with its traceback")
     args = ap.parse_args(argv)
@@ -46,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error("--replay needs one --target and the --seed of the run")
         return _replay(args.target[0], args.seed, args.replay)
     seed = args.seed if args.seed is not None else int(time.time())
+    _limit_memory(args.memory_fraction)
     targets = load_targets(args.target)
     if not targets:
         print("no fuzz targets to run")
@@ -65,6 +71,20 @@ def main(argv: list[str] | None = None) -> int:
     if total_findings:
         print(f"{total_findings} finding(s) saved under {args.findings}/")
     return 1 if total_findings else 0
+
+
+def _limit_memory(fraction: float) -> None:
+    if fraction <= 0 or not hasattr(os, "sysconf"):
+        return
+    import resource
+
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    limit = int(total * fraction)
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    print(f"address space capped at {limit / 2**30:.1f} GiB (--memory-fraction {fraction:g})")
 
 
 def _replay(name: str, seed: int, index: int) -> int:

@@ -117,8 +117,53 @@ def _shape_ops() -> onnx.ModelProto:
                   [helper.make_tensor_value_info("y", F, None)], inits)
 
 
+def _window_ops() -> onnx.ModelProto:
+    r = np.random.default_rng(2)
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv1d", kernel_shape=[3],
+                         auto_pad="SAME_UPPER"),
+        helper.make_node("InstanceNormalization", ["c", "s", "b"], ["n"], name="inorm"),
+        helper.make_node("AveragePool", ["n"], ["p"], name="avg", kernel_shape=[2],
+                         strides=[2], count_include_pad=0),
+        helper.make_node("Unsqueeze", ["p", "ax"], ["u"], name="unsq"),
+        helper.make_node("DepthToSpace", ["u"], ["d"], name="d2s", blocksize=2),
+        helper.make_node("GlobalMaxPool", ["d"], ["g"], name="gmax"),
+        helper.make_node("Trilu", ["g"], ["t"], name="trilu", upper=0),
+        helper.make_node("Hardmax", ["t"], ["y"], name="hardmax", axis=1),
+    ]
+    inits = [_init("w", r.standard_normal((4, 2, 3)).astype(np.float32)),
+             _init("s", np.ones(4, np.float32)), _init("b", np.zeros(4, np.float32)),
+             _init("ax", np.array([3], np.int64))]
+    return _model(nodes, [helper.make_tensor_value_info("x", F, [1, 2, 8])],
+                  [helper.make_tensor_value_info("y", F, None)], inits)
+
+
+def _select_ops() -> onnx.ModelProto:
+    nodes = [
+        helper.make_node("ArgMax", ["x"], ["am"], name="argmax", axis=1, keepdims=1),
+        helper.make_node("Range", ["zero", "four", "one"], ["rg"], name="range"),
+        helper.make_node("Equal", ["am", "rg"], ["eq"], name="equal"),
+        helper.make_node("Expand", ["x", "eshape"], ["ex"], name="expand"),
+        helper.make_node("Where", ["eq", "ex", "x"], ["wh"], name="where"),
+        helper.make_node("Tile", ["wh", "reps"], ["ti"], name="tile"),
+        helper.make_node("Pow", ["ti", "two"], ["pw"], name="pow"),
+        helper.make_node("Sqrt", ["pw"], ["sq"], name="sqrt"),
+        helper.make_node("ReduceSum", ["sq", "rax"], ["rs"], name="rsum", keepdims=0),
+        helper.make_node("LayerNormalization", ["rs", "g", "b"], ["y"], name="lnorm",
+                         axis=-1, epsilon=1e-5),
+    ]
+    inits = [_init("zero", np.array(0, np.int64)), _init("four", np.array(4, np.int64)),
+             _init("one", np.array(1, np.int64)), _init("eshape", np.array([3, 4], np.int64)),
+             _init("reps", np.array([2, 1], np.int64)), _init("two", np.array(2, np.float32)),
+             _init("rax", np.array([0], np.int64)), _init("g", np.ones(4, np.float32)),
+             _init("b", np.zeros(4, np.float32))]
+    return _model(nodes, [helper.make_tensor_value_info("x", F, [3, 4])],
+                  [helper.make_tensor_value_info("y", F, None)], inits)
+
+
 SEEDS: dict[str, Callable[[], onnx.ModelProto]] = {
-    "conv_net": _conv_net, "matmul_chain": _matmul_chain, "shape_ops": _shape_ops}
+    "conv_net": _conv_net, "matmul_chain": _matmul_chain, "shape_ops": _shape_ops,
+    "window_ops": _window_ops, "select_ops": _select_ops}
 
 
 @functools.cache

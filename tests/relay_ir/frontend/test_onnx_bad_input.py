@@ -270,3 +270,56 @@ def test_constant_of_shape_of_a_billion_rows_is_not_evaluated_by_fold_constant(m
     mod = relay_ir.transform.InferType()(fn)
     out = FoldConstant()(mod)
     assert out["main"].body.op.name == "full"
+
+
+# --- found with the window_ops and select_ops seeds -------------------------------------
+
+
+@pytest.mark.parametrize("blocksize", [0, 3])
+def test_depth_to_space_blocksize_that_does_not_divide_the_channels_is_an_error(blocksize):
+    node = helper.make_node("DepthToSpace", ["x"], ["y"], name="d2s", blocksize=blocksize)
+    msg = import_error(model([node], x=(1, 4, 2, 2)))
+    assert (f'node "d2s" (DepthToSpace, index 0): blocksize {blocksize} must be >= 1 and '
+            f'divide the input\'s channels (input shape (1, 4, 2, 2))') in msg
+
+
+def test_depth_to_space_of_a_rank_3_input_is_an_error_not_an_unpacking_error():
+    node = helper.make_node("DepthToSpace", ["x"], ["y"], name="d2s", blocksize=2)
+    assert "DepthToSpace takes a rank-4 (N, C, H, W) input, got shape (4, 2, 2)" \
+        in import_error(model([node], x=(4, 2, 2)))
+
+
+def range_model(start, limit, delta) -> onnx.ModelProto:
+    node = helper.make_node("Range", ["s", "l", "d"], ["r"], name="range")
+    cast = helper.make_node("Cast", ["r"], ["y"], name="cast", to=F)
+    return model([node, cast], {"s": np.asarray(start, np.int64),
+                                "l": np.asarray(limit, np.int64),
+                                "d": np.asarray(delta, np.int64)})
+
+
+def test_range_limit_given_as_a_list_is_an_error_not_an_ambiguous_truth_value():
+    assert ('node "range" (Range, index 0): input 1 (limit) must be a number (a 0-d tensor), '
+            'got int64 of shape [5]') in import_error(range_model(0, [7] * 5, 1))
+
+
+def test_range_of_2_to_the_31_elements_is_an_error_not_a_memory_error():
+    assert "has 2147483648 elements, more than the 67108864" in import_error(
+        range_model(0, 2**31, 1))
+
+
+def test_range_with_delta_0_is_an_error():
+    assert "delta (input 2) must not be 0" in import_error(range_model(0, 4, 0))
+
+
+def test_tile_repeats_of_2_to_the_31_convert_to_one_broadcast_not_2_to_the_31_copies():
+    node = helper.make_node("Tile", ["x", "reps"], ["y"], name="tile")
+    mod, _ = from_onnx(model([node], {"reps": np.array([2**31, 1], np.int64)}))
+    mod = relay_ir.transform.InferType()(mod)
+    assert str(mod["main"].checked_type.ret_type) == "Tensor[(4294967296, 3), float32]"
+
+
+def test_tile_matches_numpy(rng):
+    node = helper.make_node("Tile", ["x", "reps"], ["y"], name="tile")
+    mod, params = from_onnx(model([node], {"reps": np.array([2, 3], np.int64)}))
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    np.testing.assert_array_equal(relay_ir.interpret(mod, x=x, **params), np.tile(x, (2, 3)))
