@@ -4,7 +4,8 @@ Seeds are valid programs (the parser fuzz's seeds and the printed test programs)
 input applies one to three mutations: a character inserted, deleted or replaced (often a
 non-ASCII one: typographic quotes, a non-breaking space, NUL, a lone surrogate), bytes of
 the UTF-8 text flipped, tokens spliced from another program, a number replaced by a huge or
-out-of-range one, or an expression or type nested up to 100,000 deep.
+out-of-range one, an op attribute given an odd but well-formed value, or an expression or
+type nested up to 100,000 deep.
 
     >>> import numpy as np
     >>> description, thunk = one_input(np.random.default_rng(0))
@@ -17,6 +18,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -54,7 +56,9 @@ def seed_programs() -> tuple[tuple[str, str], ...]:
     from relay_ir.prelude import prelude_text
     from tests.relay_ir.programs import PROGRAMS
 
-    out = [("prelude", prelude_text()), ("conv_if", _CONV_IF), ("adt_refs", _ADT_REFS)]
+    out = [("prelude", prelude_text()), ("conv_if", _CONV_IF), ("adt_refs", _ADT_REFS),
+           # every attribute spelled out, so odd_attribute reaches each op's relation
+           ("all_attrs", (Path(__file__).parent / "all_attrs.rly").read_text())]
     for p in PROGRAMS:
         if not p.uses_prelude:
             out.append((p.name, relay_ir.astext(p.build())))
@@ -228,5 +232,27 @@ def deep_nesting(rng: np.random.Generator, text: str) -> tuple[str, str]:
         f"{kind} {depth} deep at {lo}"
 
 
+_ATTR_RE = re.compile(r"(?<=[(,] )([a-z_]+)=(\[[^\]=]*\]|\"[^\"]*\"|[-\w.]+)")
+ODD_ATTR_VALUES = (
+    "0", "-1", "7", "-7", "2147483647", "-2147483648", "[]", "[0]", "[0, 0]", "[-1, -1]",
+    "[7]", "[1, 2, 3, 4, 5]", "[0, 0, 0, 0]", "[-3, 3, -3, 3]", '""', '"NHWC"', '"bogus"',
+    "True", "None", "0.5", "-1e30", "[[1, 2], [3]]", "[[0, 0], [0, 0], [1, 1], [9, 9]]",
+    '"int8"', '"float16"',
+)
+
+
+def odd_attribute(rng: np.random.Generator, text: str) -> tuple[str, str]:
+    """Give an op attribute (axis=, strides=, layout=, ...) an odd but well-formed value:
+    the parser accepts it, and type inference has to refuse it clearly."""
+    spots = list(_ATTR_RE.finditer(text))
+    if not spots:
+        return odd_number(rng, text)
+    m = spots[int(rng.integers(len(spots)))]
+    value = ODD_ATTR_VALUES[int(rng.integers(len(ODD_ATTR_VALUES)))]
+    lo, hi = m.span(2)
+    return text[:lo] + value + text[hi:], f"attribute {m.group(1)}={value} at {lo}"
+
+
 MUTATIONS = (insert_char, insert_char, delete_chars, replace_char, replace_char, flip_bytes,
-             splice_tokens, splice_tokens, odd_number, odd_number, deep_nesting)
+             splice_tokens, splice_tokens, odd_number, odd_number, deep_nesting,
+             odd_attribute, odd_attribute, odd_attribute)
