@@ -273,12 +273,13 @@ class ParserBase:
             try:
                 if len(parts) != 5 or parts[0] != "relay.Constant":
                     raise ValueError("expected 'relay.Constant <index> <dtype> (<shape>) <base64>'")
-                index = int(parts[1])
+                index = _meta_int(parts[1], "the index", INDEX_MAX)
                 dtype = np.dtype(parts[2])
                 if dtype.kind not in "biufc":
                     raise ValueError(f"dtype {parts[2]} is not numeric")
                 body = parts[3].strip("()")
-                shape = tuple(int(d) for d in body.split(",") if d) if body else ()
+                dims = body.split(",") if body else []
+                shape = tuple(_meta_int(d, "a dimension", DIM_MAX) for d in dims if d)
                 # "-" stands for the empty payload of an array with no elements
                 raw = b"" if parts[4] == "-" else base64.b64decode(parts[4], validate=True)
                 arr = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
@@ -387,6 +388,16 @@ class ParserBase:
         raise self.error(
             f"expected a dimension (an integer, '?' or a name), got {tok.describe()}"
         )
+
+
+def _meta_int(text: str, what: str, hi: int) -> int:
+    """A metadata line's index or dim: a plain integer in [0, hi], else a ValueError."""
+    digits = text.lstrip("0") or "0"
+    if not text.isdigit() or not text.isascii():
+        raise ValueError(f"{what} {short_literal(text)!r} is not a plain integer")
+    if len(digits) > _MAX_INT_DIGITS or int(digits) > hi:
+        raise ValueError(f"{what} {short_literal(text)} is out of range (legal: 0..{hi})")
+    return int(digits)
 
 
 def short_literal(text: str) -> str:

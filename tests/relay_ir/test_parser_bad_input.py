@@ -158,6 +158,21 @@ def test_5000_digit_metadata_index_is_a_parse_error():
     assert "a metadata index 999999...999999 (5000 characters) is out of range" in str(err)
 
 
+def test_5000_digit_index_on_a_metadata_line_is_a_parse_error_without_python_advice():
+    text = ("def @main() { meta[relay.Constant][0] }\n#[metadata]\n"
+            f"relay.Constant {'9' * 5000} float32 (2) AAAAAAAAAAA=")
+    err = parse_error(text)
+    assert err.line == 3 and "set_int_max_str_digits" not in str(err)
+    assert "bad metadata line: the index 999999...999999 (5000 characters) is out of range" \
+        in str(err)
+
+
+def test_negative_dimension_on_a_metadata_line_is_a_parse_error():
+    text = ("def @main() { meta[relay.Constant][0] }\n#[metadata]\n"
+            "relay.Constant 0 float32 (-2) AAAAAAAAAAA=")
+    assert "a dimension '-2' is not a plain integer" in str(parse_error(text))
+
+
 # --- attribute values of the wrong type -------------------------------------------------
 
 
