@@ -13,6 +13,15 @@ Grammar (informal):
 
 Every ParseError names the line and column and shows the source line with a caret.
 
+Outside strings and comments the text is ASCII: any other character (U+00E9 'é', a
+typographic quote, a non-breaking space, NUL, a lone surrogate) is a ParseError naming it.
+Literals must fit their type, as in TVM: an unsuffixed integer is an int32 and a suffixed
+one its dtype's range (`2147483648` needs `i64`); a float must be finite in its dtype and
+not round a non-zero value to 0 (`1e999f`, `1e-999f`); a dimension is an int64 >= 0; a tuple
+field or metadata index an int32 >= 0. Nesting (parentheses, calls, blocks, fn, if, types,
+patterns) deeper than MAX_DEPTH (120) is a ParseError; chains of lets and of graph bindings
+(`%0 = ...; %1 = ...`), what printed models are made of, are parsed by loops, at any length.
+
     >>> mod = parse("def @main(%x: Tensor[(2,), float32]) { (%x, %x) }")
     >>> len(mod["main"].body.fields)
     2
