@@ -53,34 +53,16 @@ _TYPE_RE = re.compile(r"Tensor\[\([^\]]*\]")
 @functools.cache
 def seed_programs() -> tuple[tuple[str, str], ...]:
     """(name, text) of every valid seed program."""
-    from relay_ir.prelude import prelude_text
     from tests.relay_ir.programs import PROGRAMS
+    from tests.relay_ir.test_parser_fuzz import SEED_PROGRAMS
 
-    out = [("prelude", prelude_text()), ("conv_if", _CONV_IF), ("adt_refs", _ADT_REFS),
-           # every attribute spelled out, so odd_attribute reaches each op's relation
-           ("all_attrs", (Path(__file__).parent / "all_attrs.rly").read_text())]
+    out = list(zip(("prelude", "conv_if", "adt_refs"), SEED_PROGRAMS, strict=True))
+    # every attribute spelled out, so odd_attribute reaches each op's relation
+    out.append(("all_attrs", (Path(__file__).parent / "all_attrs.rly").read_text()))
     for p in PROGRAMS:
         if not p.uses_prelude:
             out.append((p.name, relay_ir.astext(p.build())))
     return tuple(out)
-
-
-_CONV_IF = """#[version = "0.0.5"]
-def @main(%x: Tensor[(1, 3, ?), float32], %w: Tensor[(8, 3, 3, 3), float32], %n: int32) {
-  let %y = nn.conv2d(%x, %w, strides=[1, 1], padding=[1, 1]);
-  %0 = nn.relu(%y);
-  let %t = (%0, %0, 2i64, -1.5f, True);
-  if (equal(%n, 0)) { %t.0 } else { add(%t.1, 1f) }
-}
-def @f(%z) -> (int32, float32) { (1, 2f) }
-"""
-_ADT_REFS = """type Opt[A] { Yes(A), No }
-def @main(%o: Opt[int32]) {
-  let %r = ref(0);
-  let %u = ref_write(%r, 1);
-  match? (%o) { Yes(%v) => add(%v, ref_read(%r)), _ => fn [B](%b: B) -> B { %b }(0) }
-}
-"""
 
 
 def one_input(rng: np.random.Generator) -> tuple[str, Callable[[], object]]:
@@ -172,44 +154,27 @@ def odd_number(rng: np.random.Generator, text: str) -> tuple[str, str]:
     return text[:lo] + num + text[hi:], f"number {_show(num)} at {lo}"
 
 
-def _nest_expr(kind: str, depth: int, x: str) -> str:
-    if kind == "parens":
-        return "(" * depth + x + ")" * depth
-    if kind == "tuples":
-        return "(" * depth + x + ",)" * depth
-    if kind == "fn":
-        return "fn () {" * depth + x + "}" * depth + "()" * depth
-    if kind == "blocks":
-        return "{" * depth + x + "}" * depth
-    if kind == "let_values":
-        return "let %nest = " * depth + x + "; %nest" * depth
+# kind: (opening, closing), each repeated `depth` times around an expression or a type.
+_WRAPS = {
+    "parens": ("(", ")"), "tuples": ("(", ",)"), "fn": ("fn () {", "}()"),
+    "blocks": ("{", "}"), "let_values": ("let %nest = ", "; %nest"), "ops": ("negative(", ")"),
+    "projections": ("((", ",).0)"),
+    "tuple_types": ("(", ",)"), "paren_types": ("(", ")"), "ref_types": ("Ref[", "]"),
+    "fn_types": ("fn () -> ", ""),
+}
+EXPR_NESTS = ("parens", "tuples", "fn", "blocks", "let_values", "let_chain", "if_else", "ops",
+              "projections")
+TYPE_NESTS = ("tuple_types", "paren_types", "ref_types", "fn_types")
+
+
+def _nest(kind: str, depth: int, x: str) -> str:
     if kind == "let_chain":
         body = "".join(f"let %c{k} = {'%c' + str(k - 1) if k else x}; " for k in range(depth))
         return "{ " + body + f"%c{depth - 1} }}"
     if kind == "if_else":
         return "if (True) { " + x + " } else " * depth + "{ " + x + " }"
-    if kind == "ops":
-        return "negative(" * depth + x + ")" * depth
-    if kind == "projections":
-        return "((" * depth + x + ",).0)" * depth
-    raise AssertionError(kind)
-
-
-def _nest_type(kind: str, depth: int, t: str) -> str:
-    if kind == "tuple_types":
-        return "(" * depth + t + ",)" * depth
-    if kind == "paren_types":
-        return "(" * depth + t + ")" * depth
-    if kind == "ref_types":
-        return "Ref[" * depth + t + "]" * depth
-    if kind == "fn_types":
-        return "fn () -> " * depth + t
-    raise AssertionError(kind)
-
-
-EXPR_NESTS = ("parens", "tuples", "fn", "blocks", "let_values", "let_chain", "if_else", "ops",
-              "projections")
-TYPE_NESTS = ("tuple_types", "paren_types", "ref_types", "fn_types")
+    opening, closing = _WRAPS[kind]
+    return opening * depth + x + closing * depth
 
 
 def deep_nesting(rng: np.random.Generator, text: str) -> tuple[str, str]:
@@ -219,7 +184,7 @@ def deep_nesting(rng: np.random.Generator, text: str) -> tuple[str, str]:
     if types and rng.random() < 0.3:
         kind = TYPE_NESTS[int(rng.integers(len(TYPE_NESTS)))]
         lo, hi = types[int(rng.integers(len(types)))]
-        return text[:lo] + _nest_type(kind, depth, text[lo:hi]) + text[hi:], \
+        return text[:lo] + _nest(kind, depth, text[lo:hi]) + text[hi:], \
             f"{kind} {depth} deep at {lo}"
     spots = [m.span() for m in _EXPR_RE.finditer(text)]
     if not spots:
@@ -228,7 +193,7 @@ def deep_nesting(rng: np.random.Generator, text: str) -> tuple[str, str]:
     if kind == "let_chain":
         depth = min(depth, 20_000)  # a long chain, not nesting: parsed and inferred for real
     lo, hi = spots[int(rng.integers(len(spots)))]
-    return text[:lo] + _nest_expr(kind, depth, text[lo:hi]) + text[hi:], \
+    return text[:lo] + _nest(kind, depth, text[lo:hi]) + text[hi:], \
         f"{kind} {depth} deep at {lo}"
 
 
