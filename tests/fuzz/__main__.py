@@ -46,12 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replay", type=int, metavar="INDEX",
                     help="run input INDEX of --target and --seed once, with its traceback")
     args = ap.parse_args(argv)
+    _limit_memory(args.memory_fraction)
     if args.replay is not None:
         if args.seed is None or not args.target or len(args.target) != 1:
             ap.error("--replay needs one --target and the --seed of the run")
         return _replay(args.target[0], args.seed, args.replay)
     seed = args.seed if args.seed is not None else int(time.time())
-    _limit_memory(args.memory_fraction)
     targets = load_targets(args.target)
     if not targets:
         print("no fuzz targets to run")
