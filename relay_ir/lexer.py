@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import re
+import string
+import unicodedata
 from dataclasses import dataclass
 
 from relay_ir.span import render_caret
@@ -22,12 +24,17 @@ STRING = "string"
 PUNCT = "punctuation"
 EOF = "end of input"
 
-_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-_NAME_RE = re.compile(r"[A-Za-z0-9_]+")
-_NUMBER_RE = re.compile(r"(?:\d+\.\d*|\d+)(?:[eE][+-]?\d+)?(?:[fiu]\d*)?")
-_INT_RE = re.compile(r"\d+")
+# The grammar is ASCII (re.ASCII: \d and \s must not match Arabic digits or a
+# non-breaking space); strings and comments may hold any character.
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*", re.ASCII)
+_NAME_RE = re.compile(r"[A-Za-z0-9_]+", re.ASCII)
+_NUMBER_RE = re.compile(r"(?:\d+\.\d*|\d+)(?:[eE][+-]?\d+)?(?:[fiu]\d*)?", re.ASCII)
+_INT_RE = re.compile(r"\d+", re.ASCII)
 _STRING_RE = re.compile(r'"(?:[^"\\\n]|\\.)*"')
-_VERSION_RE = re.compile(r'#\[version\s*=\s*"[^"\n]*"\s*\]')
+_VERSION_RE = re.compile(r'#\[version\s*=\s*"[^"\n]*"\s*\]', re.ASCII)
+_DIGITS = frozenset("0123456789")
+_NAME_START = frozenset(string.ascii_letters + "_")
+_NAME_CHARS = _NAME_START | _DIGITS
 _PUNCT2 = ("=>", "->")
 _PUNCT1 = "()[]{},;:=.?-!"
 
@@ -144,13 +151,13 @@ def tokenize(text: str, name: str = "<string>") -> list[Token]:
             tokens.append(Token(kind, value, line, col, col + len(value) + 1))
             i = m.end()
             continue
-        if ch.isdigit():
+        if ch in _DIGITS:
             after_dot = bool(tokens) and tokens[-1].kind == PUNCT and tokens[-1].value == "."
             # After '.', only an integer: `%t.0.1` is two projections, not a float.
             m = (_INT_RE if after_dot else _NUMBER_RE).match(text, i)
             assert m is not None
             end = m.end()
-            if end < n and (text[end].isalnum() or text[end] == "_"):
+            if end < n and text[end] in _NAME_CHARS:
                 tail = _NAME_RE.match(text, end)
                 width = end - i + (tail.end() - end if tail else 1)
                 raise err(
@@ -162,7 +169,7 @@ def tokenize(text: str, name: str = "<string>") -> list[Token]:
             tokens.append(Token(NUMBER, m.group(), line, col, col + end - i))
             i = end
             continue
-        if ch.isalpha() or ch == "_":
+        if ch in _NAME_START:
             m = _IDENT_RE.match(text, i)
             assert m is not None
             value = m.group()
@@ -189,9 +196,52 @@ def tokenize(text: str, name: str = "<string>") -> list[Token]:
             tokens.append(Token(PUNCT, ch, line, col, col + 1))
             i += 1
             continue
-        raise err(f"unexpected character {ch!r}", i)
+        raise err(describe_bad_char(ch), i)
     tokens.append(Token(EOF, "", line, i - line_start + 1, i - line_start + 2))
     return tokens
+
+
+def describe_bad_char(ch: str) -> str:
+    """How an error names a character outside the grammar, with a likely fix.
+
+    >>> describe_bad_char("\u00e9").split(":")[0]
+    "unexpected character U+00E9 'é' (LATIN SMALL LETTER E WITH ACUTE)"
+    """
+    code = ord(ch)
+    label = f"U+{code:04X}"
+    category = unicodedata.category(ch)
+    # Spaces, controls and combining marks would be invisible or garbled between quotes.
+    if ch.isprintable() and not ch.isspace() and not category.startswith("M"):
+        label += f" {ch!r}"
+    if 0xD800 <= code <= 0xDFFF:
+        name = "a lone surrogate"
+    elif category == "Cc":
+        name = "a control character"
+    else:
+        name = unicodedata.name(ch, "")
+    label += f" ({name})" if name else ""
+    return f"unexpected character {label}: {_hint(ch)}"
+
+
+def _hint(ch: str) -> str:
+    if ch in "\u201c\u201d\u201e\u00ab\u00bb":
+        return 'strings take straight double quotes ", not typographic ones'
+    if ch in "\u2018\u2019\u201a'`":
+        return 'strings take straight double quotes ", not single or typographic quotes'
+    if ch in "\u2212\u2013\u2014":
+        return "a minus sign is the ASCII '-'"
+    if ch.isspace() or ch in "\u200b\ufeff":
+        return ("only ASCII spaces, tabs and newlines separate tokens (a non-breaking or "
+                "zero-width space pasted from a web page or a word processor?)")
+    if 0xD800 <= ord(ch) <= 0xDFFF:
+        return "the text held bytes that are not UTF-8; save the file as UTF-8"
+    if ch.isdigit() or unicodedata.category(ch) == "Nd":
+        return "numbers are written with the ASCII digits 0-9"
+    if ch.isalpha() or unicodedata.category(ch).startswith("M"):
+        return "names are ASCII letters, digits and '_'"
+    if not ch.isprintable():
+        return "only strings and comments may hold control characters"
+    return "it is not part of the Relay text format (outside strings and comments)"
 
 
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "r": "\r"}

@@ -45,8 +45,16 @@ _SUFFIX_DTYPES = {
     "i": "int32", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
     "u": "uint32", "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
 }
-# Nesting deeper than this is refused with a ParseError (instead of a RecursionError).
+# Nesting deeper than this is refused with a ParseError (instead of a RecursionError):
+# each level costs the recursive descent up to five Python frames, and the parser must run
+# under Python's default recursion limit (1000) with the caller's frames on the stack too.
 MAX_DEPTH = 120
+# What a literal may hold where the grammar takes a plain integer (TVM's types for each).
+DIM_MAX = 2**63 - 1  # a dimension is an int64
+INDEX_MAX = 2**31 - 1  # a tuple field or metadata index is an int32
+# Longer digit strings are out of range for every dtype; checked before int(), which
+# refuses strings past sys.get_int_max_str_digits() (4300) with a ValueError.
+_MAX_INT_DIGITS = 20
 
 
 
@@ -106,7 +114,22 @@ class ParserBase:
     def enter(self) -> None:
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise self.error(f"expression nested deeper than {MAX_DEPTH} levels")
+            raise self.error(
+                f"nested deeper than {MAX_DEPTH} levels (parentheses, calls, blocks, "
+                "functions, ifs or types); bind inner values with let instead, as "
+                "`let %a = ...; let %b = f(%a); ...` (a chain of lets has no depth limit)"
+            )
+
+    def plain_int(self, tok: Token, what: str, hi: int) -> int:
+        """The value of an unsuffixed integer token in [0, hi], or a ParseError."""
+        if not tok.value.isdigit():
+            raise self.error(f"{what} is a plain integer, got {tok.describe()}", tok)
+        digits = tok.value.lstrip("0") or "0"
+        if len(digits) > _MAX_INT_DIGITS or int(digits) > hi:
+            raise self.error(
+                f"{what} {short_literal(tok.value)} is out of range (legal: 0..{hi})", tok
+            )
+        return int(digits)
 
     # --- type parameters ---------------------------------------------------------------
 
@@ -153,17 +176,41 @@ class ParserBase:
             dtype = _SUFFIX_DTYPES[suffix]
         else:
             dtype = "float32" if is_float else "int32"
+        sign = "-" if neg else ""
         if dtype.startswith(("int", "uint")):
             if is_float:
-                raise self.error(f"an integer suffix on the float literal {tok.value}", tok)
-            value: Any = -int(text) if neg else int(text)
+                raise self.error(
+                    f"an integer suffix on the float literal {short_literal(tok.value)}", tok
+                )
             info = np.iinfo(dtype)
-            if not info.min <= value <= info.max:
-                raise self.error(f"{value} is out of range for {dtype}", start)
+            digits = text.lstrip("0") or "0"
+            value: Any = None
+            if len(digits) <= _MAX_INT_DIGITS:
+                value = -int(digits) if neg else int(digits)
+            if value is None or not info.min <= value <= info.max:
+                wider = "; the suffix i64 gives an int64" if dtype == "int32" else ""
+                raise self.error(
+                    f"{sign}{short_literal(tok.value)} is out of range for {dtype} "
+                    f"(legal: {info.min}..{info.max}){wider}",
+                    start,
+                )
             return value, dtype
         fvalue = -float(text) if neg else float(text)
-        if not np.isfinite(fvalue) or not np.isfinite(_cast_float(fvalue, dtype)):
-            raise self.error(f"{tok.value} is out of range for {dtype}", start)
+        cast = _cast_float(fvalue, dtype)
+        if not np.isfinite(fvalue) or not np.isfinite(cast):
+            raise self.error(
+                f"{sign}{short_literal(tok.value)} is out of range for {dtype} "
+                f"(largest finite: {np.finfo(dtype).max!s})",
+                start,
+            )
+        mantissa = text.replace("E", "e").split("e")[0]
+        if cast == 0 and any(c in "123456789" for c in mantissa):
+            raise self.error(
+                f"{sign}{short_literal(tok.value)} is too small for {dtype}: it would "
+                f"round to 0 (smallest positive: {np.finfo(dtype).smallest_subnormal!s}); "
+                "write 0 for zero",
+                start,
+            )
         return fvalue, dtype
 
     def parse_attr_value(self) -> Any:
@@ -204,10 +251,8 @@ class ParserBase:
         self.expect("]")
         self.expect("[")
         itok = self.expect_kind(NUMBER, "a metadata index")
-        if not itok.value.isdigit():
-            raise self.error("a metadata index is a plain integer", itok)
+        index = self.plain_int(itok, "a metadata index", INDEX_MAX)
         self.expect("]")
-        index = int(itok.value)
         if index not in self.meta:
             raise self.error(
                 f"meta[relay.Constant][{index}] is not in the #[metadata] section "
@@ -228,12 +273,13 @@ class ParserBase:
             try:
                 if len(parts) != 5 or parts[0] != "relay.Constant":
                     raise ValueError("expected 'relay.Constant <index> <dtype> (<shape>) <base64>'")
-                index = int(parts[1])
+                index = _meta_int(parts[1], "the index", INDEX_MAX)
                 dtype = np.dtype(parts[2])
                 if dtype.kind not in "biufc":
                     raise ValueError(f"dtype {parts[2]} is not numeric")
                 body = parts[3].strip("()")
-                shape = tuple(int(d) for d in body.split(",") if d) if body else ()
+                dims = body.split(",") if body else []
+                shape = tuple(_meta_int(d, "a dimension", DIM_MAX) for d in dims if d)
                 # "-" stands for the empty payload of an array with no elements
                 raw = b"" if parts[4] == "-" else base64.b64decode(parts[4], validate=True)
                 arr = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
@@ -335,13 +381,34 @@ class ParserBase:
             return ANY
         if tok.kind == NUMBER and tok.value.isdigit():
             self.next()
-            return int(tok.value)
+            return self.plain_int(tok, "a dimension", DIM_MAX)
         if tok.kind == IDENT and tok.value.isidentifier() and "." not in tok.value:
             self.next()
             return ShapeVar(tok.value)
         raise self.error(
             f"expected a dimension (an integer, '?' or a name), got {tok.describe()}"
         )
+
+
+def _meta_int(text: str, what: str, hi: int) -> int:
+    """A metadata line's index or dim: a plain integer in [0, hi], else a ValueError."""
+    digits = text.lstrip("0") or "0"
+    if not text.isdigit() or not text.isascii():
+        raise ValueError(f"{what} {short_literal(text)!r} is not a plain integer")
+    if len(digits) > _MAX_INT_DIGITS or int(digits) > hi:
+        raise ValueError(f"{what} {short_literal(text)} is out of range (legal: 0..{hi})")
+    return int(digits)
+
+
+def short_literal(text: str) -> str:
+    """A literal as an error shows it: long ones (fuzzed, pasted) cut to their ends.
+
+    >>> short_literal("9" * 5000)
+    '999999...999999 (5000 characters)'
+    """
+    if len(text) <= 40:
+        return text
+    return f"{text[:6]}...{text[-6:]} ({len(text)} characters)"
 
 
 def _cast_float(value: float, dtype: str) -> float:

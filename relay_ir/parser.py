@@ -13,6 +13,15 @@ Grammar (informal):
 
 Every ParseError names the line and column and shows the source line with a caret.
 
+Outside strings and comments the text is ASCII: any other character (U+00E9 'é', a
+typographic quote, a non-breaking space, NUL, a lone surrogate) is a ParseError naming it.
+Literals must fit their type, as in TVM: an unsuffixed integer is an int32 and a suffixed
+one its dtype's range (`2147483648` needs `i64`); a float must be finite in its dtype and
+not round a non-zero value to 0 (`1e999f`, `1e-999f`); a dimension is an int64 >= 0; a tuple
+field or metadata index an int32 >= 0. Nesting (parentheses, calls, blocks, fn, if, types,
+patterns) deeper than MAX_DEPTH (120) is a ParseError; chains of lets and of graph bindings
+(`%0 = ...; %1 = ...`), what printed models are made of, are parsed by loops, at any length.
+
     >>> mod = parse("def @main(%x: Tensor[(2,), float32]) { (%x, %x) }")
     >>> len(mod["main"].body.fields)
     2
@@ -62,8 +71,10 @@ from relay_ir.lexer import (
     tokenize,
 )
 from relay_ir.module import IRModule
+from relay_ir.parse_attrs import attr_type_problem
 from relay_ir.parse_base import (
     DTYPES,
+    INDEX_MAX,
     KEYWORDS,
     MAX_DEPTH,
     RESERVED_TYPE_NAMES,
@@ -296,7 +307,10 @@ class _Parser(ParserBase):
 
     def parse_expr(self) -> Expr:
         if self.at("let", IDENT) or (self.peek().kind == GRAPH and self.at("=", k=1)):
-            return self.parse_block()
+            self.enter()  # a block as a let's value nests (`let %a = let %b = ...`)
+            e = self.parse_block()
+            self.depth -= 1
+            return e
         self.enter()
         start = self.peek()
         e = self.parse_primary()
@@ -311,7 +325,8 @@ class _Parser(ParserBase):
             elif self.at("."):
                 self.next()
                 itok = self.expect_kind(NUMBER, "a field index after '.'")
-                e = TupleGetItem(e, int(itok.value), span=self.span(start))
+                index = self.plain_int(itok, "a tuple field index", INDEX_MAX)
+                e = TupleGetItem(e, index, span=self.span(start))
             else:
                 break
         self.depth -= 1
@@ -337,6 +352,10 @@ class _Parser(ParserBase):
         self.next()
         attrs = None
         if _is_op(callee):
+            for key, value in kwargs.items() if callee.attrs_type else ():
+                problem = attr_type_problem(callee.attrs_type, key, value)
+                if problem:
+                    raise self.error(f"op '{callee.name}': attribute {problem}", open_tok)
             try:
                 attrs = callee.make_attrs(kwargs) if (kwargs or callee.attrs_type) else None
             except (RelayError, TypeError, ValueError) as e:  # attrs classes may validate

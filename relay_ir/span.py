@@ -41,10 +41,14 @@ def render_caret(source: str, line: int, col: int, width: int = 1) -> str:
         2 | foo bar
           |     ^^^
     """
-    lines = source.splitlines() or [""]
+    # Lines as the lexer counts them: only "\n" ends one (splitlines would also split at
+    # U+2028 or a form feed, and point at the wrong line).
+    lines = [ln.removesuffix("\r") for ln in source.split("\n")]
     if line < 1 or line > len(lines):
         return ""
-    text = lines[line - 1].expandtabs(1)
+    # Invisible or unencodable characters (NUL, a lone surrogate) show as one '?' each, so
+    # the caret still lines up and the message prints on any terminal.
+    text = "".join(c if c.isprintable() else "?" for c in lines[line - 1].expandtabs(1))
     # Long lines (generated code, fuzzed input) show a window around the spot.
     if len(text) > _WINDOW:
         lo = max(0, col - 1 - _WINDOW // 2)

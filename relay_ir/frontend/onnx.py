@@ -33,6 +33,7 @@ from relay_ir.frontend import (  # noqa: F401  (importing registers the converte
     onnx_nn_ops,
     onnx_tensor_ops,
 )
+from relay_ir.frontend.onnx_checks import check_node, read_initializers, topological_order
 from relay_ir.frontend.onnx_common import (
     CONVERTERS,
     NonStaticInput,
@@ -50,6 +51,7 @@ from tessel_errors import RelayError, TesselError
 __all__ = ["NonStaticInput", "OnnxImportError", "UnsupportedOnnxOps", "from_onnx",
            "supported_ops"]
 
+_DIM_MAX = 2**63 - 1
 FOLD_LIMIT = 4096  # elements: larger results stay computations (e.g. ConstantOfShape weights)
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -135,8 +137,6 @@ class _GraphConverter:
 
     def __init__(self, graph: Any, opset: int, shape: dict[str, Any],
                  dtype: str | Mapping[str, str]) -> None:
-        from onnx import numpy_helper
-
         self.graph = graph
         self.opset = opset
         self.exprs: dict[str, Expr] = {}
@@ -148,8 +148,8 @@ class _GraphConverter:
         self.types: dict[Expr, Type] = {}
         self.folding = False
         self.used: set[str] | None = None
+        self.statics.update(read_initializers(graph))
         for k, init in enumerate(graph.initializer):
-            self.statics[init.name] = numpy_helper.to_array(init)
             self.from_initializer.add(init.name)
             self.init_order[init.name] = k
         self.inputs = self._make_inputs(shape, dtype)
@@ -157,6 +157,9 @@ class _GraphConverter:
     # --- inputs --------------------------------------------------------------------------
 
     def _make_inputs(self, shape: dict[str, Any], dtype: str | Mapping[str, str]) -> list[Var]:
+        for vi in self.graph.input:
+            if vi.name in self.from_initializer:
+                _check_declared(vi, self.statics[vi.name])
         real = [i for i in self.graph.input if i.name not in self.from_initializer]
         names = [i.name for i in real]
         unknown = sorted(set(shape) - set(names))
@@ -193,7 +196,10 @@ class _GraphConverter:
     # --- the walk ------------------------------------------------------------------------
 
     def convert(self) -> tuple[IRModule, dict[str, np.ndarray]]:
-        for i, proto in enumerate(self.graph.node):
+        known = set(self.exprs) | set(self.statics)
+        for i in topological_order(self.graph, known):
+            proto = self.graph.node[i]
+            check_node(proto, i, self.opset)
             node = OnnxNode.from_proto(proto, i, self.opset)
             self._convert_node(node)
         outs = [self.expr(o.name, None) for o in self.graph.output]
@@ -210,8 +216,8 @@ class _GraphConverter:
         present = [n for n in node.inputs if n]
         for n in present:
             if n not in self.exprs and n not in self.statics:
-                raise node.error(f"input {n!r} is not produced by any earlier node, "
-                                 f"initializer or graph input (is the graph sorted?)")
+                raise node.error(f"input {n!r} is not produced by any node, initializer "
+                                 f"or graph input")
         fold = bool(present) and all(self._foldable(n) for n in present)
         self.folding = fold
         try:
@@ -316,6 +322,14 @@ class _GraphConverter:
                 f"depends on graph inputs; give static input shapes with from_onnx(shape=...)")
         return self.statics[name]
 
+    def static_ints(self, node: OnnxNode, i: int, what: str) -> list[int]:
+        """Input `i` as a list of ints known now: a 1-D integer tensor (shape, axes, pads)."""
+        value = np.asarray(self.static(node, i, what))
+        if value.dtype.kind not in "iu" or value.ndim != 1:
+            raise node.error(f"input {i} ({what}) must be a 1-D integer tensor, got "
+                             f"{value.dtype.name} of shape {list(value.shape)}")
+        return [int(v) for v in value]
+
     def maybe_static(self, node: OnnxNode, i: int) -> np.ndarray | None:
         """Input `i` as a numpy value if it is given and known now, else None."""
         if not self.has(node, i):
@@ -347,6 +361,11 @@ class _GraphConverter:
                 raise RelationError(f"{e.op.name}: {err.message}") from None
             if isinstance(t, Refined):
                 t = t.ret
+            if isinstance(t, TensorType) and any(
+                    isinstance(d, int) and not 0 <= d <= _DIM_MAX for d in t.shape):
+                raise RelayError(f"{e.op.name} would make a tensor of shape "
+                                 f"{tuple(t.shape)}, whose dims do not fit int64 "
+                                 f"(a shape, pad or repeat count out of range?)")
         else:
             raise RelayError(f"unexpected expression {type(e).__name__} during ONNX import")
         self.types[e] = t
@@ -371,6 +390,27 @@ class _GraphConverter:
                              f"({', '.join(str(d) for d in s)}); give static input shapes "
                              f"with from_onnx(shape=...)")
         return tuple(int(d) for d in s)
+
+
+def _check_declared(vi: Any, value: np.ndarray) -> None:
+    """A graph input that an initializer fills must agree with it in rank, dims and dtype."""
+    if not vi.type.HasField("tensor_type"):
+        return
+    tt = vi.type.tensor_type
+    where = f"graph input {vi.name!r}"
+    if tt.elem_type:
+        declared = onnx_dtype(tt.elem_type, where)
+        if declared != value.dtype.name:
+            raise OnnxImportError(f"{where} is declared {declared}, but its initializer holds "
+                                  f"{value.dtype.name}; make the two agree")
+    if not tt.HasField("shape"):
+        return
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+    if len(dims) != value.ndim or any(d is not None and d != s
+                                      for d, s in zip(dims, value.shape)):
+        shown = ", ".join("?" if d is None else str(d) for d in dims)
+        raise OnnxImportError(f"{where} is declared with shape ({shown}), but its initializer "
+                              f"has shape {tuple(value.shape)}; make the two agree")
 
 
 def _user_dim(d: Any, where: str) -> Dim:

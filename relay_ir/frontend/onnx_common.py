@@ -97,9 +97,14 @@ class OnnxNode:
     @staticmethod
     def from_proto(proto: Any, index: int, opset: int) -> OnnxNode:
         """Wrap a NodeProto (attributes decoded once)."""
-        attrs = {a.name: _attr_value(a) for a in proto.attribute}
-        return OnnxNode(proto.op_type, proto.name, index, tuple(proto.input),
-                        tuple(proto.output), opset, attrs)
+        node = OnnxNode(proto.op_type, proto.name, index, tuple(proto.input),
+                        tuple(proto.output), opset)
+        for a in proto.attribute:
+            try:
+                node.attrs[a.name] = _attr_value(a)
+            except (ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
+                raise node.error(f"attribute {a.name!r} cannot be read: {e}") from None
+        return node
 
     def where(self) -> str:
         """'node "conv1" (Conv, index 3)': how errors name this node."""

@@ -107,8 +107,17 @@ def _hardmax(ctx: Ctx, node: OnnxNode) -> Expr:
 @converter("DepthToSpace", "SpaceToDepth")
 def _depth_space(ctx: Ctx, node: OnnxNode) -> Expr:
     x = ctx.input(node, 0)
-    n, c, h, w = ctx.static_shape(x, node, node.op_type)
+    shape = ctx.static_shape(x, node, node.op_type)
+    if len(shape) != 4:
+        raise node.error(f"{node.op_type} takes a rank-4 (N, C, H, W) input, got shape {shape}")
+    n, c, h, w = shape
     b = int(node.attr("blocksize"))
+    fits = b >= 1 and (
+        (h % b == 0 and w % b == 0) if node.op_type == "SpaceToDepth" else c % (b * b) == 0)
+    if not fits:
+        what = "height and width" if node.op_type == "SpaceToDepth" else "channels"
+        raise node.error(f"blocksize {b} must be >= 1 and divide the input's {what} "
+                         f"(input shape {(n, c, h, w)})")
     if node.op_type == "SpaceToDepth":
         t = tf.reshape(x, (n, c, h // b, b, w // b, b))
         crd = node.attr("mode", "DCR") == "CRD"

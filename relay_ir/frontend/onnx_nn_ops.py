@@ -38,8 +38,9 @@ def _window_pads(ctx: Ctx, node: OnnxNode, x: Expr, kernel: list[int], strides: 
     auto = node.attr("auto_pad", "NOTSET")
     if auto in ("NOTSET", ""):
         pads = node.ints("pads", [0] * (2 * nsp))
-        if len(pads) != 2 * nsp:
-            raise node.error(f"pads {pads} must have {2 * nsp} entries")
+        if len(pads) != 2 * nsp or min(pads, default=0) < 0:
+            raise node.error(f"pads {pads} must be {2 * nsp} integers >= 0 (the begin, then "
+                             f"the end, of each spatial dim)")
         return pads
     if auto == "VALID":
         return [0] * (2 * nsp)
@@ -75,6 +76,18 @@ def _pads4(pads: list[int], nsp: int) -> tuple[int, int, int, int]:
     return (pads[0], pads[1], pads[2], pads[3])
 
 
+def _window(node: OnnxNode, nsp: int, kernel: list[int]) -> tuple[list[int], list[int]]:
+    """(strides, dilations), each checked like `kernel`: one positive entry per spatial dim."""
+    strides = node.ints("strides", [1] * nsp)
+    dilations = node.ints("dilations", [1] * nsp)
+    for name, values in (("kernel_shape", kernel), ("strides", strides),
+                         ("dilations", dilations)):
+        if len(values) != nsp or not all(v >= 1 for v in values):
+            raise node.error(f"{name} {values} must be {nsp} positive integer(s), one per "
+                             f"spatial dim of the input")
+    return strides, dilations
+
+
 def _lift(values: list[int], nsp: int, fill: int) -> tuple[int, int]:
     return (fill, values[0]) if nsp == 1 else (values[0], values[1])
 
@@ -91,8 +104,7 @@ def _conv(ctx: Ctx, node: OnnxNode) -> Expr:
     if not all(isinstance(k, int) for k in kernel):
         raise node.error("the kernel shape must be known (a kernel_shape attribute or a "
                          "static weight shape)")
-    strides = node.ints("strides", [1] * nsp)
-    dilations = node.ints("dilations", [1] * nsp)
+    strides, dilations = _window(node, nsp, kernel)
     pads = _window_pads(ctx, node, x, kernel, strides, dilations)
     w2 = tf.expand_dims(w, 2) if nsp == 1 else w
     out = nn.conv2d(x2, w2, strides=_lift(strides, nsp, 1), padding=_pads4(pads, nsp),
@@ -154,8 +166,7 @@ def _pool(ctx: Ctx, node: OnnxNode) -> Expr:
         raise node.error(f"kernel_shape must have {nsp} entries, got {kernel}")
     if node.attr("storage_order", 0):
         raise node.error("storage_order=1 is not supported")
-    strides = node.ints("strides", [1] * nsp)
-    dilations = node.ints("dilations", [1] * nsp)
+    strides, dilations = _window(node, nsp, kernel)
     pads = _window_pads(ctx, node, x, kernel, strides, dilations)
     common = dict(pool_size=_lift(kernel, nsp, 1), strides=_lift(strides, nsp, 1),
                   dilation=_lift(dilations, nsp, 1), padding=_pads4(pads, nsp),
@@ -400,7 +411,7 @@ def _pad(ctx: Ctx, node: OnnxNode) -> Expr:
     if node.opset < 11:
         pads, value = node.ints("pads") or node.ints("paddings"), float(node.attr("value", 0.0))
     else:
-        pads = [int(p) for p in ctx.static(node, 1, "pads")]
+        pads = ctx.static_ints(node, 1, "pads")
         value = 0.0
         if ctx.has(node, 2) and ctx.maybe_static(node, 2) is None:
             dynamic_value = ctx.input(node, 2)

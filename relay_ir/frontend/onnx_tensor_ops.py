@@ -125,7 +125,7 @@ def _constant(ctx: Ctx, node: OnnxNode) -> Expr:
 
 @converter("ConstantOfShape")
 def _constant_of_shape(ctx: Ctx, node: OnnxNode) -> Expr:
-    shape = tuple(int(d) for d in ctx.static(node, 0, "the shape"))
+    shape = tuple(ctx.static_ints(node, 0, "the shape"))
     value = node.attr("value")
     v = np.zeros((), "float32") if value is None else np.asarray(value).reshape(())
     if any(d == 0 for d in shape):
@@ -149,9 +149,24 @@ def _size(ctx: Ctx, node: OnnxNode) -> Expr:
 
 @converter("Range")
 def _range(ctx: Ctx, node: OnnxNode) -> Expr:
-    start, limit, delta = (ctx.static(node, i, n) for i, n in enumerate(("start", "limit",
-                                                                          "delta")))
+    values = []
+    for i, what in enumerate(("start", "limit", "delta")):
+        v = np.asarray(ctx.static(node, i, what))
+        if v.ndim != 0 or v.dtype.kind not in "iuf":
+            raise node.error(f"input {i} ({what}) must be a number (a 0-d tensor), got "
+                             f"{v.dtype.name} of shape {list(v.shape)}")
+        values.append(v)
+    start, limit, delta = values
+    if delta == 0:
+        raise node.error("delta (input 2) must not be 0")
+    count = max(0, int(np.ceil((float(limit) - float(start)) / float(delta))))
+    if count > _RANGE_LIMIT:
+        raise node.error(f"Range({start}, {limit}, {delta}) has {count} elements, more than "
+                         f"the {_RANGE_LIMIT} a constant made at conversion time may hold")
     return const(np.arange(start, limit, delta, dtype=start.dtype))
+
+
+_RANGE_LIMIT = 1 << 26
 
 
 # --- shape ops ----------------------------------------------------------------------------
@@ -162,8 +177,11 @@ def _reshape(ctx: Ctx, node: OnnxNode) -> Expr:
     x = ctx.input(node, 0)
     if node.opset < 5:
         shape = node.ints("shape")
+        if shape is None:
+            raise node.error(f"Reshape at opset {node.opset} takes its target shape from the "
+                             f"'shape' attribute, which is missing")
     else:
-        shape = [int(d) for d in ctx.static(node, 1, "the target shape")]
+        shape = ctx.static_ints(node, 1, "the target shape")
     if node.attr("allowzero", 0) and 0 in shape:
         raise node.error("allowzero=1 with a 0 in the shape makes an empty tensor, "
                          "which is not supported")
@@ -243,7 +261,7 @@ def _split(ctx: Ctx, node: OnnxNode) -> list[Expr]:
     if node.opset < 13:
         sizes = node.ints("split")
     else:
-        sizes = None if not ctx.has(node, 1) else [int(s) for s in ctx.static(node, 1, "split")]
+        sizes = None if not ctx.has(node, 1) else ctx.static_ints(node, 1, "split")
     if sizes is None and node.opset >= 18 and node.attr("num_outputs") is not None:
         n_out = int(node.attr("num_outputs"))
         d = shape[axis]
@@ -273,10 +291,10 @@ def _slice(ctx: Ctx, node: OnnxNode) -> Expr:
         starts, ends = node.ints("starts"), node.ints("ends")
         axes, steps = node.ints("axes"), None
     else:
-        starts = [int(v) for v in ctx.static(node, 1, "starts")]
-        ends = [int(v) for v in ctx.static(node, 2, "ends")]
-        axes = [int(v) for v in ctx.static(node, 3, "axes")] if ctx.has(node, 3) else None
-        steps = [int(v) for v in ctx.static(node, 4, "steps")] if ctx.has(node, 4) else None
+        starts = ctx.static_ints(node, 1, "starts")
+        ends = ctx.static_ints(node, 2, "ends")
+        axes = ctx.static_ints(node, 3, "axes") if ctx.has(node, 3) else None
+        steps = ctx.static_ints(node, 4, "steps") if ctx.has(node, 4) else None
     axes = list(range(len(starts))) if axes is None else axes
     steps = [1] * len(starts) if steps is None else steps
     axes = [normalize_axis(a, len(shape), node, "axes entry") for a in axes]
@@ -311,8 +329,11 @@ def _gather(ctx: Ctx, node: OnnxNode) -> Expr:
 @converter("Expand")
 def _expand(ctx: Ctx, node: OnnxNode) -> Expr:
     x = ctx.input(node, 0)
-    shape = tuple(int(d) for d in ctx.static(node, 1, "the shape"))
-    dt = dtype_of(ctx, x, node)
+    shape = tuple(ctx.static_ints(node, 1, "the shape"))
+    return _broadcast(x, shape, dtype_of(ctx, x, node))
+
+
+def _broadcast(x: Expr, shape: tuple[int, ...], dt: str) -> Expr:
     # broadcasting against a tensor of the target shape is exactly Expand's rule
     if dt == "bool":
         return T.logical_or(x, T.zeros(shape, "bool"))
@@ -322,13 +343,27 @@ def _expand(ctx: Ctx, node: OnnxNode) -> Expr:
 @converter("Tile")
 def _tile(ctx: Ctx, node: OnnxNode) -> Expr:
     x = ctx.input(node, 0)
-    repeats = [int(r) for r in ctx.static(node, 1, "repeats")]
+    repeats = ctx.static_ints(node, 1, "repeats")
     if len(repeats) != len(ctx.shape(x, node)) or min(repeats, default=1) < 1:
         raise node.error(f"repeats {repeats} must have one entry >= 1 per input dim")
+    shape = ctx.shape(x, node)
+    if all(isinstance(d, int) for d in shape):
+        # (d0, d1) -> (1, d0, 1, d1), broadcast to (r0, d0, r1, d1), then merged: one
+        # broadcast whatever the counts (r copies in a concatenate would be r nodes).
+        unit = [v for d in shape for v in (1, d)]
+        wide = [v for d, r in zip(shape, repeats) for v in (r, d)]
+        y = _broadcast(tf.reshape(x, unit), tuple(wide), dtype_of(ctx, x, node))
+        return tf.reshape(y, [d * r for d, r in zip(shape, repeats)])
+    if max(repeats, default=1) > _TILE_COPIES:
+        raise node.error(f"repeats {repeats} on an input of dynamic shape "
+                         f"{tuple(shape)}: at most {_TILE_COPIES} copies per axis")
     for axis, r in enumerate(repeats):
         if r > 1:
             x = tf.concatenate(Tuple((x,) * r), axis=axis)
     return x
+
+
+_TILE_COPIES = 1024
 
 
 # --- reductions ---------------------------------------------------------------------------

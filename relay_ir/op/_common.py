@@ -202,7 +202,10 @@ def product(dims: Sequence[Dim]) -> Dim:
 
 def normalize_axis(axis: int, ndim: int, arg: int = 0, t: Type | None = None) -> int:
     """`axis` in [0, ndim) (negative counts from the end); RelationError if out of range."""
-    axis = operator.index(axis)
+    try:
+        axis = operator.index(axis)
+    except TypeError:  # e.g. axis=1.5 written in Relay text
+        raise RelationError(f"an axis is an integer, got {axis!r}", arg=arg, got=t) from None
     if not -ndim <= axis < ndim:
         raise RelationError(
             f"axis {axis} is out of range for a tensor of rank {ndim} "

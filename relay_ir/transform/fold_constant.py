@@ -16,6 +16,8 @@ left alone, so the program still reports the error when run. Results larger than
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from relay_ir.expr import Call, Constant, Expr, Function, If, Let, Tuple, TupleGetItem, Var
@@ -25,6 +27,7 @@ from relay_ir.op.registry import Op
 from relay_ir.transform.analysis import post_order
 from relay_ir.transform.pass_manager import FunctionPass, PassContext
 from relay_ir.transform.rewrite import rewrite
+from relay_ir.ty import TensorType
 from tessel_errors import TesselError
 
 DEFAULT_MAX_ELEMENTS = 1 << 20
@@ -84,11 +87,20 @@ def fold_constant(expr: Expr, max_elements: int = DEFAULT_MAX_ELEMENTS) -> Expr:
         if isinstance(new, If) and isinstance(new.cond, Constant) and new.cond.data.size == 1:
             return new.true_branch if bool(new.cond.data.reshape(())) else new.false_branch
         if isinstance(new, Call) and isinstance(new.op, Op):
-            if all(_is_const(a) for a in new.args):
+            if all(_is_const(a) for a in new.args) and not _too_big(old, max_elements):
                 return _fold_call(new, max_elements)
         return new
 
     return rewrite(expr, visit, memo)
+
+
+def _too_big(call: Expr, max_elements: int) -> bool:
+    """Whether the call's inferred type says its value is past the limit: checked before
+    evaluating, so `full(0.5f, shape=[1073741826, 4])` is not computed to be thrown away."""
+    t = call.checked_type
+    if not isinstance(t, TensorType) or not all(isinstance(d, int) for d in t.shape):
+        return False
+    return math.prod(t.shape) > max_elements
 
 
 def _fold_call(call: Call, max_elements: int) -> Expr:
