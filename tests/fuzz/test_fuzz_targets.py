@@ -10,7 +10,8 @@ import pytest
 from tests.fuzz.driver import TARGET_MODULES, fuzz, load_targets
 
 SEED = 20261203
-COUNTS = {"relay_text": 120, "onnx_models": 200}  # inputs per target (default 100)
+# inputs per target (default 100)
+COUNTS = {"relay_text": 120, "onnx_models": 200, "artifacts": 300, "tuning_import": 300}
 SECONDS = 8.0  # and at most this long per target, so one slow target stays bounded
 
 
@@ -22,6 +23,8 @@ def test_fuzz_target_raises_only_tessel_errors(name: str) -> None:
         pytest.skip(notes[0])
     report = fuzz(targets[0], SEED, count=COUNTS.get(name, 100), seconds=SECONDS)
     assert report.tried > 0
+    refused = report.tried - report.counts["ok"] - report.counts["finding"]
+    assert refused > 0  # the mutations reach the checks (a fuzzer of only valid inputs is none)
     assert not report.findings, report.summary() + "".join(
         f"\n  {f.error}\n    input: {f.description[:200]}\n    replay: {f.replay_command()}"
         for f in report.findings)
