@@ -152,7 +152,8 @@ class GraphPlan:
             end = max([k for k, s in enumerate(steps) if v in s.inputs], default=start)
             spans.append((start, end, _nbytes(values[v])))
         self.memory_plan: MemoryPlan = plan_memory(spans)
-        _check_memory(values, self.memory_plan)
+        _check_memory(values, self.memory_plan, {v: st.group for st in steps
+                                                 for v in st.outputs})
         self._temps = temps
         self._local = threading.local()  # each thread runs in storage of its own
 
@@ -244,17 +245,21 @@ def _nbytes(val: Value) -> int:
     return math.prod(int(d) for d in val.shape) * np.dtype(val.dtype).itemsize
 
 
-def _check_memory(values: list[Value], plan: MemoryPlan) -> None:
+def _check_memory(values: list[Value], plan: MemoryPlan, writer: dict[int, str]) -> None:
     needed = {"inputs": 0, "outputs": 0, "constants": 0}
     for val in values:
         kind = {"input": "inputs", "output": "outputs", "const": "constants"}.get(val.kind)
         if kind is not None:
             needed[kind] += _nbytes(val)
     needed["intermediates after reuse"] = plan.peak_bytes
-    big = max(values, key=_nbytes, default=None)
-    largest = "none" if big is None else (
-        f"{big.kind} {big.name or '(unnamed)'!r} of shape {_fmt_shape(big.shape)} "
-        f"{big.dtype} ({format_bytes(_nbytes(big))})")
+    if not values:
+        return
+    v = max(range(len(values)), key=lambda k: _nbytes(values[k]))
+    big = values[v]
+    what = f"{big.kind} {big.name!r}" if big.name else (
+        f"the {big.kind} written by {writer[v]}" if v in writer else big.kind)
+    largest = (f"{what} of shape {_fmt_shape(big.shape)} {big.dtype} "
+               f"({format_bytes(_nbytes(big))})")
     check_fits_in_memory(needed, largest)
 
 

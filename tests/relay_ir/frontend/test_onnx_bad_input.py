@@ -318,6 +318,18 @@ def test_tile_repeats_of_2_to_the_31_convert_to_one_broadcast_not_2_to_the_31_co
     assert str(mod["main"].checked_type.ret_type) == "Tensor[(4294967296, 3), float32]"
 
 
+def test_tile_repeats_of_2_to_the_31_are_refused_at_build_with_the_figure():
+    # the fuzz finding `select_ops; initializer reps set to [2147483648, 1]`: build planned
+    # a 96 GiB intermediate and the OS killed the process
+    from tessel_errors import ResourceError
+
+    node = helper.make_node("Tile", ["x", "reps"], ["y"], name="tile")
+    mod, params = from_onnx(model([node], {"reps": np.array([2**31, 1], np.int64)}))
+    with pytest.raises(ResourceError, match=r"needs .* GiB of memory to run .* this machine "
+                                            r"has .* shape \(4294967296, 3\) float32"):
+        relay_ir.build(mod, params=params)
+
+
 def test_tile_matches_numpy(rng):
     node = helper.make_node("Tile", ["x", "reps"], ["y"], name="tile")
     mod, params = from_onnx(model([node], {"reps": np.array([2, 3], np.int64)}))
