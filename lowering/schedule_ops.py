@@ -34,7 +34,7 @@ from tensor_expr import expr as E
 from tensor_expr.arith import Analyzer
 from tensor_expr.arith import simplify as simplify_expr
 from tensor_expr.tensor import ComputeOp, PlaceholderOp, Tensor
-from tensor_expr.visitor import ExprMutator, post_order_visit, substitute
+from tensor_expr.visitor import ExprMutator, collect_vars, post_order_visit, substitute
 from tessel_errors import LoweringError, ScheduleError
 
 
@@ -246,12 +246,19 @@ class _Lowerer:
             vmap = cinf.rootval
             accs = [tuple(simplify_expr(substitute(i, vmap)) for i in a) for a in accesses]
             free = [self._loop(e) for e in relaxed + cinf.chain[len(prefix):]]
+            # a guard may only speak of the loops this region is a function of (fixed) or
+            # ranges over (free): one of an outer stage's inner loops (the output loops of
+            # a stage whose local cache the consumer is) would leak in as a parameter and
+            # make the region's shape depend on a loop outside it; dropping such a guard
+            # only widens the region
+            known = {id(lp.var) for lp in fixed + free}
             cons = []
             seen: list[Stage] = []
             for s2, _ in cinf.chain:
                 if s2 not in seen:
                     seen.append(s2)
-                    cons += [(g[0], g[1], g[2]) for g in self.info[s2].guards]
+                    cons += [(g[0], g[1], g[2]) for g in self.info[s2].guards
+                             if all(id(v) in known for v in collect_vars(g[1]))]
             consumers.append(Consumer(free, cons, accs))
         return footprint(fixed, consumers, st.op.shape)  # type: ignore[attr-defined]
 

@@ -5,7 +5,8 @@ Threads of a block communicate through `shared` buffers; between a write by some
 and a read by others (or a read and a later overwrite) every thread must reach a barrier.
 The pass looks at each statement sequence inside a kernel: a statement that touches a
 shared buffer in a way that conflicts with what the statements since the last barrier did
-(write then access, or read then write) gets a barrier before it. A loop whose body
+(a write then a read, or a read then a write; not two writes: a cooperative copy's
+iterations fill other elements) gets a barrier before it. A loop whose body
 conflicts with itself across iterations (a tile loaded, used, then overwritten by the next
 iteration's load) gets a barrier at the end of its body. It is conservative: a thread
 reading back only its own writes still gets a barrier, which costs little and is never
@@ -59,9 +60,12 @@ def storage_sync(body: lir.Stmt) -> lir.Stmt:
 
 
 def _conflict(before: set[Access], after: set[Access]) -> int | None:
-    """A buffer id touched by both in a conflicting way (a write on either side), or None."""
+    """A buffer id written on one side and read on the other (read-after-write or
+    write-after-read), or None. Writes after writes need no barrier: a cooperative copy's
+    iterations each fill other elements (two threads writing one element between barriers
+    is a race the simulator reports, not an order a barrier would fix)."""
     for buf, kind in after:
-        if (buf, "w") in before or (kind == "w" and (buf, "r") in before):
+        if (kind == "r" and (buf, "w") in before) or (kind == "w" and (buf, "r") in before):
             return buf
     return None
 

@@ -1,15 +1,15 @@
 """CUDA templates for dense, matmul and batch_matmul: shared-memory tiles of both operands.
 
-Each block computes a tile_y x tile_x tile of C, one thread per element (threadIdx.y,
-threadIdx.x); the k loop steps by tile_k, and at each step the block's threads load the
-tile of A (tile_y x tile_k) and of B (tile_k x tile_x) into shared memory together (the
-fused tile split over all threads), then every thread accumulates its element from
-shared memory. The storage-sync pass puts the barriers in. Batch indices go to
-blockIdx.z. An epilogue (bias, relu, ...) becomes a second, elementwise kernel.
+The output splits four ways per axis (tile_y, tile_x): blocks (blockIdx.y / x), virtual
+threads (vthread), threads (threadIdx.y / x, at most 32 each) and registers: every
+thread accumulates yi x xi outputs in a local buffer (unrolled, kept in registers), for
+each virtual thread. The k loop steps by tile_k; at each step the block's threads load
+the tiles of A and B into shared memory together (the fused tile split over all
+threads), and every thread accumulates from shared memory. The storage-sync pass puts
+the barriers in. Batch indices go to blockIdx.z. An epilogue (bias, relu, ...) is
+computed as the accumulators are written out.
 
-Knobs: tile_y, tile_x (threads per block along each axis, at most 32 each), tile_k.
-Register blocking (several outputs per thread from a local accumulator) is the next
-step; today's lowering cannot yet infer the shared tiles through two levels of compute_at.
+Knobs: tile_y, tile_x (4-way splits), tile_k.
 
     >>> from schedule.templates import instantiate
     >>> s, args = instantiate("dense.cuda", [((64, 32), "float32"), ((48, 32), "float32")],
@@ -32,9 +32,9 @@ from schedule.templates.common import (
     fallback_split,
     find_anchor,
     inline_injective,
+    output_and_accumulator,
     shape_of,
 )
-from schedule.templates.cuda_generic import bind_elementwise
 from schedule.templates.registry import expect_args, placeholders, register_template
 from tensor_expr import tensor as T
 from tensor_expr.tensor import Tensor
@@ -95,41 +95,49 @@ def _cooperative_fetch(s: Schedule, load: Tensor, threads_y: int, threads_x: int
 
 
 def schedule_gemm_cuda(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
-    """Shared-memory tiled GEMM, one output element per thread (see the module doc)."""
+    """Shared-memory tiled, register-blocked GEMM (see the module doc)."""
     outs = list(outs)
     s = create_schedule(outs)
     C = find_anchor(outs, (GEMM, "dense", "matmul", "batch_matmul"))
     inline_injective(s, outs)
+    O, CL = output_and_accumulator(s, outs, C)
     M, N = shape_of(C)[-2:]
     K = const_extent(C.op.reduce_axis[0].dom.extent)
-    cfg.define_split("tile_y", M, num_outputs=2, filter=lambda f: f[-1] <= MAX_TILE)
-    cfg.define_split("tile_x", N, num_outputs=2, filter=lambda f: f[-1] <= MAX_TILE)
+    # [blocks, virtual threads, threads, registers] per output axis
+    cfg.define_split("tile_y", M, num_outputs=4,
+                     filter=lambda f: f[-2] <= MAX_TILE and f[-1] <= 8 and f[-3] <= 4)
+    cfg.define_split("tile_x", N, num_outputs=4,
+                     filter=lambda f: f[-2] <= MAX_TILE and f[-1] <= 8 and f[-3] <= 4)
     cfg.define_split("tile_k", K, num_outputs=2, filter=lambda f: f[-1] <= MAX_TILE)
     if isinstance(cfg, FallbackConfig):
-        fallback_split(cfg, "tile_y", [best_divisor(M, [16, 8, 32, 4, 2])])
-        fallback_split(cfg, "tile_x", [best_divisor(N, [16, 32, 8, 4, 2])])
-        fallback_split(cfg, "tile_k", [best_divisor(K, [16, 8, 32, 4, 2])])
+        ry = best_divisor(M, [4, 2])
+        rx = best_divisor(N, [4, 2])
+        fallback_split(cfg, "tile_y", [1, best_divisor(M // ry, [8, 16, 4, 2]), ry])
+        fallback_split(cfg, "tile_x", [1, best_divisor(N // rx, [16, 8, 32, 4, 2]), rx])
+        fallback_split(cfg, "tile_k", [best_divisor(K, [8, 16, 4, 2])])
     a, b = C.op.input_tensors[:2]
-    AA = s.cache_read(a, "shared", [C])
-    BB = s.cache_read(b, "shared", [C])
-    axes = list(s[C].op.axis)
-    by, ty = cfg["tile_y"].apply(s, C, axes[-2])
-    bx, tx = cfg["tile_x"].apply(s, C, axes[-1])
-    ko, ki = cfg["tile_k"].apply(s, C, s[C].op.reduce_axis[0])
-    s[C].reorder(*axes[:-2], by, bx, ty, tx, ko, ki)
+    AA = s.cache_read(a, "shared", [CL])
+    BB = s.cache_read(b, "shared", [CL])
+    axes = list(s[O].op.axis)
+    by, vy, ty, yi = cfg["tile_y"].apply(s, O, axes[-2])
+    bx, vx, tx, xi = cfg["tile_x"].apply(s, O, axes[-1])
+    s[O].reorder(*axes[:-2], by, bx, vy, vx, ty, tx, yi, xi)
     if axes[:-2]:
-        _bind(s, C, axes[0], "blockIdx.z")
-    _bind(s, C, by, "blockIdx.y")
-    _bind(s, C, bx, "blockIdx.x")
-    _bind(s, C, ty, "threadIdx.y")
-    _bind(s, C, tx, "threadIdx.x")
-    threads_y, threads_x = int(cfg["tile_y"].size[-1]), int(cfg["tile_x"].size[-1])
+        _bind(s, O, axes[0], "blockIdx.z")
+    for ax, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (vy, "vthread"), (vx, "vthread"),
+                    (ty, "threadIdx.y"), (tx, "threadIdx.x")):
+        _bind(s, O, ax, tag)
+    # each thread's yi x xi accumulators live in registers; k steps outside them
+    s[CL].compute_at(s[O], tx)
+    ci, cj = s[CL].op.axis[-2:]
+    ko, ki = cfg["tile_k"].apply(s, CL, s[CL].op.reduce_axis[0])
+    s[CL].reorder(*s[CL].op.axis[:-2], ko, ki, ci, cj)
+    s[CL].unroll(ci)
+    s[CL].unroll(cj)
+    threads_y, threads_x = int(cfg["tile_y"].size[-2]), int(cfg["tile_x"].size[-2])
     for load in (AA, BB):
-        s[load].compute_at(s[C], ko)
+        s[load].compute_at(s[CL], ko)
         _cooperative_fetch(s, load, threads_y, threads_x)
-    for o in outs:
-        if o.op is not C.op:  # the epilogue: its own elementwise kernel
-            bind_elementwise(s[o])
     return s
 
 
