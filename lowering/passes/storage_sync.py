@@ -115,7 +115,9 @@ class _Sync:
             return self.seq(list(s.stmts), thread_dependent)
         if isinstance(s, lir.For):
             body = self.stmt(s.body, thread_dependent)
-            cyclic = s.kind is not lir.ForKind.THREAD_BINDING or s.thread_tag == "vthread"
+            once = isinstance(s.extent, E.IntImm) and s.extent.value <= 1
+            cyclic = not once and (s.kind is not lir.ForKind.THREAD_BINDING
+                                   or s.thread_tag == "vthread")
             acc = self.accesses(s.body)
             if cyclic and _conflict(acc, acc) is not None and not _ends_with_barrier(body):
                 # the next iteration overwrites what this one read (or reads what it wrote)
@@ -138,9 +140,23 @@ class _Sync:
         return s
 
     def seq(self, stmts: list[lir.Stmt], thread_dependent: bool) -> lir.Stmt:
+        out, _ = self._items(stmts, set(), thread_dependent)
+        return lir.seq(*out)
+
+    def _items(self, stmts: list[lir.Stmt], pending: set[Access], thread_dependent: bool
+               ) -> tuple[list[lir.Stmt], set[Access]]:
+        """The statements with barriers where they conflict with what is pending (the
+        accesses since the last barrier), and what is pending after them. An allocation's
+        body counts as part of the sequence around it, so a barrier lands right before the
+        first conflicting statement inside it rather than before the whole allocation."""
         out: list[lir.Stmt] = []
-        pending: set[Access] = set()
         for child in stmts:
+            if isinstance(child, lir.Allocate):
+                inner = list(child.body.stmts) if isinstance(child.body, lir.SeqStmt) \
+                    else [child.body]
+                body, pending = self._items(inner, pending, thread_dependent)
+                out.append(dataclasses.replace(child, body=lir.seq(*body)))
+                continue
             new = self.stmt(child, thread_dependent)
             acc = self.accesses(child)
             buf = _conflict(pending, acc)
@@ -150,7 +166,7 @@ class _Sync:
                 pending = set()
             out.append(new)
             pending = set() if _ends_with_barrier(new) else pending | acc
-        return lir.seq(*out)
+        return out, pending
 
     def _check_uniform(self, thread_dependent: bool, buf: int, where: str) -> None:
         if thread_dependent:

@@ -225,3 +225,14 @@ def test_vector_loops_compute_the_same_values(offset: int) -> None:
     b = np.full(1024, np.nan, "float32")
     f(a, b)
     np.testing.assert_allclose(b, a[offset:] * 3, rtol=1e-6)
+
+
+def test_a_tiled_gemm_syncs_once_after_its_loads_and_once_before_the_next() -> None:
+    from schedule.templates import instantiate
+
+    args = [((64, 32), "float32"), ((48, 32), "float32")]
+    s, tensors = instantiate("dense.cuda", args, target="cuda")  # fallback: vthreads of 1
+    src = lowering.build(s, tensors, target="cuda").source
+    assert src.count("__syncthreads();") == 2
+    loop = src[src.index("for (int k_outer"):]
+    assert loop.index("__syncthreads();") > loop.index("weight_shared[")  # after both loads
