@@ -9,6 +9,9 @@ threads), and every thread accumulates from shared memory. The storage-sync pass
 the barriers in. Batch indices go to blockIdx.z. An epilogue (bias, relu, ...) is
 computed as the accumulators are written out.
 
+float16 inputs are multiplied and summed in float32 and rounded to float16 once, as the
+output is written (cuBLAS's default for half GEMM).
+
 Knobs: tile_y, tile_x (4-way splits), tile_k.
 
     >>> from schedule.templates import instantiate
@@ -37,6 +40,7 @@ from schedule.templates.common import (
 )
 from schedule.templates.registry import expect_args, placeholders, register_template
 from tensor_expr import tensor as T
+from tensor_expr.expr import cast
 from tensor_expr.tensor import Tensor
 
 GEMM = "gemm"
@@ -53,10 +57,17 @@ def _gemm(cfg: Any, a: Tensor, b: Tensor, trans_b: bool, batch: bool, name: str)
     def body(*ix: Any) -> Any:
         bt, i, j = ix[:-2], ix[-2], ix[-1]
         bv = b[(*bt, j, k)] if trans_b else b[(*bt, k, j)]
-        return T.sum(a[(*bt, i, k)] * bv, axis=k)
+        av = a[(*bt, i, k)]
+        if half:  # float16 products summed in float32, rounded once at the end
+            av, bv = cast(av, "float32"), cast(bv, "float32")
+        return T.sum(av * bv, axis=k)
 
+    half = a.dtype == "float16"
     cfg.add_flop(2.0 * M * N * K * (bsh[0] if batch else 1))
-    return T.compute((*lead, M, N), body, name=name, tag=GEMM)
+    acc = T.compute((*lead, M, N), body, name=name + ("_acc" if half else ""), tag=GEMM)
+    if not half:
+        return acc
+    return T.compute(acc.shape, lambda *ix: cast(acc[ix], "float16"), name=name)
 
 
 def _dense_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]

@@ -84,3 +84,16 @@ def test_the_target_picks_the_template_of_a_family() -> None:
     assert template_for("conv2d", "llvm") == "conv2d_NCHWc.x86"
     assert template_for("conv2d", "cuda") == "conv2d_nchw.cuda"
     assert template_for("conv2d_NCHWc", "cuda") is None
+
+
+def test_a_float16_gemm_accumulates_in_float32_and_rounds_once() -> None:
+    args = [((32, 64), "float16"), ((24, 64), "float16")]
+    s, tensors = instantiate("dense.cuda", args, target="cuda")
+    assert tensors[-1].dtype == "float16"
+    f = lowering.build(s, tensors, target="cuda -sim")
+    rng = seeded_rng()
+    a, w = (rng.standard_normal(shape).astype("float16") for shape, _ in args)
+    out = unwritten((32, 24), "float16")
+    f(a, w, out)
+    want = (a.astype(np.float32) @ w.astype(np.float32).T).astype(np.float16)
+    np.testing.assert_array_equal(out, want)
