@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,6 +153,36 @@ class CudaProgram:
     source: str
     kernels: tuple[DeviceKernel, ...]
     steps: tuple[HostStep, ...]
+
+    def run_host(self, scalars: dict[int, int],
+                 alloc: Callable[[lir.Buffer, tuple[int, ...]], None],
+                 launch: Callable[[int, tuple[int, ...]], None],
+                 free: Callable[[lir.Buffer], None] = lambda buf: None) -> None:
+        """Walk the host plan: lets and checks on the shape scalars (added to `scalars`),
+        `alloc(buffer, shape)` and `free(buffer)` for global temporaries,
+        `launch(kernel index, grid)` for every kernel whose grid is not empty. Both the
+        GPU and the simulator run a program through this one walk."""
+        from lowering.kernel import _eval_int
+        from tessel_errors import KernelArgumentError
+
+        name = self.func.name
+        for step in self.steps:
+            if step.kind == "let":
+                scalars[id(step.var)] = _eval_int(step.value, scalars, name)
+            elif step.kind == "assert":
+                if not _eval_int(step.value, scalars, name):
+                    raise KernelArgumentError(
+                        f"kernel '{name}': run-time check failed: {step.message}")
+            elif step.kind == "alloc":
+                alloc(step.buffer, tuple(_eval_int(d, scalars, name)
+                                         for d in step.buffer.shape))
+            elif step.kind == "free":
+                free(step.buffer)
+            elif step.kind == "launch":
+                grid = tuple(_eval_int(g, scalars, name)
+                             for g in self.kernels[step.kernel].grid)
+                if min(grid) >= 1:  # an empty grid (zero-size arrays): nothing to do
+                    launch(step.kernel, grid)
 
 
 def generate(func: lir.PrimFunc, arch: str) -> CudaProgram:

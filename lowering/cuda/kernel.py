@@ -21,7 +21,7 @@ import numpy as np
 from lowering import ir as lir
 from lowering.cuda import driver
 from lowering.cuda.codegen import CudaProgram
-from lowering.kernel import _eval_int, check_arguments, check_shapes
+from lowering.kernel import check_arguments, check_shapes
 from tessel_errors import DeviceError, KernelArgumentError
 
 
@@ -157,30 +157,22 @@ class CudaKernel:
 
     def _run(self, ctx: driver.Context, fns: list[Any], arrays: list[DeviceArray],
              scalars: dict[int, int]) -> None:
-        env = dict(scalars)
         ptrs = {id(p): a.ptr for p, a in zip(self.func.params, arrays)}
         temps: list[DeviceArray] = []
-        for step in self.program.steps:
-            if step.kind == "let":
-                env[id(step.var)] = _eval_int(step.value, env, self.name)
-            elif step.kind == "assert":
-                if not _eval_int(step.value, env, self.name):
-                    raise KernelArgumentError(
-                        f"kernel '{self.name}': run-time check failed: {step.message}")
-            elif step.kind == "alloc":
-                shape = tuple(_eval_int(d, env, self.name) for d in step.buffer.shape)
-                temp = DeviceArray(shape, step.buffer.dtype)
-                temps.append(temp)
-                ptrs[id(step.buffer)] = temp.ptr
-            elif step.kind == "launch":
-                k = self.program.kernels[step.kernel]
-                grid = tuple(_eval_int(g, env, self.name) for g in k.grid)
-                if min(grid) < 1:
-                    continue  # an empty grid: nothing to do (zero-size arrays)
-                args: list[Any] = [ctypes.c_uint64(ptrs[id(b)]) for b in k.buffers]
-                args += [np.ctypeslib.as_ctypes_type(np.dtype(v.dtype))(env[id(v)])
-                         for v in k.scalars]
-                ctx.launch(fns[step.kernel], grid, k.block, args)
+
+        def alloc(buf: lir.Buffer, shape: tuple[int, ...]) -> None:
+            temps.append(DeviceArray(shape, buf.dtype))
+            ptrs[id(buf)] = temps[-1].ptr
+
+        def launch(index: int, grid: tuple[int, ...]) -> None:
+            k = self.program.kernels[index]
+            args: list[Any] = [ctypes.c_uint64(ptrs[id(b)]) for b in k.buffers]
+            args += [np.ctypeslib.as_ctypes_type(np.dtype(v.dtype))(scalars[id(v)])
+                     for v in k.scalars]
+            ctx.launch(fns[index], grid, k.block, args)
+
+        scalars = dict(scalars)
+        self.program.run_host(scalars, alloc, launch)
         if temps:
             ctx.synchronize()  # temporaries are freed when the kernels that use them ended
 

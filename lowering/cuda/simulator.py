@@ -33,12 +33,12 @@ import numpy as np
 from lowering import ir as lir
 from lowering.cuda.codegen import CudaProgram, DeviceKernel
 from lowering.interpreter import _BufState, _Compiler, _scalar
-from lowering.kernel import _eval_int, check_arguments
+from lowering.kernel import check_arguments
 from lowering.passes.storage_sync import BARRIER
 from lowering.passes.thread_allreduce import ALLREDUCE, allreduce_args
 from tensor_expr import expr as E
 from tensor_expr.dtype import is_float
-from tessel_errors import KernelArgumentError, LoweringError, RaceError
+from tessel_errors import LoweringError, RaceError
 
 Env = dict[int, Any]
 Thread = tuple[int, int, int]
@@ -58,32 +58,22 @@ def run(program: CudaProgram, arrays: list[np.ndarray]) -> None:
     env0: Env = {k: _scalar(v, "int64") for k, v in scalars.items()}
     for p, a in zip(func.params, arrays):
         states[id(p)] = _BufState(p, a.reshape(-1), env0)
+    def alloc(buf: lir.Buffer, shape: tuple[int, ...]) -> None:
+        st = _BufState(buf, np.empty(0, buf.dtype), {k: _scalar(v, "int64")
+                                                      for k, v in scalars.items()})
+        fill = np.nan if is_float(buf.dtype) else 0
+        st.flat = np.full(max(0, int(np.prod(shape))), fill, buf.dtype)
+        states[id(buf)] = st
+
+    def launch(index: int, grid: tuple[int, ...]) -> None:
+        _launch(program.kernels[index], grid, scalars, states)
+
     with np.errstate(all="ignore"):
-        for step in program.steps:
-            if step.kind == "let":
-                scalars[id(step.var)] = _eval_int(step.value, scalars, func.name)
-            elif step.kind == "assert":
-                if not _eval_int(step.value, scalars, func.name):
-                    raise KernelArgumentError(
-                        f"kernel '{func.name}': run-time check failed: {step.message}")
-            elif step.kind == "alloc":
-                env = {k: _scalar(v, "int64") for k, v in scalars.items()}
-                st = _BufState(step.buffer, np.empty(0, step.buffer.dtype), env)
-                fill = np.nan if is_float(step.buffer.dtype) else 0
-                st.flat = np.full(max(0, int(np.prod(st.shape))), fill, step.buffer.dtype)
-                states[id(step.buffer)] = st
-            elif step.kind == "free":
-                states.pop(id(step.buffer), None)
-            elif step.kind == "launch":
-                kernel = program.kernels[step.kernel]
-                _launch(kernel, scalars, states, func.name)
+        program.run_host(scalars, alloc, launch, lambda buf: states.pop(id(buf), None))
 
 
-def _launch(kernel: DeviceKernel, scalars: dict[int, int], states: dict[int, _BufState],
-            func_name: str) -> None:
-    grid = [_eval_int(g, scalars, func_name) for g in kernel.grid]
-    if min(grid) < 1:
-        return
+def _launch(kernel: DeviceKernel, grid: tuple[int, ...], scalars: dict[int, int],
+            states: dict[int, _BufState]) -> None:
     program = _ThreadProgram(kernel)
     launch_log = _LaunchLog(kernel.name)
     for bz, by, bx in itertools.product(range(grid[2]), range(grid[1]), range(grid[0])):
