@@ -9,7 +9,7 @@ script on the same GPU in the same run (CUDA events, medians of repeats after wa
    the measured peak);
 3. a ResNet-18 conv layer (64 -> 64, 3x3, 56x56) as relay_ir.build compiles it;
 4. a fused elementwise chain over 64M floats (target >= 80% of the measured bandwidth);
-5. ResNet-18 end to end, batch 1 and 16 (torch CUDA beside it when torch is installed).
+5. ResNet-18 end to end, batch 1 and 16 (no peer yet: a torch CUDA twin is to write).
 
 Needs an NVIDIA GPU; without one it says so and exits with status 2. The fp16 GEMM sums
 in fp32 (dense.cuda); its fraction is of the fp32 FMA peak, since the template does not
@@ -150,8 +150,9 @@ def @main(%x: Tensor[(1, 64, 56, 56), float32], %w: Tensor[(64, 64, 3, 3), float
     return 2.0 * 64 * 56 * 56 * 64 * 9 / t
 
 
-def resnet18(batch: int, repeat: int) -> tuple[float, float | None]:
-    """(Tessel seconds per batch, torch CUDA seconds or None) for ResNet-18."""
+def resnet18(batch: int, repeat: int) -> float:
+    """Tessel's seconds per batch for ResNet-18 (no torch CUDA twin of the ONNX graph yet,
+    so no peer figure beside it)."""
     import relay_ir
     from relay_ir.frontend.onnx import from_onnx
     from tests.e2e import onnx_models
@@ -166,12 +167,7 @@ def resnet18(batch: int, repeat: int) -> tuple[float, float | None]:
         t0 = time.perf_counter()
         lib.run(x)
         runs.append(time.perf_counter() - t0)
-    ours = statistics.median(runs)
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        return ours, None
-    return ours, None  # a torch twin of the ONNX graph is not written yet
+    return statistics.median(runs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,8 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     section("ResNet-18 conv 64x64x3x3 @56", conv)
     section("fused elementwise chain", chain)
     for batch in (1,) if opts.quick else (1, 16):
-        section(f"ResNet-18 batch {batch}", lambda b=batch: "{:.1f} ms (torch: {})".format(
-            resnet18(b, opts.repeat)[0] * 1e3, "not measured yet"))
+        section(f"ResNet-18 batch {batch}",
+                lambda b=batch: f"{resnet18(b, opts.repeat) * 1e3:.1f} ms")
     return 0
 
 

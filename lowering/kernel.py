@@ -54,14 +54,14 @@ def _foreign_cpu(target: Any) -> str:
     bit-manipulation features the target's code may use (a named CPU's known set, plus
     `-mattr`'s +features) that the host lacks; a CPU name Tessel has no feature set for
     counts as foreign. Code for an older CPU (haswell on a Sapphire Rapids host) runs."""
-    from tessel_target import _KNOWN_CPU_FEATURES, Target, host_cpu, host_features
+    from tessel_target import Target, host_cpu, host_features, known_cpu
 
     if os.environ.get("TESSEL_ALLOW_FOREIGN_CPU") == "1":
         return ""
     t = Target.parse(target)
     named = t.attrs.get("mcpu")
     host = host_cpu()[0]
-    if named and named not in (host, "native") and named not in _KNOWN_CPU_FEATURES:
+    if named and named not in (host, "native") and not known_cpu(named):
         return f"{host}; Tessel does not know which features '{named}' has"
     wanted = set(t.features)
     if not named or named in (host, "native"):

@@ -188,6 +188,15 @@ _KNOWN_CPU_FEATURES: dict[str, tuple[str, ...]] = {
 }
 
 
+def known_cpu(name: str) -> bool:
+    """True when Tessel knows the features of the CPU LLVM calls `name`.
+
+    >>> known_cpu("haswell"), known_cpu("bdver2")
+    (True, False)
+    """
+    return name in _KNOWN_CPU_FEATURES
+
+
 @functools.lru_cache(maxsize=1)
 def host_cpu() -> tuple[str, str]:
     """(cpu name, LLVM feature string) of this machine, as LLVM should see it.

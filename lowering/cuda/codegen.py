@@ -344,8 +344,9 @@ class _Kernel:
         self.scalars_used: set[int] = set()
         self.shared_bytes = 0
         self.bound: set[int] = set()  # vars defined inside the kernel
-        self.allreduces: list[tuple[str, str, str, int]] = []  # (op, buffer, tag, extent)
-        self.red_dtypes: dict[str, str] = {}
+        # (op, buffer name, its dtype, tag, extent) per all-reduce marker in the code
+        self.allreduces: list[tuple[str, str, str, str, int]] = []
+        self._lane: tuple[dict[int, str], str] | None = None  # inside a vector loop
 
     # names -------------------------------------------------------------------------
 
@@ -433,11 +434,11 @@ class _Kernel:
         lanes of whole warps (threadIdx.x, a power of two up to 32), else a tree in shared
         memory over the reduced axis (any extent, any axis)."""
         threads = block[0] * block[1] * block[2]
-        for k, (op, red, tag, ext) in enumerate(self.allreduces):
+        for k, (op, red, dtype, tag, ext) in enumerate(self.allreduces):
             marker = f"@@ALLREDUCE {k}@@"
             line = next(ln for ln in code.split("\n") if marker in ln)
             pad = line[:line.index(marker)]
-            ctype = _C_TYPES[self._red_dtype(red)]
+            ctype = _C_TYPES[dtype]
             axis = tag[-1]
             whole_warps = threads % 32 == 0 or threads == ext
             if axis == "x" and ext <= 32 and ext & (ext - 1) == 0 and whole_warps:
@@ -447,7 +448,7 @@ class _Kernel:
                          f"v = {_combine_c(op, 'v', f'__shfl_down_sync({mask}, v, off, {ext})')};",
                          f"  {red}[0] = __shfl_sync({mask}, v, 0, {ext}); }}"]
             else:
-                self.shared_bytes += threads * np.dtype(self._red_dtype(red)).itemsize
+                self.shared_bytes += threads * np.dtype(dtype).itemsize
                 stride = {"x": "1", "y": "blockDim.x", "z": "blockDim.x * blockDim.y"}[axis]
                 p2 = 1 << max(0, (ext - 1).bit_length())
                 buf = f"{red}_tree"
@@ -466,9 +467,6 @@ class _Kernel:
                          "  __syncthreads(); }"]
             code = code.replace(marker, ("\n" + pad).join(lines), 1)
         return code
-
-    def _red_dtype(self, red_name: str) -> str:
-        return self.red_dtypes[red_name]
 
     # statements --------------------------------------------------------------------
 
@@ -516,8 +514,7 @@ class _Kernel:
                         f"kernel '{self.kernel_name}': a cross-thread {op} of {buf.dtype} is "
                         f"not supported; reduce in one of {', '.join(_SHUFFLE_TYPES)}")
                 out.append(f"{pad}@@ALLREDUCE {len(self.allreduces)}@@")
-                self.allreduces.append((op, self.name_of(buf), tag, ext))
-                self.red_dtypes[self.name_of(buf)] = buf.dtype
+                self.allreduces.append((op, self.name_of(buf), buf.dtype, tag, ext))
             else:
                 raise CodegenError(
                     f"kernel '{self.kernel_name}': the CUDA backend cannot run the "
@@ -776,7 +773,7 @@ class _Kernel:
         return f"(({_VALUE_TYPES[dst]})({v}))"
 
     def _e_BufferLoad(self, e: lir.BufferLoad) -> str:
-        lane = getattr(self, "_lane", None)
+        lane = self._lane
         if lane is not None and id(e) in lane[0]:
             return f"{lane[0][id(e)]}.{lane[1]}"
         text = self.access(e.buffer, e.indices)

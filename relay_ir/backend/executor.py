@@ -96,7 +96,6 @@ class DeviceKernelFn:
     def __init__(self, kernel: Any, specs: Sequence[Spec]) -> None:
         self.kernel, self.name = kernel, kernel.name
         self.specs = [(tuple(int(d) for d in s), str(dt)) for s, dt in specs]
-        self.messages: list[str] = []
 
     def __call__(self, arrays: Sequence[np.ndarray]) -> None:
         """Run on arrays of the kernel's parameter shapes, in order."""
@@ -156,6 +155,7 @@ class GraphPlan:
                                                  for v in st.outputs})
         self._temps = temps
         self._local = threading.local()  # each thread runs in storage of its own
+        self._device_consts: dict[int, Any] | None = None  # on a GPU, made at the first run
 
     def _temp_views(self) -> dict[int, np.ndarray]:
         """The planned intermediates of the calling thread, allocated on its first run: two
@@ -205,7 +205,7 @@ class GraphPlan:
         intermediates and outputs in device memory, the outputs copied back at the end."""
         from lowering.cuda import DeviceArray, to_device
 
-        consts = getattr(self, "_device_consts", None)
+        consts = self._device_consts
         if consts is None:
             consts = {v: to_device(val.data) for v, val in enumerate(self.values)
                       if val.kind == "const"}
