@@ -85,13 +85,14 @@ class _Sync:
     def __init__(self, thread_vars: set[int]) -> None:
         self.thread_vars = thread_vars  # values that differ between threads of a block
         self.names: dict[int, str] = {}
-        self._memo: dict[int, set[Access]] = {}
+        # by id, with the statement kept alive so that its id cannot be reused meanwhile
+        self._memo: dict[int, tuple[lir.Stmt, set[Access]]] = {}
 
     def accesses(self, s: lir.Stmt) -> set[Access]:
         """Shared-buffer reads and writes anywhere under `s`."""
         hit = self._memo.get(id(s))
         if hit is not None:
-            return hit
+            return hit[1]
         out: set[Access] = set()
 
         def load(e: Any) -> None:
@@ -107,7 +108,7 @@ class _Sync:
                 self.names[id(st.buffer)] = st.buffer.name
 
         lir.post_order_visit_stmt(s, visit)
-        self._memo[id(s)] = out
+        self._memo[id(s)] = (s, out)
         return out
 
     def stmt(self, s: lir.Stmt, thread_dependent: bool) -> lir.Stmt:

@@ -156,6 +156,8 @@ class GraphPlan:
         self._temps = temps
         self._local = threading.local()  # each thread runs in storage of its own
         self._device_consts: dict[int, Any] | None = None  # on a GPU, made at the first run
+        self._on_device = bool(kernels) and all(
+            isinstance(k, DeviceKernelFn) and not k.kernel.simulated for k in kernels)
 
     def _temp_views(self) -> dict[int, np.ndarray]:
         """The planned intermediates of the calling thread, allocated on its first run: two
@@ -188,17 +190,13 @@ class GraphPlan:
 
     def execute(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray | None]:
         """Run every step; returns the value arrays."""
-        if self._on_device():
+        if self._on_device:
             return self._execute_on_device(arrays)
         env = self.bind(arrays)
         kernels = self.kernels
         for s in self.steps:
             kernels[s.kernel]([env[v] for v in s.inputs] + [env[v] for v in s.outputs])
         return env
-
-    def _on_device(self) -> bool:
-        return bool(self.kernels) and all(
-            isinstance(k, DeviceKernelFn) and not k.kernel.simulated for k in self.kernels)
 
     def _execute_on_device(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray | None]:
         """A GPU run: inputs copied to the device once, constants kept there across runs,

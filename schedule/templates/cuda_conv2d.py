@@ -26,7 +26,6 @@ from typing import Any
 
 import tensor_expr as te
 from schedule.schedule import Schedule, create_schedule
-from schedule.space import FallbackConfig
 from schedule.templates.common import best_divisor, fallback_split, find_anchor, shape_of
 from schedule.templates.cuda_generic import bind_elementwise
 from schedule.templates.registry import register_template
@@ -48,6 +47,17 @@ def _split3(cfg: Any, outs: list[Tensor], tag: str) -> tuple[Schedule, Tensor, A
     return s, conv, conv.op.input_tensors
 
 
+def _thread_knobs(cfg: Any, channel_knob: str, CO: int, OH: int, OW: int) -> None:
+    """The channel, row and column splits whose inner parts are a block's threads (z, y, x)
+    and their defaults."""
+    cfg.define_split(channel_knob, CO, num_outputs=2, filter=lambda f: f[-1] <= 16)
+    cfg.define_split("tile_oh", OH, num_outputs=2, filter=lambda f: f[-1] <= 16)
+    cfg.define_split("tile_ow", OW, num_outputs=2, filter=lambda f: f[-1] <= 32)
+    fallback_split(cfg, channel_knob, [best_divisor(CO, [4, 8, 2])])
+    fallback_split(cfg, "tile_oh", [best_divisor(OH, [4, 7, 8, 2])])
+    fallback_split(cfg, "tile_ow", [best_divisor(OW, [8, 7, 14, 16, 4, 2])])
+
+
 def _epilogue(s: Schedule, outs: list[Tensor], conv: Tensor) -> None:
     for o in outs:
         if o.op is not conv.op:
@@ -60,15 +70,9 @@ def schedule_conv2d_cuda(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     s, conv, (pad, kernel) = _split3(cfg, outs, CONV)
     _, CO, OH, OW = shape_of(conv)
     C = int(conv.op.reduce_axis[0].dom.extent.value)
-    cfg.define_split("tile_co", CO, num_outputs=2, filter=lambda f: f[-1] <= 16)
-    cfg.define_split("tile_oh", OH, num_outputs=2, filter=lambda f: f[-1] <= 16)
-    cfg.define_split("tile_ow", OW, num_outputs=2, filter=lambda f: f[-1] <= 32)
+    _thread_knobs(cfg, "tile_co", CO, OH, OW)
     cfg.define_split("tile_rc", C, num_outputs=2, filter=lambda f: f[-1] <= 16)
-    if isinstance(cfg, FallbackConfig):
-        fallback_split(cfg, "tile_co", [best_divisor(CO, [4, 8, 2])])
-        fallback_split(cfg, "tile_oh", [best_divisor(OH, [4, 7, 8, 2])])
-        fallback_split(cfg, "tile_ow", [best_divisor(OW, [8, 7, 14, 16, 4, 2])])
-        fallback_split(cfg, "tile_rc", [best_divisor(C, [4, 8, 2, 3])])
+    fallback_split(cfg, "tile_rc", [best_divisor(C, [4, 8, 2, 3])])
     data_tile = s.cache_read(pad, "shared", [conv])
     kernel_tile = s.cache_read(kernel, "shared", [conv])
     n, co, oh, ow = s[conv].op.axis
@@ -101,13 +105,7 @@ def schedule_depthwise_cuda(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     outs = list(outs)
     s, conv, _ = _split3(cfg, outs, DEPTHWISE)
     _, CO, OH, OW = shape_of(conv)
-    cfg.define_split("tile_c", CO, num_outputs=2, filter=lambda f: f[-1] <= 16)
-    cfg.define_split("tile_oh", OH, num_outputs=2, filter=lambda f: f[-1] <= 16)
-    cfg.define_split("tile_ow", OW, num_outputs=2, filter=lambda f: f[-1] <= 32)
-    if isinstance(cfg, FallbackConfig):
-        fallback_split(cfg, "tile_c", [best_divisor(CO, [4, 8, 2])])
-        fallback_split(cfg, "tile_oh", [best_divisor(OH, [4, 7, 8, 2])])
-        fallback_split(cfg, "tile_ow", [best_divisor(OW, [8, 7, 14, 16, 4, 2])])
+    _thread_knobs(cfg, "tile_c", CO, OH, OW)
     n, c, oh, ow = s[conv].op.axis
     co, ci = cfg["tile_c"].apply(s, conv, c)
     oho, ohi = cfg["tile_oh"].apply(s, conv, oh)
