@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Literal
 
@@ -193,10 +194,26 @@ def connect(path: Path, readonly: bool = False,
     db = sqlite_utils.Database(conn, execute_plugins=False)
     db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
     if not readonly:
-        db.enable_wal()
+        _enable_wal(db, timeout)
         # NORMAL is safe in WAL mode against process crashes, which is what tuning risks.
         db.execute("PRAGMA synchronous = NORMAL")
     return db
+
+
+def _enable_wal(db: sqlite_utils.Database, timeout: float) -> None:
+    # Switching a file to WAL needs it to itself, and SQLite answers "database is locked"
+    # at once instead of calling the busy handler: two processes opening one new database
+    # together (a tuning run and its twin) must wait for each other here, as writes do.
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if db.journal_mode != "wal":
+                db.enable_wal()
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def initialise(db: sqlite_utils.Database) -> None:
