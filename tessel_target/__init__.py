@@ -21,6 +21,13 @@ attributes sorted), so equal targets print alike and can key caches.
     'cuda -arch=sm_90'
     >>> Target.parse("llvm -mcpu=haswell").fp32_lanes, Target.parse("llvm -mcpu=znver4").fp32_lanes
     (8, 16)
+
+The accelerator's options are its hardware configuration (tessel_target.accel), ints with
+VTA's defaults filled in; the string shows only what differs from them:
+
+    >>> a = Target.parse("accel -batch=4 -block=16")
+    >>> str(a), a.attrs["batch"], a.attrs["acc_buf_kib"]
+    ('accel -batch=4', 4, 128)
 """
 
 from __future__ import annotations
@@ -74,8 +81,14 @@ class Target:
 
     @staticmethod
     def _make(kind: str, attrs: dict[str, Any]) -> Target:
+        shown = attrs
+        if kind == "accel":  # every option as an int; the string names only non-defaults
+            from tessel_target.accel import ACCEL_DEFAULTS, accel_attrs
+
+            attrs = accel_attrs(attrs)
+            shown = {k: v for k, v in attrs.items() if v != ACCEL_DEFAULTS[k]}
         parts = [kind] + [
-            f"-{k}" if v is True else f"-{k}={v}" for k, v in sorted(attrs.items())
+            f"-{k}" if v is True else f"-{k}={v}" for k, v in sorted(shown.items())
         ]
         return Target(kind, dict(attrs), " ".join(parts))
 
@@ -262,8 +275,10 @@ def device_key(target: str | Target) -> str:
 
         found = gpu()  # GPU name, compute capability and driver: records stay per GPU
         return f"{t}|{found.key if found is not None else 'no GPU'}"
-    if t.kind != "llvm":
-        return f"{t}|{t.attrs.get('arch', t.kind)}"
+    if t.kind == "accel":  # the simulated device is its configuration, defaults included
+        from tessel_target.accel import accel_config
+
+        return f"{t}|{accel_config(t.attrs)}"
     if "mcpu" not in t.attrs:
         t = t.with_attr("mcpu", host_cpu()[0])
     digest = hashlib.sha256(t.mattr.encode()).hexdigest()[:8]

@@ -114,3 +114,40 @@ def test_tessel_vector_bits_overrides_the_host_target_only(monkeypatch) -> None:
     monkeypatch.setenv("TESSEL_VECTOR_BITS", "128")
     assert Target.parse("llvm").fp32_lanes == 4
     assert Target.parse("llvm -mcpu=skylake-avx512").fp32_lanes == 16
+
+
+def test_accel_target_has_the_vta_defaults_as_int_attributes() -> None:
+    t = Target.parse("accel")
+    assert t.attrs == {"batch": 1, "block": 16, "inp_buf_kib": 32, "wgt_buf_kib": 256,
+                       "acc_buf_kib": 128, "uop_buf_kib": 32, "dram_bytes_per_cycle": 8,
+                       "dram_latency": 64}
+    assert str(t) == "accel" and t.keys == ("accel",)
+
+
+def test_accel_options_override_and_a_default_given_explicitly_is_the_same_target() -> None:
+    t = Target.parse("accel -batch=4 -dram_bytes_per_cycle=16")
+    assert (t.attrs["batch"], t.attrs["dram_bytes_per_cycle"], t.attrs["block"]) == (4, 16, 16)
+    assert str(t) == "accel -batch=4 -dram_bytes_per_cycle=16"
+    assert Target.parse("accel -batch=1 -block=16") == Target.parse("accel")
+    assert Target.parse("accel").with_attr("batch", 2) == Target.parse("accel -batch=2")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("accel -batchsize=4", r"unknown accel target option -batchsize; the options are -batch, "),
+    ("accel -block=12", r"-block must be a power of two .*, got 12"),
+    ("accel -batch=two", r"-batch needs an integer, got 'two'"),
+    ("accel -dram_bytes_per_cycle=0", r"-dram_bytes_per_cycle must be at least 1, got 0"),
+    ("accel -batch", r"-batch needs an integer, got True"),
+])
+def test_bad_accel_options_are_rejected_naming_the_option(text: str, message: str) -> None:
+    with pytest.raises(CodegenError, match=message):
+        Target.parse(text)
+
+
+def test_accel_device_key_spells_out_the_whole_configuration() -> None:
+    key = device_key("accel")
+    assert key == ("accel|batch=1,block=16,inp_buf_kib=32,wgt_buf_kib=256,acc_buf_kib=128,"
+                   "uop_buf_kib=32,dram_bytes_per_cycle=8,dram_latency=64")
+    assert device_key("accel -batch=1") == key
+    assert device_key("accel -wgt_buf_kib=512").startswith(
+        "accel -wgt_buf_kib=512|batch=1,block=16,inp_buf_kib=32,wgt_buf_kib=512,")
