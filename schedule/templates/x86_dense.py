@@ -54,9 +54,38 @@ def _declare_tile_x(cfg: Any, M: int, N: int, K: int) -> int:
     # nr vectors are unrolled in the micro-kernel: past 4 vectors a row only spills
     cfg.define_split("tile_x", N, num_outputs=3, filter=lambda f: f[-1] <= 4 * lanes)
     nr = best_divisor(N, [2 * lanes, lanes, 4 * lanes, lanes // 2 or 1])
+    rows = best_divisor(M, [8, 6, 4, 12, 14, 5, 7, 3, 2])  # the fallback's mr, roughly
+    if rows * _vectors(nr, lanes)[0] < _CHAINS:
+        nr = _widest_tile(N, rows, lanes, nr)
     panel = max(1, (256 * 1024) // (nr * K * 4))  # B panels that share L2
     fallback_split(cfg, "tile_x", [divisor_at_most(N // nr, panel), nr])
     return int(cfg["tile_x"].size[-1])
+
+
+# independent FMA chains that hide the FMA latency (two ports x four cycles on the x86 cores
+# here): a tile with fewer accumulators waits on its own additions
+_CHAINS = 8
+
+
+def _vectors(nr: int, lanes: int) -> tuple[int, int]:
+    """(vectors, width): how the micro-kernel splits an nr-wide row (see schedule_gemm)."""
+    vec = best_divisor(nr, [lanes, lanes // 2 or 1])
+    return nr // vec, vec
+
+
+def _widest_tile(N: int, rows: int, lanes: int, default: int) -> int:
+    """The column tile for a GEMM with few rows (a batch-1 dense is a matrix-vector
+    product): enough vectors side by side that `rows` x vectors accumulators make
+    _CHAINS independent chains, as wide vectors as N allows, within the knob's 4 vectors
+    (`default` where no such tile divides N)."""
+    half = lanes // 2 or 1
+    cands = [default] + [d for d in range(half, 4 * lanes + 1, half) if N % d == 0]
+
+    def score(nr: int) -> tuple[int, int, int]:
+        vecs, width = _vectors(nr, lanes)
+        return min(rows * vecs, _CHAINS) * width, width, -nr
+
+    return max(cands, key=score)
 
 
 def _gemm(cfg: Any, a: Tensor, b: Tensor, trans_b: bool, batch: bool, name: str,

@@ -51,3 +51,26 @@ def test_an_avx2_kernel_runs_right_on_a_host_with_avx2(monkeypatch) -> None:
     out = np.full((64, 128), np.nan, "float32")
     k(x, w, out)
     np.testing.assert_allclose(out, x @ w.T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target, n, tile", [(AVX512, 1024, 64), (AVX2, 1024, 32),
+                                             (AVX512, 1000, 40), (AVX2, 1000, 40 // 2)])
+def test_a_batch_1_dense_gets_a_column_tile_of_several_independent_accumulators(
+        target, n, tile) -> None:
+    # one row: the tile's vectors are the only independent FMA chains the k loop has
+    from schedule.space import FallbackConfig
+
+    cfg = FallbackConfig(target)
+    instantiate("dense.x86", [((1, 512), "float32"), ((n, 512), "float32")], {},
+                target=target, cfg=cfg)
+    assert cfg["tile_x"].size[-1] == tile
+
+
+def test_a_batch_1_dense_with_an_odd_width_computes_x_times_w_transposed() -> None:
+    k, _ = _kernel("dense.x86", [((1, 96), "float32"), ((1000, 96), "float32")], {}, "llvm")
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 96)).astype("float32")
+    w = rng.standard_normal((1000, 96)).astype("float32")
+    out = np.full((1, 1000), np.nan, "float32")
+    k(x, w, out)
+    np.testing.assert_allclose(out, x @ w.T, rtol=1e-4, atol=1e-4)
