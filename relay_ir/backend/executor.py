@@ -348,6 +348,12 @@ def check_inputs(params: Sequence[tuple[str, tuple[Any, ...], str]], args: Seque
 
     `params` are (name, shape with None for `?`, dtype); shape vars bind consistently.
     """
+    if not kwargs and len(args) == len(params):  # the common call, checked cheaply first
+        fast = [a for a, (_, shape, dtype) in zip(args, params) if type(a) is np.ndarray
+                and a.shape == shape and a.dtype == dtype and a.flags.c_contiguous
+                and a.flags.aligned]
+        if len(fast) == len(params):
+            return fast
     names = [p[0] for p in params]
     if len(args) > len(params):
         raise KernelArgumentError(f"run() takes {len(params)} inputs ({', '.join(names)}), "
