@@ -92,12 +92,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise TesselError("nothing to tune: give MODEL.onnx or --op SPEC "
                           "(e.g. --op matmul:1024x1024x1024)")
     summary = []
-    with TuningDatabase(args.db) as db, LocalRunner(
-            timeout=args.timeout, number=args.number, repeat=args.repeat,
-            min_repeat_ms=args.min_repeat_ms, n_parallel_build=args.build_workers,
-            imports=args.imports or (),
-            cache_flush=bool(args.model) if args.cache_flush is None else args.cache_flush
-            ) as runner:
+    options = dict(timeout=args.timeout, number=args.number, repeat=args.repeat,
+                   min_repeat_ms=args.min_repeat_ms, imports=args.imports or (),
+                   cache_flush=bool(args.model) if args.cache_flush is None
+                   else args.cache_flush)
+    if args.cluster:
+        from autotune.cluster import RayRunner
+
+        runner_cm = RayRunner(args.cluster, slots=args.slots,
+                              device_keys=sorted({t.device_key for t in tasks}), **options)
+    else:
+        runner_cm = LocalRunner(n_parallel_build=args.build_workers, **options)
+    with TuningDatabase(args.db) as db, runner_cm as runner:
         if args.model and args.trials_per_task is None:
             return _tune_scheduled(args, tasks, weights, db, runner)
         per_task = args.trials_per_task or args.trials
@@ -126,6 +132,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
                   "time s", "early stop"], summary))
     print(f"database: {args.db}")
     return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Run `ray start` joining --address, advertising this machine's device keys."""
+    from autotune.cluster import start_worker
+
+    return start_worker(args.address, args.slots, args.target or ["llvm"])
 
 
 def _tune_scheduled(args: argparse.Namespace, tasks: list[Any], weights: list[int],
@@ -395,6 +408,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--import", dest="imports", action="append",
                    help="a module to import first (registers extra templates)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.add_argument("--cluster", default=None,
+                   help="measure on a Ray cluster: 'auto' (a local one on this machine) or "
+                        "HOST:PORT of one whose nodes run `tessel worker`")
+    t.add_argument("--slots", type=int, default=1,
+                   help="with --cluster auto: measuring slots on this machine")
     t.set_defaults(fn=cmd_tune)
 
     c = sub.add_parser("compile", help="compile an ONNX model (relay_ir.build)")
@@ -413,6 +431,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeat", type=int, default=10)
     r.add_argument("-o", "--output", help="save the output(s) as .npy")
     r.set_defaults(fn=cmd_run)
+
+    w = sub.add_parser("worker", help="join a Ray cluster as a measuring node")
+    w.add_argument("--address", required=True, help="HOST:PORT of the cluster's head")
+    w.add_argument("--slots", type=int, default=1, help="candidates measured at once here")
+    w.add_argument("--target", action="append", default=None,
+                   help="a target this node measures (default: llvm); repeatable")
+    w.set_defaults(fn=cmd_worker)
 
     d = sub.add_parser("db", help="inspect and manage a tuning database")
     dsub = d.add_subparsers(dest="what", required=True)
