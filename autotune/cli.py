@@ -156,7 +156,7 @@ def _tune_scheduled(args: argparse.Namespace, tasks: list[Any], weights: list[in
     t0 = time.time()
     result = TaskScheduler(list(zip(tasks, weights)), tuners, db, runner, args.trials,
                            batch_size=args.batch_size, early_stopping=args.early_stopping,
-                           report=report).run()
+                           report=report, model=args.model).run()
     rows = []
     for st in result.tasks:
         p = st.progress
@@ -329,10 +329,50 @@ def cmd_db(args: argparse.Namespace) -> int:
         with TuningDatabase(args.db) as db:
             n = db.prune(args.top_k)
         print(f"pruned {n} records (kept the top {args.top_k} per task)")
+    elif what == "plot" and args.model:
+        n = plot_model(args.db, args.model, args.path)
+        print(f"wrote {args.path} ({n} batches of {args.model})")
     elif what == "plot":
         n = plot_database(args.db, args.path)
         print(f"wrote {args.path} ({n} curves)")
     return 0
+
+
+def plot_model(db_path: str | Path, model: str, out: str | Path) -> int:
+    """A PNG of a model's estimated latency (the task scheduler's, after each batch)
+    against the trials spent and against wall time; returns the number of batches.
+    `model` is the model path `tessel tune` was given (or its file name)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with TuningDatabase(db_path, readonly=True) as db:
+        every = db.decisions()
+    mine = [d for d in every if d.model == model or Path(d.model).name == Path(model).name]
+    if not mine:
+        known = sorted({d.model for d in every if d.model})
+        raise TesselError(f"{db_path} holds no scheduled run of {model!r}; tune it with "
+                          f"`tessel tune {model} --trials N --db {db_path}`"
+                          + (f" (it has runs of {', '.join(known)})" if known else ""))
+    fig, (by_trials, by_time) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for key in sorted({d.run_key for d in mine}):
+        run = [d for d in mine if d.run_key == key]
+        t0 = run[0].timestamp
+        ms = [d.model_estimate_s * 1e3 for d in run]
+        by_trials.plot([d.trials_used for d in run], ms, marker=".", label=f"run {key[:8]}")
+        by_time.plot([d.timestamp - t0 for d in run], ms, marker=".", label=f"run {key[:8]}")
+    by_trials.set_xlabel("trials")
+    by_time.set_xlabel("wall time since the first batch (s)")
+    for ax in (by_trials, by_time):
+        ax.set_ylabel("estimated model latency (ms)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{model}: sum of occurrences x best time per task")
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return len(mine)
 
 
 def plot_database(db_path: str | Path, out: str | Path) -> int:
@@ -465,6 +505,10 @@ def build_parser() -> argparse.ArgumentParser:
         q = dsub.add_parser(name, help=helptext)
         common(q)
         q.add_argument("path")
+        if name == "plot":
+            q.add_argument("--model", default=None,
+                           help="instead: the estimated latency of this tuned model against "
+                                "trials and wall time")
     q = dsub.add_parser("prune", help="keep the top k records per task")
     common(q)
     q.add_argument("--top-k", type=int, required=True)
