@@ -92,12 +92,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise TesselError("nothing to tune: give MODEL.onnx or --op SPEC "
                           "(e.g. --op matmul:1024x1024x1024)")
     summary = []
-    with TuningDatabase(args.db) as db, LocalRunner(
-            timeout=args.timeout, number=args.number, repeat=args.repeat,
-            min_repeat_ms=args.min_repeat_ms, n_parallel_build=args.build_workers,
-            imports=args.imports or (),
-            cache_flush=bool(args.model) if args.cache_flush is None else args.cache_flush
-            ) as runner:
+    options = dict(timeout=args.timeout, number=args.number, repeat=args.repeat,
+                   min_repeat_ms=args.min_repeat_ms, imports=args.imports or (),
+                   cache_flush=bool(args.model) if args.cache_flush is None
+                   else args.cache_flush)
+    if args.cluster:
+        from autotune.cluster import RayRunner
+
+        runner_cm = RayRunner(args.cluster, slots=args.slots,
+                              device_keys=sorted({t.device_key for t in tasks}), **options)
+    else:
+        runner_cm = LocalRunner(n_parallel_build=args.build_workers, **options)
+    with TuningDatabase(args.db) as db, runner_cm as runner:
         if args.model and args.trials_per_task is None:
             return _tune_scheduled(args, tasks, weights, db, runner)
         per_task = args.trials_per_task or args.trials
@@ -128,6 +134,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Run `ray start` joining --address, advertising this machine's device keys."""
+    from autotune.cluster import start_worker
+
+    return start_worker(args.address, args.slots, args.target or ["llvm"])
+
+
 def _tune_scheduled(args: argparse.Namespace, tasks: list[Any], weights: list[int],
                     db: Any, runner: Any) -> int:
     """A model's --trials as one budget, spent by the task scheduler; one line per batch."""
@@ -143,7 +156,7 @@ def _tune_scheduled(args: argparse.Namespace, tasks: list[Any], weights: list[in
     t0 = time.time()
     result = TaskScheduler(list(zip(tasks, weights)), tuners, db, runner, args.trials,
                            batch_size=args.batch_size, early_stopping=args.early_stopping,
-                           report=report).run()
+                           report=report, model=args.model).run()
     rows = []
     for st in result.tasks:
         p = st.progress
@@ -316,10 +329,50 @@ def cmd_db(args: argparse.Namespace) -> int:
         with TuningDatabase(args.db) as db:
             n = db.prune(args.top_k)
         print(f"pruned {n} records (kept the top {args.top_k} per task)")
+    elif what == "plot" and args.model:
+        n = plot_model(args.db, args.model, args.path)
+        print(f"wrote {args.path} ({n} batches of {args.model})")
     elif what == "plot":
         n = plot_database(args.db, args.path)
         print(f"wrote {args.path} ({n} curves)")
     return 0
+
+
+def plot_model(db_path: str | Path, model: str, out: str | Path) -> int:
+    """A PNG of a model's estimated latency (the task scheduler's, after each batch)
+    against the trials spent and against wall time; returns the number of batches.
+    `model` is the model path `tessel tune` was given (or its file name)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with TuningDatabase(db_path, readonly=True) as db:
+        every = db.decisions()
+    mine = [d for d in every if d.model == model or Path(d.model).name == Path(model).name]
+    if not mine:
+        known = sorted({d.model for d in every if d.model})
+        raise TesselError(f"{db_path} holds no scheduled run of {model!r}; tune it with "
+                          f"`tessel tune {model} --trials N --db {db_path}`"
+                          + (f" (it has runs of {', '.join(known)})" if known else ""))
+    fig, (by_trials, by_time) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for key in sorted({d.run_key for d in mine}):
+        run = [d for d in mine if d.run_key == key]
+        t0 = run[0].timestamp
+        ms = [d.model_estimate_s * 1e3 for d in run]
+        by_trials.plot([d.trials_used for d in run], ms, marker=".", label=f"run {key[:8]}")
+        by_time.plot([d.timestamp - t0 for d in run], ms, marker=".", label=f"run {key[:8]}")
+    by_trials.set_xlabel("trials")
+    by_time.set_xlabel("wall time since the first batch (s)")
+    for ax in (by_trials, by_time):
+        ax.set_ylabel("estimated model latency (ms)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{model}: sum of occurrences x best time per task")
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return len(mine)
 
 
 def plot_database(db_path: str | Path, out: str | Path) -> int:
@@ -395,6 +448,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--import", dest="imports", action="append",
                    help="a module to import first (registers extra templates)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.add_argument("--cluster", default=None,
+                   help="measure on a Ray cluster: 'auto' (a local one on this machine) or "
+                        "HOST:PORT of one whose nodes run `tessel worker`")
+    t.add_argument("--slots", type=int, default=1,
+                   help="with --cluster auto: measuring slots on this machine")
     t.set_defaults(fn=cmd_tune)
 
     c = sub.add_parser("compile", help="compile an ONNX model (relay_ir.build)")
@@ -413,6 +471,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeat", type=int, default=10)
     r.add_argument("-o", "--output", help="save the output(s) as .npy")
     r.set_defaults(fn=cmd_run)
+
+    w = sub.add_parser("worker", help="join a Ray cluster as a measuring node")
+    w.add_argument("--address", required=True, help="HOST:PORT of the cluster's head")
+    w.add_argument("--slots", type=int, default=1, help="candidates measured at once here")
+    w.add_argument("--target", action="append", default=None,
+                   help="a target this node measures (default: llvm); repeatable")
+    w.set_defaults(fn=cmd_worker)
 
     d = sub.add_parser("db", help="inspect and manage a tuning database")
     dsub = d.add_subparsers(dest="what", required=True)
@@ -440,6 +505,10 @@ def build_parser() -> argparse.ArgumentParser:
         q = dsub.add_parser(name, help=helptext)
         common(q)
         q.add_argument("path")
+        if name == "plot":
+            q.add_argument("--model", default=None,
+                           help="instead: the estimated latency of this tuned model against "
+                                "trials and wall time")
     q = dsub.add_parser("prune", help="keep the top k records per task")
     common(q)
     q.add_argument("--top-k", type=int, required=True)

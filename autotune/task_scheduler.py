@@ -12,10 +12,12 @@ fewer trials. A task leaves when its tuner has no configs left or it stops early
 estimated model latency, the sum of occurrences x best time over the tuned tasks, is
 reported after every batch with the decision that led to it.
 
-State lives in the tuning database: a resumed run replays each task's records into its
-tuner (as `tune` does) and starts from the same trials and best times, which count toward
-the budget, so running the same command again goes on where it stopped and ends at the
-same total.
+State lives in the tuning database: every decision is stored (`TuningDatabase.decisions`,
+under the run's key, a digest of its tasks and their occurrences), and a resumed run
+replays each task's records into its tuner (as `tune` does) and its decisions into the
+task's state (the best time after each of its batches, so the gains it computes are those
+the interrupted run would have computed), counting the trials toward the budget: running
+the same command again goes on where it stopped and ends at the same total.
 
     >>> sched = TaskScheduler(tasks, tuners, db, runner, budget=512)  # doctest: +SKIP
     >>> result = sched.run()                                         # doctest: +SKIP
@@ -23,6 +25,7 @@ same total.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +35,7 @@ from autotune.task import Task
 from autotune.tuners.base import Tuner
 from autotune.tuning import TuneProgress, check_measurable, tune
 from tessel_errors import TesselError
+from tuning_logs import ScheduleDecision
 
 ALPHA = 0.2   # weight of the observed (backward) gain against the optimistic (forward) one
 WINDOW = 3    # batches the backward gain is measured over
@@ -98,6 +102,18 @@ def _estimate(states: Sequence[TaskState]) -> float:
     return sum(s.occurrences * s.best_time for s in states if math.isfinite(s.best_time))
 
 
+def run_key(tasks: Sequence[tuple[Task, int]]) -> str:
+    """The key a model's scheduled run files its decisions under: its tasks (workload,
+    target, device) and their occurrences, in any order.
+
+        >>> t = Task("matmul.x86", [((8, 8), "float32"), ((8, 8), "float32")])
+        >>> run_key([(t, 2)]) == run_key([(t, 2)]) != run_key([(t, 3)])
+        True
+    """
+    parts = sorted(f"{t.workload_key}@{t.target}@{t.device_key}x{int(n)}" for t, n in tasks)
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
 class TaskScheduler:
     """Spends `budget` measurements over a model's tasks (see the module doc).
 
@@ -108,7 +124,7 @@ class TaskScheduler:
     def __init__(self, tasks: Sequence[tuple[Task, int]], tuners: Sequence[Tuner], db: Any,
                  runner: Any, budget: int, batch_size: int = 8,
                  early_stopping: int | None = None,
-                 report: Callable[[Decision], None] | None = None) -> None:
+                 report: Callable[[Decision], None] | None = None, model: str = "") -> None:
         if len(tasks) != len(tuners):
             raise TesselError(f"TaskScheduler: {len(tasks)} tasks but {len(tuners)} tuners")
         if budget < 1 or batch_size < 1:
@@ -122,6 +138,9 @@ class TaskScheduler:
         self.report = report
         self.used = 0
         self.decisions: list[Decision] = []
+        self.model = model
+        self.run_key = run_key(tasks)
+        self._logged_batches = 0  # batches of this run the database held at the start
 
     def _step(self, st: TaskState, reason: str, gain: float) -> None:
         want = min(self.batch_size, self.budget - self.used)
@@ -137,21 +156,37 @@ class TaskScheduler:
         self.used += spent
         if p.stopped_early or not st.tuner.has_next() or spent == 0:
             st.done = True
-        d = Decision(len(self.decisions) + 1, st.task.name or st.task.template, reason, gain,
-                     p.best_mean, _estimate(self.states), self.used)
+        d = Decision(self._logged_batches + len(self.decisions) + 1,
+                     st.task.name or st.task.template, reason, gain, p.best_mean,
+                     _estimate(self.states), self.used)
         self.decisions.append(d)
+        self.db.add_decision(ScheduleDecision(
+            self.run_key, d.batch, st.task.workload_key, reason, d.best_s,
+            d.model_estimate_s, d.trials_used, self.model, d.task, gain))
         if self.report is not None:
             self.report(d)
 
     def _resume(self) -> None:
-        # the database's records of each task: trials and best time as a resumed run has them
+        # the database's records of each task: trials and best time as a resumed run has
+        # them; the stored decisions give each task's best time batch by batch
+        logged = self.db.decisions(self.run_key)
+        by_task: dict[str, list[ScheduleDecision]] = {}
+        for d in logged:
+            by_task.setdefault(d.workload_key, []).append(d)
         for st in self.states:
             p = tune(st.task, st.tuner, 0, self.db, self.runner, transfer=False)
             st.trials = st.resumed_trials = p.trials
-            if p.trials:
+            mine = by_task.get(st.task.workload_key, [])
+            if mine:
+                st.best = [d.best_s if math.isfinite(d.best_s) else math.inf for d in mine]
+                st.batches = len(mine)
+                if math.isfinite(p.best_mean) and p.best_mean < st.best[-1]:
+                    st.best.append(p.best_mean)  # records added outside this run since
+            elif p.trials:  # records of another run or of plain `tune`: one step
                 st.best.append(p.best_mean)
                 st.batches = max(1, p.trials // self.batch_size)
         self.used = sum(st.trials for st in self.states)
+        self._logged_batches = max((d.batch for d in logged), default=0)
 
     def run(self) -> ScheduleResult:
         """Measure until the budget is spent or every task is done."""
@@ -173,4 +208,5 @@ class TaskScheduler:
         return ScheduleResult(self.decisions, self.states)
 
 
-__all__ = ["ALPHA", "Decision", "ScheduleResult", "TaskScheduler", "TaskState", "WINDOW"]
+__all__ = ["ALPHA", "Decision", "ScheduleResult", "TaskScheduler", "TaskState", "WINDOW",
+           "run_key"]

@@ -1,8 +1,9 @@
-"""Batch-1 latency of ResNet-18, ResNet-50 and MobileNetV2 with Tessel's default
-schedules (relay_ir.build, no tuning) beside ONNX Runtime (and torch if installed):
-medians of repeats after warm-up, ratios printed, the load average before each model.
+"""Batch-1 latency of ResNet-18, ResNet-50, MobileNetV2 and ResNeXt-26 (grouped convs)
+with Tessel's default schedules (relay_ir.build, no tuning) beside ONNX Runtime (and
+torch if installed): medians of repeats after warm-up, ratios printed, the load average
+before each model.
 
-    python -m benchmarks.models                      # all three at 224x224
+    python -m benchmarks.models                      # all four at 224x224
     python -m benchmarks.models --models resnet18 --repeat 5
 
 ResNet-18 and MobileNetV2 are built with onnx.helper and random weights
@@ -35,11 +36,14 @@ def _model(name: str) -> Any:
         return onnx_models.resnet18()
     if name == "mobilenet_v2":
         return onnx_models.mobilenet_v2()
+    if name == "resnext26":  # the grouped-conv model: 32 groups in every 3x3 conv
+        return onnx_models.resnext26()
     if name == "resnet50":
         path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data",
                             "light", "light_resnet50.onnx")
         return onnx_models.randomize_constant_weights(onnx.load(path))
-    raise SystemExit(f"unknown model {name!r}; choose resnet18, resnet50, mobilenet_v2")
+    raise SystemExit(f"unknown model {name!r}; choose resnet18, resnet50, mobilenet_v2, "
+                     "resnext26")
 
 
 def median_seconds(fn: Callable[[], Any], repeat: int, warmup: int = 2) -> float:
@@ -115,7 +119,8 @@ def bench(name: str, repeat: int, pause: float) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     """Run the benchmark and print figures; returns seconds per model and runtime."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="+", default=["resnet18", "resnet50", "mobilenet_v2"])
+    ap.add_argument("--models", nargs="+",
+                    default=["resnet18", "resnet50", "mobilenet_v2", "resnext26"])
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--pause", type=float, default=0.3)
     args = ap.parse_args(argv)

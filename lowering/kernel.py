@@ -41,7 +41,7 @@ def num_threads() -> int:
         return os.cpu_count() or 1
 
 
-def _address(a: np.ndarray) -> int:
+def array_address(a: np.ndarray) -> int:
     """The data pointer of `a` (ctypes.from_buffer is several times faster than .ctypes)."""
     try:
         return ctypes.addressof(ctypes.c_char.from_buffer(a))
@@ -127,7 +127,7 @@ class Kernel:
         ptrs = self._fast_check(arrays)
         if ptrs is None:  # something is off (or shapes are symbolic): the full check
             shapes = self.check_args(arrays)
-            ptrs = [_address(a) for a in arrays]
+            ptrs = [array_address(a) for a in arrays]
             dims = (ctypes.c_int64 * max(1, len(shapes)))(*shapes)
         else:
             dims = self._static_dims
@@ -150,7 +150,7 @@ class Kernel:
             flags = a.flags
             if not (flags.c_contiguous and flags.aligned) or (written and not flags.writeable):
                 return None
-            ptrs.append(_address(a))
+            ptrs.append(array_address(a))
         spans = self._spans
         for k in self._written_pos:
             lo, hi = ptrs[k], ptrs[k] + spans[k]

@@ -261,6 +261,12 @@ def _conv_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
         return "conv2d", tattrs
     if a.groups == dshape[1] and kshape[1] == 1 and kshape[0] == dshape[1]:
         return "depthwise_conv2d_nchw", tattrs
+    # the blocked template vectorizes a group's output channels: with fewer than 16 per
+    # group (ResNeXt's 32x4d has 4) its vectors are short and the generic nest was faster
+    # untuned (measured on AVX-512: 4 channels 0.89 ms against 0.66, 16 alike, 80 1.1
+    # against 3.1)
+    if kshape[0] // a.groups >= 16 and kshape[1] >= 16:
+        return "group_conv2d", tattrs
     return None
 
 

@@ -13,7 +13,14 @@ Imports nothing of Tessel's except the error classes, so any layer may use it.
 
 from .context import current_database, resolve_database, using_database
 from .database import DEFAULT_DB_PATH, ImportReport, TaskSummary, TuningDatabase
-from .record import ERROR_KINDS, TESSEL_VERSION, ErrorKind, MeasureRecord, canonical_json
+from .record import (
+    ERROR_KINDS,
+    TESSEL_VERSION,
+    ErrorKind,
+    MeasureRecord,
+    ScheduleDecision,
+    canonical_json,
+)
 from .schema import SCHEMA_VERSION
 
 __all__ = [
@@ -24,6 +31,7 @@ __all__ = [
     "ErrorKind",
     "ImportReport",
     "MeasureRecord",
+    "ScheduleDecision",
     "TaskSummary",
     "TuningDatabase",
     "canonical_json",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import math
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -29,8 +30,15 @@ from typing import IO, Any
 
 from tessel_errors import TuningLogError
 
-from .record import MeasureRecord, canonical_json
-from .schema import BUSY_TIMEOUT_S, MEASUREMENT_COLUMNS, connect, initialise, inspect_file
+from .record import MeasureRecord, ScheduleDecision, canonical_json
+from .schema import (
+    BUSY_TIMEOUT_S,
+    DECISIONS_DDL,
+    MEASUREMENT_COLUMNS,
+    connect,
+    initialise,
+    inspect_file,
+)
 
 DEFAULT_DB_PATH = Path("tuning_logs") / "tuning.db"  # relative: under the current directory
 
@@ -278,6 +286,54 @@ class TuningDatabase:
             3
         """
         return self._insert(records)
+
+    def add_decision(self, d: ScheduleDecision) -> None:
+        """Store one task-scheduler decision (a batch of run `d.run_key`).
+
+            >>> import tempfile, pathlib
+            >>> db = TuningDatabase(pathlib.Path(tempfile.mkdtemp()) / "t.db")
+            >>> db.add_decision(ScheduleDecision("r", 1, "mm", "first batch", 1.0, 1.0, 8))
+            >>> [x.reason for x in db.decisions("r")]
+            ['first batch']
+        """
+        if not isinstance(d, ScheduleDecision):
+            raise TuningLogError(f"add_decision takes a ScheduleDecision, got "
+                                 f"{type(d).__name__}")
+        with self._write("add a schedule decision") as conn:
+            conn.execute(DECISIONS_DDL)  # a file from before the table existed
+            conn.execute(
+                "INSERT OR REPLACE INTO schedule_decisions (run_key, model, batch, "
+                "workload_key, task, reason, gain_s, best_s, model_estimate_s, trials_used, "
+                "timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [d.run_key, d.model, d.batch, d.workload_key, d.task, d.reason, d.gain_s,
+                 d.best_s, d.model_estimate_s, d.trials_used, d.timestamp])
+
+    def decisions(self, run_key: str | None = None, *,
+                  model: str | None = None) -> list[ScheduleDecision]:
+        """The decisions of a scheduled run (or of every run of `model`), oldest first."""
+        where, params = [], []
+        for col, val in (("run_key", run_key), ("model", model)):
+            if val is not None:
+                where.append(f"{col} = ?")
+                params.append(val)
+        sql = ("SELECT * FROM schedule_decisions" + (" WHERE " + " AND ".join(where)
+                                                    if where else "") + " ORDER BY run_key, batch")
+        with self._lock, self._translate_errors("read schedule decisions"):
+            known = self._db.execute("SELECT name FROM sqlite_master WHERE name = "
+                                     "'schedule_decisions'").fetchone()
+            if known is None:
+                return []
+            cur = self._db.execute(sql, params)
+            cols = [c[0] for c in cur.description]
+            rows = [dict(zip(cols, r)) for r in cur.fetchall()]
+
+        def num(v: Any) -> float:
+            return math.nan if v is None else float(v)
+
+        return [ScheduleDecision(r["run_key"], r["batch"], r["workload_key"], r["reason"],
+                                 num(r["best_s"]), num(r["model_estimate_s"]),
+                                 r["trials_used"], r["model"], r["task"], num(r["gain_s"]),
+                                 r["timestamp"]) for r in rows]
 
     def prune(self, top_k: int) -> int:
         """Keep only the `top_k` fastest error-free records per (workload, target, device).

@@ -308,3 +308,27 @@ _REQUIRED_KEYS = frozenset({"workload_key", "template", "target", "device_key", 
 
 __all__ = ["ERROR_KINDS", "RECORD_SCHEMA_VERSION", "TESSEL_VERSION", "ErrorKind",
            "MeasureRecord", "canonical_json"]
+
+
+@dataclass(frozen=True)
+class ScheduleDecision:
+    """One batch of a task scheduler's run over a model: which task it gave the batch to,
+    why, and the model's estimated latency after it. `run_key` names the run (the model's
+    set of tasks), so a resumed run finds its own decisions.
+
+        >>> d = ScheduleDecision("r1", 1, "mm", "first batch", 1e-3, 2e-3, 8, model="m.onnx")
+        >>> d.batch, d.trials_used
+        (1, 8)
+    """
+
+    run_key: str
+    batch: int
+    workload_key: str
+    reason: str
+    best_s: float
+    model_estimate_s: float
+    trials_used: int
+    model: str = ""
+    task: str = ""
+    gain_s: float = math.inf
+    timestamp: float = field(default_factory=time.time)

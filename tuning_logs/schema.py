@@ -75,6 +75,21 @@ CREATE INDEX IF NOT EXISTS measurements_best
     ON measurements (workload_key, target, device_key, error_kind, mean);
 CREATE INDEX IF NOT EXISTS measurements_template
     ON measurements (template, target);
+CREATE TABLE IF NOT EXISTS schedule_decisions (
+    id INTEGER PRIMARY KEY,
+    run_key TEXT NOT NULL,
+    model TEXT NOT NULL DEFAULT '',
+    batch INTEGER NOT NULL,
+    workload_key TEXT NOT NULL,
+    task TEXT NOT NULL DEFAULT '',
+    reason TEXT NOT NULL DEFAULT '',
+    gain_s REAL,
+    best_s REAL,
+    model_estimate_s REAL,
+    trials_used INTEGER NOT NULL,
+    timestamp REAL NOT NULL,
+    UNIQUE (run_key, batch)
+);
 CREATE VIEW IF NOT EXISTS tasks AS
     SELECT workload_key, target, device_key,
            MAX(template) AS template,
@@ -86,6 +101,11 @@ CREATE VIEW IF NOT EXISTS tasks AS
     FROM measurements
     GROUP BY workload_key, target, device_key;
 """
+
+# Added after schema version 1 without a version bump (older readers ignore the table):
+# a version-1 file gets it at its first schedule decision
+DECISIONS_DDL = _DDL[_DDL.index("CREATE TABLE IF NOT EXISTS schedule_decisions"):
+                     _DDL.index("CREATE VIEW IF NOT EXISTS tasks")].strip().rstrip(";")
 
 FileState = Literal["new", "empty", "ours"]
 

@@ -87,7 +87,7 @@ class _Partition(ir.StmtMutator):
         m_lo, m_hi = int(min(max(m_lo, lo), hi)), int(max(min(m_hi, hi), lo))
         if not known or m_lo >= m_hi:
             return self.generic_visit(s)
-        pieces = []
+        pieces: list[tuple[int, int, ir.Stmt]] = []
         self.depth += 1
         for a, b in ((lo, m_lo), (m_lo, m_hi), (m_hi, hi)):
             if b <= a:
@@ -96,13 +96,25 @@ class _Partition(ir.StmtMutator):
             false_ids = {id(c) for c, _, nv in known if nv[0] <= a and b <= nv[1]}
             body = _Rewrite(true_ids, false_ids).visit(s.body)
             if b - a == 1 and s.kind is not ir.ForKind.VECTORIZED:
-                pieces.append(self.visit(substitute_stmt(body, s.var, E.const(a, s.var.dtype))))
-            else:
-                pieces.append(dataclasses.replace(s, min=E.const(a, s.min.dtype),
-                                                  extent=E.const(b - a, s.extent.dtype),
-                                                  body=self.visit(body)))
+                body = substitute_stmt(body, s.var, E.const(a, s.var.dtype))
+            pieces.append((a, b, self.visit(body)))
         self.depth -= 1
-        return ir.seq(*pieces)
+        if s.kind is ir.ForKind.PARALLEL:
+            return _one_parallel_loop(s, pieces)
+        return ir.seq(*[body if b - a == 1 and s.kind is not ir.ForKind.VECTORIZED else
+                        dataclasses.replace(s, min=E.const(a, s.min.dtype),
+                                            extent=E.const(b - a, s.extent.dtype), body=body)
+                        for a, b, body in pieces])
+
+
+def _one_parallel_loop(s: ir.For, pieces: list[tuple[int, int, ir.Stmt]]) -> ir.Stmt:
+    """The pieces of a partitioned parallel loop as branches of its one body: a head or
+    tail as a loop of its own after the parallel one would run on one thread (a batch-1
+    dense's last partial column tile did, a sixteenth of its work, serially)."""
+    body = pieces[-1][2]
+    for _, b, piece in reversed(pieces[:-1]):
+        body = ir.IfThenElse(E.LT(s.var, E.const(b, s.var.dtype)), piece, body)
+    return dataclasses.replace(s, body=body)
 
 
 def _intervals(c: E.PrimExpr, v: E.Var, inner: Analyzer

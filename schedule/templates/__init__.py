@@ -18,6 +18,8 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
   Args: data [M,K] + weight [N,K]; A [M,K] + B [K,N] (attr transpose_b); [b,M,K] + [b,K,N].
 - conv2d_nchw.x86: tile_co, tile_oh, tile_ow, tile_rc, reduce_order, unroll_kw. Args data
   NCHW, kernel OIHW; attrs strides, padding, dilation.
+- group_conv2d_NCHWc.x86 (1 < groups < channels): tile_ic, tile_oc (per group), tile_ow,
+  reduce_order, unroll_kw; attrs groups, kernel_layout (OIHW / OIHWio).
 - conv2d_NCHWc.x86: tile_ic, tile_oc, tile_ow, reduce_order, unroll_kw; attrs data_layout
   (NCHW / NCHWc), kernel_layout (OIHW / OIHWio), out_layout (NCHW / NCHWc).
 - depthwise_conv2d_nchw.x86: tile_oh, tile_ow, unroll_kw; kernel [C*m, 1, KH, KW].
@@ -79,6 +81,7 @@ from schedule.templates import (  # noqa: F401  (fill TEMPLATES)
     x86_conv2d,
     x86_conv2d_nchwc,
     x86_dense,
+    x86_group_conv2d,
     x86_injective,
 )
 from schedule.templates.registry import (

@@ -112,7 +112,8 @@ def constant_weight_attrs(name: str, attrs: dict[str, Any]) -> dict[str, Any]:
 # the template-name suffix per target key (tessel_target.KINDS): "dense" -> "dense.x86"
 _SUFFIX_BY_KEY = {"cpu": "x86", "gpu": "cuda"}
 # where a target implements a family in its own layout: the CPU's conv2d is NCHWc
-_BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nchw"}
+_BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nchw",
+                ("group_conv2d", "cpu"): "group_conv2d_NCHWc"}
 
 
 def template_for(family: str, target: Any) -> str | None:

@@ -49,15 +49,52 @@ GEMM, PACK = "gemm", "gemm_pack"
 # The computation
 
 
-def _declare_tile_x(cfg: Any, M: int, N: int, K: int) -> int:
-    """The column split [-1, panels, nr]; nr is the register tile's width (and B's packing)."""
+def _declare_tile_x(cfg: Any, M: int, N: int, K: int, pad_ok: bool = False) -> int:
+    """The column split [-1, panels, nr]; nr is the register tile's width (and B's packing).
+    With `pad_ok` (B packed once at build) the fallback's nr need not divide N: B's last
+    panel is padded with zeros and the last column tile is partial."""
     lanes = cfg.target.fp32_lanes
     # nr vectors are unrolled in the micro-kernel: past 4 vectors a row only spills
     cfg.define_split("tile_x", N, num_outputs=3, filter=lambda f: f[-1] <= 4 * lanes)
     nr = best_divisor(N, [2 * lanes, lanes, 4 * lanes, lanes // 2 or 1])
+    rows = best_divisor(M, [8, 6, 4, 12, 14, 5, 7, 3, 2])  # the fallback's mr, roughly
+    if rows * _vectors(nr, lanes)[0] < _CHAINS:
+        nr = _widest_tile(N, rows, lanes, nr, pad_ok)
     panel = max(1, (256 * 1024) // (nr * K * 4))  # B panels that share L2
-    fallback_split(cfg, "tile_x", [divisor_at_most(N // nr, panel), nr])
+    fallback_split(cfg, "tile_x", [divisor_at_most(-(-N // nr), panel), nr])
     return int(cfg["tile_x"].size[-1])
+
+
+# independent FMA chains that hide the FMA latency (two ports x four cycles on the x86 cores
+# here): a tile with fewer accumulators waits on its own additions
+_CHAINS = 8
+
+
+def _vectors(nr: int, lanes: int) -> tuple[int, int]:
+    """(vectors, width): how the micro-kernel splits an nr-wide row (see schedule_gemm)."""
+    vec = best_divisor(nr, [lanes, lanes // 2 or 1])
+    return nr // vec, vec
+
+
+def _widest_tile(N: int, rows: int, lanes: int, default: int, pad_ok: bool) -> int:
+    """The column tile for a GEMM with few rows (a batch-1 dense is a matrix-vector
+    product): enough vectors side by side that `rows` x vectors accumulators make
+    _CHAINS independent chains, as wide vectors as N allows, within the knob's 4 vectors
+    (`default` where no such tile divides N). With `pad_ok` a tile may overhang N (1000
+    columns: 16 tiles of 64, full AVX-512 vectors, rather than 25 of 40 in 8-lane ones),
+    scored by the share of its work that is real."""
+    half = lanes // 2 or 1
+    def real(nr: int) -> float:  # the share of the padded columns that are N's
+        return N / (-(-N // nr) * nr)
+
+    cands = [default] + [d for d in range(half, 4 * lanes + 1, half)
+                         if N % d == 0 or (pad_ok and d % lanes == 0 and real(d) >= 0.75)]
+
+    def score(nr: int) -> tuple[float, float, int, int]:
+        vecs, width = _vectors(nr, lanes)
+        return min(rows * vecs, _CHAINS) * width * real(nr), real(nr), width, -nr
+
+    return max(cands, key=score)
 
 
 def _gemm(cfg: Any, a: Tensor, b: Tensor, trans_b: bool, batch: bool, name: str,
@@ -76,9 +113,9 @@ def _gemm(cfg: Any, a: Tensor, b: Tensor, trans_b: bool, batch: bool, name: str,
     M, K = ash[-2], ash[-1]
     N = bsh[-2] if trans_b else bsh[-1]
     # the packing width is the micro-kernel's column count: a compute-changing knob
-    nr = _declare_tile_x(cfg, M, N, K)
+    nr = _declare_tile_x(cfg, M, N, K, pad_ok=prepacked and not batch)
     if prepacked and not batch:
-        bp = T.placeholder((N // nr, K, nr), b.dtype, name=b.name + "_packed")
+        bp = T.placeholder((-(-N // nr), K, nr), b.dtype, name=b.name + "_packed")
         k = T.reduce_axis((0, K), name="k")
         cfg.add_flop(2.0 * M * N * K)
         return T.compute((M, N), lambda i, j: T.sum(mul(a[i, k], bp[j // nr, k, j % nr]),
@@ -157,6 +194,9 @@ def _pack_b(b_transposed: Callable[[dict[str, Any]], bool]) -> Any:
 
         def pack(w: Any) -> Any:
             w = np.asarray(w)
+            pad = nb * nr - (w.shape[0] if transposed else w.shape[1])  # zero columns
+            if pad:
+                w = np.pad(w, ((0, pad), (0, 0)) if transposed else ((0, 0), (0, pad)))
             blocks = w.reshape(nb, nr, K).transpose(0, 2, 1) if transposed else \
                 w.reshape(K, nb, nr).transpose(1, 0, 2)
             return np.ascontiguousarray(blocks)

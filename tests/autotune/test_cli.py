@@ -120,6 +120,18 @@ def test_tune_compile_and_run_a_model(tmp_path: Path) -> None:
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-4, atol=1e-4)
 
 
+def test_db_plot_model_draws_the_scheduled_runs_estimate(tmp_path: Path) -> None:
+    _tiny_onnx(tmp_path)
+    _tessel("tune", "tiny.onnx", "--trials", "2", "--tuner", "random", "--no-progress",
+            "--min-repeat-ms", "1", cwd=tmp_path)
+    out = _tessel("db", "plot", "model.png", "--model", "tiny.onnx", cwd=tmp_path).stdout
+    assert "wrote model.png (1 batches of tiny.onnx)" in out
+    assert (tmp_path / "model.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    p = _tessel("db", "plot", "x.png", "--model", "other.onnx", cwd=tmp_path, ok=False)
+    assert p.returncode == 2 and "no scheduled run of 'other.onnx'" in p.stderr
+    assert "it has runs of tiny.onnx" in p.stderr
+
+
 def test_trials_per_task_tunes_every_task_the_same_number_of_times(tmp_path: Path) -> None:
     _tiny_onnx(tmp_path)
     out = _tessel("tune", "tiny.onnx", "--trials-per-task", "3", "--tuner", "random",

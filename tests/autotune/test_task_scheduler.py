@@ -86,3 +86,40 @@ def test_scheduling_for_the_gpu_simulator_is_refused(tmp_path: Path) -> None:
     t = Task("dense.cuda", [((16, 16), "float32")] * 2, {}, "cuda -sim")
     with TuningDatabase(tmp_path / "t.db") as db, pytest.raises(DeviceError):
         TaskScheduler([(t, 1)], [RandomTuner(t)], db, FakeRunner(_cost), 8)
+
+
+def test_every_decision_is_kept_in_the_database_under_the_runs_key(tmp_path: Path) -> None:
+    tasks = [_task(64), _task(16)]
+    with TuningDatabase(tmp_path / "t.db") as db:
+        sched = _scheduler(db, tasks, 24)
+        result = sched.run()
+        stored = db.decisions(sched.run_key)
+    assert [(d.batch, d.reason, d.trials_used) for d in stored] == \
+        [(d.batch, d.reason, d.trials_used) for d in result.decisions]
+    assert stored[-1].model_estimate_s == pytest.approx(result.model_estimate_s)
+
+
+def test_a_resumed_run_takes_up_each_tasks_best_time_batch_by_batch(tmp_path: Path) -> None:
+    tasks = [_task(64), _task(16)]
+    with TuningDatabase(tmp_path / "t.db") as db:
+        first = _scheduler(db, tasks, 20).run()
+        history = {st.task.name: list(st.best) for st in first.tasks}
+        again = _scheduler(db, tasks, 20)
+        again._resume()
+        assert {st.task.name: st.best for st in again.states} == history
+        more = _scheduler(db, tasks, 28).run()
+    assert more.decisions[0].batch == len(first.decisions) + 1
+
+
+def test_a_database_from_before_the_decision_log_gets_it_at_the_first_decision(
+        tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "t.db"
+    TuningDatabase(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE schedule_decisions")
+    with TuningDatabase(path) as db:
+        assert db.decisions() == []
+        result = _scheduler(db, [_task(64), _task(16)], 8).run()
+        assert len(db.decisions()) == len(result.decisions) == 2

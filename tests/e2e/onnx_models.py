@@ -100,6 +100,29 @@ def resnet18(image: int = 224, width: int = 64, classes: int = 1000, seed: int =
     return g.model("resnet18", g.head(x, cin, classes), image, classes)
 
 
+def resnext26(image: int = 224, cardinality: int = 32, base_width: int = 4,
+              classes: int = 1000, seed: int = 0) -> onnx.ModelProto:
+    """ResNeXt-26 (bottleneck blocks 2-2-2-2 whose 3x3 conv is grouped: `cardinality`
+    groups of `base_width` x 2^stage channels, as ResNeXt-50 32x4d's) with random weights."""
+    g = _Graph(seed)
+    x = g.conv_bn("input", 3, 64, 7, 2)
+    x = g.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = 64
+    for stage in range(4):
+        inner = cardinality * base_width * 2 ** stage
+        cout = 256 * 2 ** stage
+        for block in range(2):
+            stride = 2 if stage > 0 and block == 0 else 1
+            y = g.conv_bn(x, cin, inner, 1, 1)
+            y = g.conv_bn(y, inner, inner, 3, stride, groups=cardinality)
+            y = g.conv_bn(y, inner, cout, 1, 1, act=None)
+            short = x if stride == 1 and cin == cout else \
+                g.conv_bn(x, cin, cout, 1, stride, act=None)
+            x = g.node("Relu", [g.node("Add", [y, short])])
+            cin = cout
+    return g.model("resnext26", g.head(x, cin, classes), image, classes)
+
+
 MOBILENET_V2 = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
                 (6, 160, 3, 2), (6, 320, 1, 1)]  # expansion t, channels c, repeats n, stride s
 

@@ -43,6 +43,31 @@ def test_loop_partition_splits_off_a_guarded_head_and_tail():
     assert str(out.body) == "for (i, 1, 7) {\n  B[i] = 1.0\n}"
 
 
+def test_loop_partition_keeps_a_parallel_loop_whole_with_its_tail_as_a_branch():
+    # a tail outside the parallel loop would run on one thread
+    store = ir.BufferStore(B, te.const(1.0), (i,))
+    body = _for(i, 0, 10, ir.IfThenElse(i < 9, store), kind=ir.ForKind.PARALLEL)
+    out = remove_no_op(simplify(loop_partition(_func(body)))).body
+    assert isinstance(out, ir.For) and out.kind is ir.ForKind.PARALLEL
+    assert (out.min.value, out.extent.value) == (0, 10)
+    assert str(out.body) == "if ((i < 9)) {\n  B[i] = 1.0\n}"
+
+
+def test_a_partitioned_parallel_loop_computes_every_element():
+    A = te.placeholder((1000,), name="A")
+    C = te.compute((1000,), lambda x: A[x] * 2.0, name="C")
+    from schedule import create_schedule
+
+    s = create_schedule(C)
+    xo, xi = s[C].split(C.op.axis[0], factor=64)
+    s[C].parallel(xo)
+    s[C].vectorize(xi)
+    a = np.random.default_rng(2).standard_normal(1000).astype("float32")
+    out = np.full(1000, np.nan, "float32")
+    lowering.build(s, [A, C])(a, out)
+    np.testing.assert_array_equal(out, a * 2.0)
+
+
 def test_loop_partition_keeps_the_guard_in_a_tail_that_it_cannot_decide():
     n = te.var("n")
     store = ir.BufferStore(B, te.const(1.0), (i,))

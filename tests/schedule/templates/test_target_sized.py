@@ -51,3 +51,51 @@ def test_an_avx2_kernel_runs_right_on_a_host_with_avx2(monkeypatch) -> None:
     out = np.full((64, 128), np.nan, "float32")
     k(x, w, out)
     np.testing.assert_allclose(out, x @ w.T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target, n, tile", [(AVX512, 1024, 64), (AVX2, 1024, 32),
+                                             (AVX512, 1000, 40), (AVX2, 1000, 40 // 2)])
+def test_a_batch_1_dense_gets_a_column_tile_of_several_independent_accumulators(
+        target, n, tile) -> None:
+    # one row: the tile's vectors are the only independent FMA chains the k loop has
+    from schedule.space import FallbackConfig
+
+    cfg = FallbackConfig(target)
+    instantiate("dense.x86", [((1, 512), "float32"), ((n, 512), "float32")], {},
+                target=target, cfg=cfg)
+    assert cfg["tile_x"].size[-1] == tile
+
+
+def test_a_batch_1_dense_with_an_odd_width_computes_x_times_w_transposed() -> None:
+    k, _ = _kernel("dense.x86", [((1, 96), "float32"), ((1000, 96), "float32")], {}, "llvm")
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 96)).astype("float32")
+    w = rng.standard_normal((1000, 96)).astype("float32")
+    out = np.full((1, 1000), np.nan, "float32")
+    k(x, w, out)
+    np.testing.assert_allclose(out, x @ w.T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target, tile", [(AVX512, 64), (AVX2, 32)])
+def test_a_batch_1_dense_with_a_packed_weight_takes_full_vectors_past_the_last_column(
+        target, tile) -> None:
+    # 1000 columns: 16 tiles of 64 (the packed weight's last panel zero-padded) beat 25 of 40
+    from schedule.space import FallbackConfig
+
+    cfg = FallbackConfig(target)
+    _, tensors = instantiate("dense.x86", [((1, 512), "float32"), ((1000, 512), "float32")],
+                             {"weight_layout": "packed"}, target=target, cfg=cfg)
+    assert cfg["tile_x"].size[-1] == tile
+    assert tuple(d.value for d in tensors[1].shape) == (-(-1000 // tile), 512, tile)
+
+
+def test_a_built_batch_1_dense_with_a_padded_packed_weight_matches_numpy() -> None:
+    import relay_ir
+
+    mod = relay_ir.parse("def @main(%x: Tensor[(1, 96), float32], "
+                         "%w: Tensor[(1000, 96), float32]) { nn.dense(%x, %w) }")
+    rng = np.random.default_rng(13)
+    w = rng.standard_normal((1000, 96)).astype("float32")
+    x = rng.standard_normal((1, 96)).astype("float32")
+    lib = relay_ir.build(mod, params={"w": w})
+    np.testing.assert_allclose(lib.run(x), x @ w.T, rtol=1e-4, atol=1e-4)

@@ -1,0 +1,74 @@
+"""One tuning job measured three ways in one run: LocalRunner (one build worker, as one
+slot), and a local Ray cluster with 1 and with 2 measuring slots; wall time, records per
+second, and Ray's overhead per candidate (1-slot Ray against the local runner).
+
+    python -m benchmarks.cluster                       # matmul 64^3, 24 candidates
+    python -m benchmarks.cluster --op matmul:128x128x128 --candidates 48
+
+More slots than cores only share the cores: on a machine of C cores, N slots of separate
+machines would measure N at a time; the printed per-candidate cost and Ray overhead give
+the wall time for N nodes as about candidates x (build + run) / N + overhead x candidates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from autotune import make_tuner, parse_op_spec, tune
+from autotune.measure import LocalRunner
+from tuning_logs import TuningDatabase
+
+
+def _job(runner: object, task: object, n: int, folder: Path, name: str) -> tuple[float, int]:
+    with TuningDatabase(folder / f"{name}.db") as db:
+        t0 = time.perf_counter()
+        tune(task, make_tuner("grid", task), n, db, runner, batch_size=8)
+        wall = time.perf_counter() - t0
+        return wall, len(db.history(task.workload_key))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the table of wall times and the overhead per candidate."""
+    from autotune.cluster import RayRunner, start_local_cluster
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--op", default="matmul:64x64x64")
+    ap.add_argument("--candidates", type=int, default=24)
+    opts = ap.parse_args(argv)
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    task = parse_op_spec(opts.op, "llvm")
+    options = {"timeout": 30, "repeat": 3, "min_repeat_ms": 5.0}
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        folder = Path(d)
+        with LocalRunner(n_parallel_build=1, **options) as local:
+            local.run([])  # workers started before the clock, as Ray's slots below
+            rows.append(("local runner, 1 build worker", *_job(local, task, opts.candidates,
+                                                               folder, "local")))
+        import ray
+
+        for slots in (1, 2):
+            start_local_cluster([task.device_key], slots=slots)
+            with RayRunner("auto", **options) as runner:
+                ray.get([s.pid.remote() for s in runner.slots_for(task.device_key)])
+                rows.append((f"ray, {slots} slot(s)", *_job(runner, task, opts.candidates,
+                                                            folder, f"ray{slots}")))
+            ray.shutdown()
+    print(f"{opts.op}, {opts.candidates} candidates, {os.cpu_count()} cores, load average "
+          f"{os.getloadavg()[0]:.2f}")
+    for name, wall, n in rows:
+        print(f"{name:32s} {wall:7.2f} s  {n / wall:6.2f} records/s  {wall / n * 1e3:7.1f} "
+              "ms/candidate")
+    local_wall, ray1_wall = rows[0][1], rows[1][1]
+    print(f"Ray overhead per candidate (1 slot vs local): "
+          f"{(ray1_wall - local_wall) / opts.candidates * 1e3:.1f} ms; 2 slots / 1 slot wall "
+          f"time {rows[2][1] / ray1_wall:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,131 @@
+"""Measuring on a Ray cluster (autotune.cluster): a local Ray instance on 127.0.0.1 with two
+device kinds of one slot each stands in for a farm; slots are killed to play lost nodes."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from autotune import Task, make_tuner, tune  # noqa: E402
+from autotune.cluster import RayRunner, device_resource, start_local_cluster  # noqa: E402
+from autotune.measure import LocalRunner, MeasureInput  # noqa: E402
+from tessel_errors import DeviceError  # noqa: E402
+from tuning_logs import ErrorKind, TuningDatabase  # noqa: E402
+
+pytestmark = pytest.mark.slow  # a Ray instance and real measuring workers
+
+ARGS = [((32, 32), "float32"), ((32, 32), "float32")]
+HOST = Task("matmul.x86", ARGS)
+# code for an older CPU runs on any AVX2 host: a second device kind on one machine
+OTHER = Task("matmul.x86", ARGS, target="llvm -mcpu=haswell")
+OPTIONS = {"timeout": 30, "repeat": 1, "check_trials": 1}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    if not {"avx2", "fma"} <= __import__("tessel_target").Target.parse("llvm").features:
+        pytest.skip("the host cannot run haswell code")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    start_local_cluster([HOST.device_key, OTHER.device_key], slots=1, num_cpus=2)
+    yield
+    ray.shutdown()
+
+
+def _inputs(task: Task, n: int, start: int = 0) -> list[MeasureInput]:
+    return [MeasureInput(task, task.config(start + k)) for k in range(n)]
+
+
+def test_each_candidate_is_measured_once_by_a_slot_of_its_device_kind() -> None:
+    inputs = _inputs(HOST, 3) + _inputs(OTHER, 3)
+    with RayRunner("auto", **OPTIONS) as runner:
+        results = runner.run(inputs)
+        placements = runner.placements
+    assert [r.error_kind for r in results] == [ErrorKind.NONE] * 6
+    assert sorted(p.index for p in placements) == list(range(6))
+    for p in placements:
+        assert p.resource == device_resource(inputs[p.index].task.device_key)
+
+
+def _killer(runner: RayRunner, killed: list[int]):
+    """An on_dispatch that kills the first slot given a candidate, as the call arrives."""
+    pids = {id(s): ray.get(s.pid.remote()) for s in runner.slots_for(HOST.device_key)}
+
+    def kill_first(index: int, slot) -> None:
+        if not killed:
+            killed.append(index)
+            os.kill(pids[id(slot)], signal.SIGKILL)
+
+    return kill_first
+
+
+def test_a_slot_killed_mid_measurement_loses_no_candidate() -> None:
+    killed: list[int] = []
+    inputs = _inputs(HOST, 4)
+    with RayRunner("auto", **OPTIONS) as runner:
+        runner.on_dispatch = _killer(runner, killed)
+        results = runner.run(inputs)
+        attempts = {p.index: p.attempts for p in runner.placements}
+    assert [r.error_kind for r in results] == [ErrorKind.NONE] * 4
+    assert attempts[killed[0]] == 2 and sorted(attempts) == [0, 1, 2, 3]
+
+
+def test_a_candidate_lost_more_often_than_its_retries_is_a_worker_crash_result() -> None:
+    killed: list[int] = []
+    with RayRunner("auto", retries=0, **OPTIONS) as runner:
+        runner.on_dispatch = _killer(runner, killed)
+        results = runner.run(_inputs(HOST, 3))
+    kinds = [r.error_kind for r in results]
+    assert kinds[killed[0]] == ErrorKind.WORKER_CRASH
+    assert "lost" in results[killed[0]].error_msg
+    assert kinds.count(ErrorKind.NONE) == 2
+
+
+def test_a_device_kind_no_node_measures_is_a_device_error_naming_tessel_worker() -> None:
+    stranger = Task("matmul.x86", ARGS, target="llvm -mcpu=skylake")
+    with RayRunner("auto", **OPTIONS) as runner, \
+            pytest.raises(DeviceError, match="tessel worker"):
+        runner.run(_inputs(stranger, 1))
+
+
+def test_an_interrupted_cluster_run_resumes_with_the_one_machine_runs_records(
+        tmp_path: Path) -> None:
+    with TuningDatabase(tmp_path / "ray.db") as db, RayRunner("auto", **OPTIONS) as runner:
+        tune(HOST, make_tuner("grid", HOST), 4, db, runner, batch_size=2)  # stopped here
+        tune(HOST, make_tuner("grid", HOST), 6, db, runner, batch_size=2)  # and resumed
+        on_cluster = [(r.config_json, r.error_kind) for r in db.history(HOST.workload_key)]
+    with TuningDatabase(tmp_path / "one.db") as db, LocalRunner(**OPTIONS) as runner:
+        tune(HOST, make_tuner("grid", HOST), 6, db, runner, batch_size=2)
+        one_machine = [(r.config_json, r.error_kind) for r in db.history(HOST.workload_key)]
+    assert len(on_cluster) == len({c for c, _ in on_cluster}) == 6
+    assert sorted(on_cluster) == sorted(one_machine)
+
+
+def test_a_measuring_node_advertises_its_device_keys_to_ray_start(monkeypatch) -> None:
+    import subprocess
+
+    from autotune.cluster import start_worker
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd: seen.append(cmd) or 0)
+    assert start_worker("10.0.0.5:6379", slots=2, block=False) == 0
+    (cmd,) = seen
+    assert "--address=10.0.0.5:6379" in cmd
+    assert any(a.startswith("--resources=") and device_resource(HOST.device_key) in a
+               and ": 2" in a for a in cmd)
+
+
+def test_tessel_tune_with_cluster_auto_stores_every_trial(tmp_path: Path) -> None:
+    from autotune.cli import main
+
+    db_path = tmp_path / "cli.db"
+    assert main(["tune", "--op", "matmul:32x32x32", "--trials", "4", "--tuner", "grid",
+                 "--cluster", "auto", "--db", str(db_path), "--no-progress",
+                 "--min-repeat-ms", "0", "--repeat", "1"]) == 0
+    with TuningDatabase(db_path) as db:
+        (task_row,) = db.tasks()
+        assert len(db.history(task_row.workload_key)) == 4

@@ -1,0 +1,90 @@
+"""group_conv2d_NCHWc.x86: a grouped convolution in the blocked layout gives numpy's result
+for every point of its space tried, and relay_ir.build gives it the grouped convs whose
+groups are wide enough for its vectors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import relay_ir
+from relay_ir.backend.pipeline import bind_params
+from relay_ir.op.nn import conv2d_nchw_ref
+from schedule.templates import config_space, instantiate
+from tests.rng import seeded_rng
+from tests.schedule.templates.refs import rand, run
+
+CASES = [  # (N, C, H, W), (CO, C/G, KH, KW), attrs
+    ((1, 32, 8, 8), (64, 8, 3, 3), {"padding": 1, "groups": 4}),
+    ((2, 12, 7, 9), (24, 4, 1, 1), {"groups": 3}),
+    ((1, 64, 11, 11), (64, 2, 3, 3), {"padding": 1, "groups": 32, "strides": 2}),
+    ((1, 16, 10, 10), (8, 8, 3, 3), {"padding": (1, 0, 2, 1), "groups": 2}),
+]
+
+
+def _want(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:
+    p = attrs.get("padding", 0)
+    pad = tuple(p) if isinstance(p, tuple) else (p,) * 4
+    st = attrs.get("strides", 1)
+    return conv2d_nchw_ref(x, w, (st, st), pad, (1, 1), attrs["groups"]).astype("float32")
+
+
+@pytest.mark.parametrize("dshape, kshape, attrs", CASES)
+def test_the_fallback_schedule_computes_the_grouped_convolution(dshape, kshape, attrs) -> None:
+    rng = seeded_rng()
+    x, w = rand(rng, dshape), rand(rng, kshape)
+    s, tensors = instantiate("group_conv2d_NCHWc.x86", [(dshape, "float32"),
+                                                        (kshape, "float32")], attrs)
+    np.testing.assert_allclose(run(s, tensors, [x, w]), _want(x, w, attrs), rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_points_across_the_space_compute_the_same_convolution() -> None:
+    dshape, kshape, attrs = CASES[0]
+    args = [(dshape, "float32"), (kshape, "float32")]
+    space = config_space("group_conv2d_NCHWc.x86", args, attrs)
+    assert space.size > 20 and {"tile_ic", "tile_oc", "tile_ow"} <= set(space.knobs)
+    rng = seeded_rng()
+    x, w = rand(rng, dshape), rand(rng, kshape)
+    for index in rng.choice(space.size, 4, replace=False):
+        s, tensors = instantiate("group_conv2d_NCHWc.x86", args, attrs,
+                                 cfg=space.get(int(index)))
+        np.testing.assert_allclose(run(s, tensors, [x, w]), _want(x, w, attrs), rtol=1e-4,
+                                   atol=1e-4)
+
+
+def test_groups_that_do_not_divide_the_channels_are_a_schedule_error() -> None:
+    from tessel_errors import ScheduleError
+
+    with pytest.raises(ScheduleError, match="groups=3 does not fit"):
+        instantiate("group_conv2d_NCHWc.x86", [((1, 16, 8, 8), "float32"),
+                                               ((12, 4, 3, 3), "float32")], {"groups": 3})
+
+
+def _model(c: int, co: int, groups: int) -> relay_ir.IRModule:
+    return relay_ir.parse(f"""
+    def @main(%x: Tensor[(1, {c}, 9, 9), float32],
+              %w: Tensor[({co}, {c // groups}, 3, 3), float32]) {{
+      nn.relu(nn.conv2d(%x, %w, padding=[1, 1], groups={groups}))
+    }}""")
+
+
+def test_build_gives_a_wide_grouped_conv_the_template_with_its_weight_packed_once() -> None:
+    mod = _model(64, 64, 2)
+    rng = seeded_rng()
+    w, x = rand(rng, (64, 32, 3, 3)), rand(rng, (1, 64, 9, 9))
+    lib = relay_ir.build(mod, params={"w": w})
+    assert lib.group_schedules == [("fused_conv2d_relu", "group_conv2d_NCHWc.x86")]
+    assert [v.shape for v in lib.plan.values if v.kind == "const"][0][-2:] != (3, 3)  # packed
+    want = relay_ir.interpret(bind_params(mod, {"w": w}), x)
+    np.testing.assert_allclose(lib.run(x), want, rtol=1e-4, atol=1e-4)
+
+
+def test_build_leaves_narrow_groups_to_the_generic_schedule() -> None:
+    mod = _model(64, 64, 16)  # 4 channels per group
+    rng = seeded_rng()
+    w, x = rand(rng, (64, 4, 3, 3)), rand(rng, (1, 64, 9, 9))
+    lib = relay_ir.build(mod, params={"w": w})
+    assert "group_conv2d_NCHWc.x86" not in dict(lib.group_schedules).values()
+    want = relay_ir.interpret(bind_params(mod, {"w": w}), x)
+    np.testing.assert_allclose(lib.run(x), want, rtol=1e-4, atol=1e-4)
