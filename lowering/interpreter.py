@@ -150,6 +150,10 @@ def _intrinsic(name: str, dtype: str) -> Callable[[list[Any]], Any]:
         "floor": lambda a: np.floor(a[0]),
         "ceil": lambda a: np.ceil(a[0]),
         "round": lambda a: np.rint(a[0]),
+        "round_half_away": lambda a: _scalar(
+            np.sign(a[0]) * np.floor(np.abs(np.float64(a[0])) + 0.5), dtype),
+        "shift_right": lambda a: _scalar(np.right_shift(a[0], a[1]), dtype),
+        "shift_left": lambda a: _scalar(np.left_shift(a[0], a[1]), dtype),
         "trunc": lambda a: np.trunc(a[0]),
         "fma": lambda a: _scalar(np.float64(a[0]) * np.float64(a[1]) + np.float64(a[2]),
                                  dtype),

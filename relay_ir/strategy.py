@@ -61,7 +61,8 @@ def _register(name: str, fn: ComputeFn, kind: str = "injective",
 
 # --- elementwise and broadcast ---------------------------------------------------------
 
-_UNARY = {"abs": ops.abs, "ceil": ops.ceil, "floor": ops.floor, "round": ops.round,
+# relay's round rounds half away from zero (the interpreter's reference), not to even
+_UNARY = {"abs": ops.abs, "ceil": ops.ceil, "floor": ops.floor, "round": ops.round_half_away,
           "exp": ops.exp, "log": ops.log, "sqrt": ops.sqrt, "rsqrt": ops.rsqrt,
           "sigmoid": ops.sigmoid, "tanh": ops.tanh, "negative": ops.negative,
           "erf": ops.erf, "nn.relu": ops.relu, "copy": ops.identity}
@@ -73,7 +74,8 @@ _BINARY = {"add": ops.add, "subtract": ops.subtract, "multiply": ops.multiply,
            "minimum": ops.minimum, "equal": ops.equal, "not_equal": ops.not_equal,
            "less": ops.less, "less_equal": ops.less_equal, "greater": ops.greater,
            "greater_equal": ops.greater_equal, "logical_and": ops.logical_and,
-           "logical_or": ops.logical_or}
+           "logical_or": ops.logical_or, "right_shift": ops.right_shift,
+           "left_shift": ops.left_shift}
 for _name, _fn in _BINARY.items():
     _register(_name, lambda xs, a, t, _f=_fn: _f(xs[0], xs[1]))
 
@@ -238,16 +240,23 @@ def _conv_compute(xs: list[Any], a: Any, t: Type) -> Tensor:
     c = int(data.shape[1].value)
     if a.groups != 1 and a.groups == c and int(kernel.shape[1].value) == 1:
         return ops.depthwise_conv2d_nchw(data, kernel, tuple(a.strides), tuple(a.padding),
-                                         tuple(a.dilation))
+                                         tuple(a.dilation), out_dtype=a.out_dtype or None)
     return ops.conv2d_nchw(data, kernel, tuple(a.strides), tuple(a.padding),
-                           tuple(a.dilation), a.groups)
+                           tuple(a.dilation), a.groups, out_dtype=a.out_dtype or None)
+
+
+def _widening(a: Any, args: ArgSpecs) -> dict[str, Any]:
+    # an out_dtype other than the inputs' (int8 x int8 -> int32) is a template attr; the
+    # same dtype is left out, so float workloads keep their tuning keys
+    out = getattr(a, "out_dtype", "") or ""
+    return {"out_dtype": out} if out and out != args[0][1] else {}
 
 
 def _conv_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
     _conv_ok(a)
     (dshape, _), (kshape, _) = args
     tattrs = {"strides": tuple(a.strides), "padding": tuple(a.padding),
-              "dilation": tuple(a.dilation), "groups": a.groups}
+              "dilation": tuple(a.dilation), "groups": a.groups, **_widening(a, args)}
     if a.groups == 1:
         return "conv2d", tattrs
     if a.groups == dshape[1] and kshape[1] == 1 and kshape[0] == dshape[1]:
@@ -265,11 +274,11 @@ _register("nn.conv2d", _conv_compute, kind="anchor", template=_conv_template)
 
 
 def _dense_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
-    return ("dense", {}) if len(args[0][0]) == 2 else None
+    return ("dense", _widening(a, args)) if len(args[0][0]) == 2 else None
 
 
-_register("nn.dense", lambda xs, a, t: ops.dense(xs[0], xs[1]), kind="anchor",
-          template=_dense_template)
+_register("nn.dense", lambda xs, a, t: ops.dense(xs[0], xs[1], out_dtype=a.out_dtype or None),
+          kind="anchor", template=_dense_template)
 
 
 def _matmul_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:

@@ -63,6 +63,12 @@ def _intrinsic(name: str, args: list[np.ndarray], dtype: str) -> np.ndarray:
         return (np.asarray(x, wide) * args[1] + args[2]).astype(dtype)
     if name == "popcount":
         return np.bitwise_count(x).astype(dtype)
+    if name == "round_half_away":
+        return (np.sign(x) * np.floor(np.abs(np.asarray(x, np.float64)) + 0.5)).astype(dtype)
+    if name == "shift_right":
+        return np.right_shift(x, args[1]).astype(dtype)
+    if name == "shift_left":
+        return np.left_shift(x, args[1]).astype(dtype)
     raise TensorExprError(f"te.evaluate: no numpy rule for the intrinsic '{name}'")
 
 

@@ -344,7 +344,7 @@ INTRINSICS = frozenset(
     {
         "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "pow", "fabs", "floor",
         "ceil", "round", "trunc", "fma", "if_then_else", "exp2", "log2", "log10", "sin",
-        "cos", "isnan", "popcount",
+        "cos", "isnan", "popcount", "round_half_away", "shift_right", "shift_left",
     }
 )
 

@@ -102,6 +102,30 @@ def round(x: Any) -> PrimExpr:  # noqa: A001
     return e if not is_float(e.dtype) else Call(e.dtype, "round", (e,))
 
 
+def round_half_away(x: Any) -> PrimExpr:
+    """Round half away from zero, as C's round() and Relay's round (identity on integers)."""
+    e = as_expr(x)
+    return e if not is_float(e.dtype) else Call(e.dtype, "round_half_away", (e,))
+
+
+def _shift(name: str, x: Any, amount: Any) -> PrimExpr:
+    a, b = _coerce_pair(x, amount)
+    if is_float(a.dtype) or a.dtype == "bool":
+        raise TensorExprError(f"{name}() needs integer operands, got '{a}' of dtype {a.dtype}")
+    return Call(a.dtype, name, (a, b))
+
+
+def shift_right(x: Any, amount: Any) -> PrimExpr:
+    """x >> amount: arithmetic on signed, logical on unsigned integers; the amount must lie
+    in [0, bits) (as in C and LLVM; relay's right_shift clamps it first)."""
+    return _shift("shift_right", x, amount)
+
+
+def shift_left(x: Any, amount: Any) -> PrimExpr:
+    """x << amount, wrapping; the amount must lie in [0, bits) (as in C and LLVM)."""
+    return _shift("shift_left", x, amount)
+
+
 def trunc(x: Any) -> PrimExpr:
     """Round toward zero."""
     e = as_expr(x)

@@ -110,6 +110,7 @@ _UNARY_F32 = {
     "exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "log10": "log10f",
     "sqrt": "sqrtf", "sin": "sinf", "cos": "cosf", "floor": "floorf", "ceil": "ceilf",
     "trunc": "truncf", "fabs": "fabsf", "round": "rintf", "tanh": "tanhf", "erf": "erff",
+    "round_half_away": "roundf",
 }
 
 
@@ -789,6 +790,9 @@ class _Kernel:
         if name == "popcount":
             fn = "__popcll" if args[0].dtype in ("int64", "uint64") else "__popc"
             return f"{fn}({self.expr(args[0])})"
+        if name in ("shift_left", "shift_right"):
+            op = "<<" if name == "shift_left" else ">>"
+            return f"({self.expr(args[0])} {op} {self.expr(args[1])})"
         if not is_float(e.dtype):
             raise CodegenError(f"intrinsic '{name}' is not supported by the CUDA backend "
                                f"for dtype {e.dtype}")

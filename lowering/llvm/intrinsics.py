@@ -20,7 +20,7 @@ from tessel_errors import CodegenError
 _LLVM_UNARY = {
     "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log10": "log10",
     "sqrt": "sqrt", "sin": "sin", "cos": "cos", "floor": "floor", "ceil": "ceil",
-    "trunc": "trunc", "fabs": "fabs", "round": "roundeven",
+    "trunc": "trunc", "fabs": "fabs", "round": "roundeven", "round_half_away": "round",
 }
 
 # Eigen's float tanh: odd rational function on [-7.9053, 7.9053], exact sign and clamping.
@@ -38,6 +38,11 @@ def emit(cg: Any, name: str, dtype: str, arg_dtypes: list[str], args: list[ir.Va
         return cg.b.fcmp_unordered("uno", args[0], args[0])
     if name == "popcount":
         return cg.intrinsic("ctpop", args[0].type, args, [args[0].type])
+    if name == "shift_left":
+        return cg.b.shl(args[0], args[1])
+    if name == "shift_right":
+        shr = cg.b.lshr if dtype.startswith("uint") else cg.b.ashr
+        return shr(args[0], args[1])
     if dtype not in ("float16", "float32", "float64"):
         raise CodegenError(
             f"intrinsic '{name}' is not supported by the LLVM backend for dtype {dtype} "

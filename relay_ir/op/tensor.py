@@ -1,5 +1,6 @@
-"""Elementwise ops: unary math, binary arithmetic/comparison with numpy broadcasting, where,
-clip, cast, copy, and the constant makers full/zeros/ones (+ _like).
+"""Elementwise ops: unary math, binary arithmetic/comparison with numpy broadcasting, the
+integer shifts right_shift (arithmetic) / left_shift, where, clip, cast, copy, and the
+constant makers full/zeros/ones (+ _like).
 
 References compute in float64 (or the exact integer/bool dtype) and cast to the output
 dtype, so they are exact oracles. `round` rounds half away from zero (as C and TVM do,
@@ -131,6 +132,11 @@ def _binary_rel(kind: str) -> Callable[..., Type]:
                 f"needs bool tensors, got dtype {dtype}",
                 arg=0, expected=TensorType(a.shape, "bool"), got=a,
             )
+        if kind == "shift" and not (dtype.startswith("int") or dtype.startswith("uint")):
+            raise RelationError(
+                f"shifts integer tensors, got dtype {dtype}",
+                arg=0, expected=TensorType(a.shape, "int32"), got=a,
+            )
         shape = broadcast_shapes([a.shape, b.shape])
         return TensorType(shape, "bool" if kind in ("compare", "logical") else dtype)
 
@@ -141,6 +147,19 @@ def _int_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # integer division truncates toward zero, as in C (and TVM's truncdiv)
     q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
     return np.where((a < 0) != (b < 0), -q, q)
+
+
+def _right_shift(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # an amount outside [0, bits) is clamped into it: bits or more leaves only sign bits
+    top = a.dtype.itemsize * 8 - 1
+    return np.right_shift(a, np.clip(b, 0, top).astype(a.dtype))
+
+
+def _left_shift(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # wraps; an amount below 0 shifts by 0, one of bits or more gives 0
+    width = a.dtype.itemsize * 8
+    shifted = np.left_shift(a, np.clip(b, 0, width - 1).astype(a.dtype))
+    return np.where(b >= width, np.zeros((), a.dtype), shifted)
 
 
 _BINARY: dict[str, tuple[Callable[..., np.ndarray], str]] = {
@@ -159,6 +178,8 @@ _BINARY: dict[str, tuple[Callable[..., np.ndarray], str]] = {
     "greater_equal": (np.greater_equal, "compare"),
     "logical_and": (np.logical_and, "logical"),
     "logical_or": (np.logical_or, "logical"),
+    "right_shift": (_right_shift, "shift"),
+    "left_shift": (_left_shift, "shift"),
 }
 
 
@@ -167,6 +188,8 @@ def _binary_ref(name: str, fn: Callable[..., np.ndarray], kind: str) -> Callable
         a, b = np.asarray(a), np.asarray(b)
         if name == "divide" and a.dtype.kind in "iu":
             return _int_divide(a, b).astype(a.dtype)
+        if kind == "shift":
+            return np.asarray(fn(*np.broadcast_arrays(a, b))).astype(a.dtype)
         with np.errstate(all="ignore"):
             out = np.asarray(fn(_exact(a), _exact(b)))
         return out if kind != "arith" else out.astype(a.dtype)
@@ -381,6 +404,8 @@ less_equal = _binary_builder("less_equal")
 greater_equal = _binary_builder("greater_equal")
 logical_and = _binary_builder("logical_and")
 logical_or = _binary_builder("logical_or")
+right_shift = _binary_builder("right_shift")
+left_shift = _binary_builder("left_shift")
 
 
 def where(condition: Expr, x: Expr, y: Expr) -> Call:
@@ -430,8 +455,8 @@ def ones_like(data: Expr, dtype: str = "") -> Call:
 
 __all__ = [
     "abs", "add", "cast", "ceil", "clip", "copy", "divide", "equal", "erf", "exp", "floor",
-    "full", "full_like", "greater", "greater_equal", "less", "less_equal", "log",
+    "full", "full_like", "greater", "greater_equal", "left_shift", "less", "less_equal", "log",
     "logical_and", "logical_not", "logical_or", "maximum", "minimum", "multiply", "negative",
-    "not_equal", "ones", "ones_like", "power", "round", "rsqrt", "sigmoid", "sqrt", "subtract",
-    "tanh", "where", "zeros", "zeros_like",
+    "not_equal", "ones", "ones_like", "power", "right_shift", "round", "rsqrt", "sigmoid",
+    "sqrt", "subtract", "tanh", "where", "zeros", "zeros_like",
 ]

@@ -13,7 +13,7 @@ from typing import Any
 
 from schedule.schedule import Schedule
 from schedule.space import FallbackConfig, SplitEntity
-from tensor_expr.expr import IntImm
+from tensor_expr.expr import IntImm, PrimExpr, cast
 from tensor_expr.tensor import ComputeOp, Operation, Tensor
 from tessel_errors import ScheduleError
 
@@ -95,6 +95,13 @@ def output_and_accumulator(s: Schedule, outs: Sequence[Tensor], anchor: Tensor
 
 # ---------------------------------------------------------------------------------------
 # Picking factors
+
+
+def accumulator(attrs: dict[str, Any], e: PrimExpr) -> PrimExpr:
+    """An operand of a product widened to the attrs' out_dtype (int8 x int8 summed in int32
+    must multiply in int32), unchanged when out_dtype is absent or the same."""
+    dt = attrs.get("out_dtype") or e.dtype
+    return e if dt == e.dtype else cast(e, dt)
 
 
 def const_extent(t: Any) -> int:

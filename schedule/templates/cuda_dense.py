@@ -30,6 +30,7 @@ import tensor_expr as te
 from schedule.schedule import Schedule, create_schedule
 from schedule.space import FallbackConfig
 from schedule.templates.common import (
+    accumulator,
     best_divisor,
     const_extent,
     fallback_split,
@@ -47,7 +48,8 @@ GEMM = "gemm"
 MAX_TILE = 32  # threads per block axis: 32 x 32 = 1024, CUDA's limit
 
 
-def _gemm(cfg: Any, a: Tensor, b: Tensor, trans_b: bool, batch: bool, name: str) -> Tensor:
+def _gemm(cfg: Any, a: Tensor, b: Tensor, trans_b: bool, batch: bool, name: str,
+          attrs: dict[str, Any] | None = None) -> Tensor:
     ash, bsh = shape_of(a), shape_of(b)
     M, K = ash[-2], ash[-1]
     N = bsh[-2] if trans_b else bsh[-1]
@@ -60,7 +62,7 @@ def _gemm(cfg: Any, a: Tensor, b: Tensor, trans_b: bool, batch: bool, name: str)
         av = a[(*bt, i, k)]
         if half:  # float16 products summed in float32, rounded once at the end
             av, bv = cast(av, "float32"), cast(bv, "float32")
-        return T.sum(av * bv, axis=k)
+        return T.sum(accumulator(attrs or {}, av) * accumulator(attrs or {}, bv), axis=k)
 
     half = a.dtype == "float16"
     cfg.add_flop(2.0 * M * N * K * (bsh[0] if batch else 1))
@@ -74,7 +76,7 @@ def _dense_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
                    ) -> tuple[list[Tensor], list[Tensor]]:
     expect_args("dense.cuda", args, 2, [2, 2])
     a, w = placeholders(args, ["data", "weight"])
-    return [a, w], [_gemm(cfg, a, w, trans_b=True, batch=False, name="dense")]
+    return [a, w], [_gemm(cfg, a, w, trans_b=True, batch=False, name="dense", attrs=attrs)]
 
 
 def _matmul_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]

@@ -21,6 +21,7 @@ from typing import Any
 from schedule.schedule import Schedule, create_schedule
 from schedule.space import FallbackConfig
 from schedule.templates.common import (
+    accumulator,
     const_extent,
     divisor_at_most,
     fallback_split,
@@ -62,7 +63,8 @@ def _conv_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     rx = T.reduce_axis((0, KW), name="rx")
     (sh, sw), (dh, dw) = a.strides, a.dilation
     out = T.compute((N, CO, OH, OW), lambda n, co, h, w: T.sum(
-        dpad[n, rc, h * sh + ry * dh, w * sw + rx * dw] * kernel[co, rc, ry, rx],
+        accumulator(attrs, dpad[n, rc, h * sh + ry * dh, w * sw + rx * dw])
+        * accumulator(attrs, kernel[co, rc, ry, rx]),
         axis=[rc, ry, rx]), name="conv2d_nchw", tag=CONV)
     cfg.add_flop(2.0 * N * CO * OH * OW * C * KH * KW)
     return [data, kernel], [out]
@@ -85,7 +87,8 @@ def _depthwise_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     rx = T.reduce_axis((0, KW), name="rx")
     (sh, sw), (dh, dw) = a.strides, a.dilation
     out = T.compute((N, CO, OH, OW), lambda n, c, h, w: T.sum(
-        dpad[n, c // mult, h * sh + ry * dh, w * sw + rx * dw] * kernel[c, 0, ry, rx],
+        accumulator(attrs, dpad[n, c // mult, h * sh + ry * dh, w * sw + rx * dw])
+        * accumulator(attrs, kernel[c, 0, ry, rx]),
         axis=[ry, rx]), name="depthwise_conv2d_nchw", tag=DEPTHWISE)
     cfg.add_flop(2.0 * N * CO * OH * OW * KH * KW)
     return [data, kernel], [out]

@@ -33,6 +33,7 @@ import numpy as np
 from schedule.schedule import Schedule, create_schedule
 from schedule.space import FallbackConfig
 from schedule.templates.common import (
+    accumulator,
     best_divisor,
     divisor_at_most,
     fallback_split,
@@ -173,7 +174,8 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     conv = T.compute(
         (N, CO // oc_bn, OH, OW, oc_bn),
         lambda n, oc, h, w, ob: T.sum(
-            dpad[n, ico, h * sh + ry * dh, w * sw + rx * dw, ici] * kvec[oc, ico, ry, rx, ici, ob],
+            accumulator(attrs, dpad[n, ico, h * sh + ry * dh, w * sw + rx * dw, ici])
+            * accumulator(attrs, kvec[oc, ico, ry, rx, ici, ob]),
             axis=[ico, ry, rx, ici]),
         name="conv2d_NCHWc", tag=CONV)
     cfg.add_flop(2.0 * N * CO * OH * OW * C * KH * KW)

@@ -24,6 +24,7 @@ import numpy as np
 from schedule.schedule import Schedule, create_schedule
 from schedule.space import FallbackConfig
 from schedule.templates.common import (
+    accumulator,
     best_divisor,
     const_extent,
     divisor_at_most,
@@ -97,10 +98,17 @@ def _widest_tile(N: int, rows: int, lanes: int, default: int, pad_ok: bool) -> i
 
 
 def _gemm(cfg: Any, a: Tensor, b: Tensor, trans_b: bool, batch: bool, name: str,
-          prepacked: bool = False) -> tuple[Tensor, Tensor]:
+          prepacked: bool = False, attrs: dict[str, Any] | None = None
+          ) -> tuple[Tensor, Tensor]:
     """C[(bt,) i, j] = sum_k A[(bt,) i, k] * B[(bt,) k, j] (B[(bt,) j, k] if trans_b), and
     the tensor B is read from: `b`, or with `prepacked` a placeholder in the packed layout
-    [N/nr, K, nr] that the caller fills once from its constant B (see _packers)."""
+    [N/nr, K, nr] that the caller fills once from its constant B (see _packers). With
+    attrs out_dtype (int8 operands, "int32") the operands are widened before the product."""
+    attrs = attrs or {}
+
+    def mul(x: Any, y: Any) -> Any:
+        return accumulator(attrs, x) * accumulator(attrs, y)
+
     ash, bsh = shape_of(a), shape_of(b)
     M, K = ash[-2], ash[-1]
     N = bsh[-2] if trans_b else bsh[-1]
@@ -110,8 +118,8 @@ def _gemm(cfg: Any, a: Tensor, b: Tensor, trans_b: bool, batch: bool, name: str,
         bp = T.placeholder((-(-N // nr), K, nr), b.dtype, name=b.name + "_packed")
         k = T.reduce_axis((0, K), name="k")
         cfg.add_flop(2.0 * M * N * K)
-        return T.compute((M, N), lambda i, j: T.sum(a[i, k] * bp[j // nr, k, j % nr], axis=k),
-                         name=name, tag=GEMM), bp
+        return T.compute((M, N), lambda i, j: T.sum(mul(a[i, k], bp[j // nr, k, j % nr]),
+                                                    axis=k), name=name, tag=GEMM), bp
     cfg.define_knob("pack_b", [True, False])
     fallback_value(cfg, "pack_b", nr % cfg.target.fp32_lanes == 0 and M >= 4)
     k = T.reduce_axis((0, K), name="k")
@@ -133,7 +141,7 @@ def _gemm(cfg: Any, a: Tensor, b: Tensor, trans_b: bool, batch: bool, name: str,
     shape = (*lead, M, N)
     cfg.add_flop(2.0 * M * N * K * (bsh[0] if batch else 1))
     return T.compute(shape, lambda *ix: T.sum(
-        a[(*ix[:-2], ix[-2], k)] * read_b(ix[:-2], k, ix[-1]), axis=k), name=name,
+        mul(a[(*ix[:-2], ix[-2], k)], read_b(ix[:-2], k, ix[-1])), axis=k), name=name,
         tag=GEMM), b
 
 
@@ -150,7 +158,7 @@ def _dense_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     expect_args("dense.x86", args, 2, [2, 2])
     a, w = placeholders(args, ["data", "weight"])
     out, w_in = _gemm(cfg, a, w, trans_b=True, batch=False, name="dense",
-                      prepacked=_weight_packed("dense.x86", attrs))
+                      prepacked=_weight_packed("dense.x86", attrs), attrs=attrs)
     return [a, w_in], [out]
 
 

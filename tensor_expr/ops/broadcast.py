@@ -18,12 +18,13 @@ from typing import Any
 
 from tensor_expr import intrin
 from tensor_expr.arith.structural import structural_equal
-from tensor_expr.dtype import is_float, is_integral
+from tensor_expr.dtype import bits, is_float, is_integral
 from tensor_expr.expr import (
     IntImm,
     IterVar,
     PrimExpr,
     as_expr,
+    const,
     floordiv,
     floormod,
     if_then_else,
@@ -178,3 +179,37 @@ def broadcast_to(x: Tensor, shape: Sequence[Any]) -> Tensor:
 def where_lazy(cond: Operand, x: Operand, y: Operand) -> Tensor:
     """Like where, but only the taken side is read (if_then_else)."""
     return broadcast_map([cond, x, y], if_then_else, "where_lazy")
+
+
+def _shift_operands(name: str, x: Operand, y: Operand) -> None:
+    for v in (x, y):
+        dt = v.dtype if isinstance(v, (Tensor, PrimExpr)) else None
+        if dt is not None and (not is_integral(dt) or dt == "bool"):
+            raise TensorExprError(f"{name}: needs integer tensors, got dtype {dt}; the "
+                                  "quantized graph shifts int32 accumulators")
+
+
+def right_shift(x: Operand, y: Operand) -> Tensor:
+    """x >> y of integer tensors with broadcasting, arithmetic on signed types; an amount
+    below 0 shifts by 0, one of the bit width or more by width - 1 (all sign bits, as
+    numpy): `ops.right_shift(acc, 4)`."""
+    _shift_operands("right_shift", x, y)
+
+    def f(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+        top = bits(a.dtype) - 1
+        return intrin.shift_right(a, emin(emax(b, 0), top))
+
+    return broadcast_map([x, y], f, "right_shift")
+
+
+def left_shift(x: Operand, y: Operand) -> Tensor:
+    """x << y of integer tensors with broadcasting, wrapping; an amount below 0 shifts by
+    0, one of the bit width or more gives 0 (as numpy): `ops.left_shift(q, 2)`."""
+    _shift_operands("left_shift", x, y)
+
+    def f(a: PrimExpr, b: PrimExpr) -> PrimExpr:
+        width = bits(a.dtype)
+        shifted = intrin.shift_left(a, emin(emax(b, 0), width - 1))
+        return select(b >= width, const(0, a.dtype), shifted)
+
+    return broadcast_map([x, y], f, "left_shift")

@@ -81,6 +81,11 @@ def round(x: Tensor) -> Tensor:  # noqa: A001
     return elemwise(x, intrin.round, "round")
 
 
+def round_half_away(x: Tensor) -> Tensor:
+    """Round half away from zero, as C's round() and Relay's round: `ops.round_half_away(x)`."""
+    return elemwise(x, intrin.round_half_away, "round_half_away")
+
+
 def trunc(x: Tensor) -> Tensor:
     """Round toward zero: `ops.trunc(x)`."""
     return elemwise(x, intrin.trunc, "trunc")

@@ -1,0 +1,89 @@
+"""relay_ir.build on integer graphs: int8 x int8 -> int32 conv2d and dense through the x86
+templates (conv2d_NCHWc, depthwise, dense with plain and packed constant weights) and the
+integer shifts, bit for bit against relay_ir.interpret on seeded random int8 inputs that
+include the extremes -128 and 127."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import relay_ir as R
+from relay_ir import nn
+from tests.relay_ir import programs as P
+from tests.rng import seeded_rng
+
+
+def _int8(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Uniform int8 values with a quarter of them pinned to -128 or 127 (the extremes)."""
+    v = rng.integers(-128, 128, shape)
+    edge = rng.random(shape) < 0.25
+    v[edge] = rng.choice([-128, 127, -127, 126], size=int(edge.sum()))
+    return v.astype("int8")
+
+
+def _build_and_compare(shapes: list[tuple[int, ...]], body: Callable[..., Any],
+                       const_weight: bool) -> None:
+    rng = seeded_rng()
+    values = [_int8(rng, s) for s in shapes]
+    x = P.tvar("x", shapes[0], "int8")
+    if const_weight:  # a model's weight: packed once at build into the template's layout
+        mod = P.main_module([x], body(x, R.Constant(values[1])))
+        ins = values[:1]
+    else:
+        w = P.tvar("w", shapes[1], "int8")
+        mod = P.main_module([x, w], body(x, w))
+        ins = values
+    got = R.build(mod).run(*ins)
+    want = R.interpret(mod, *ins)
+    assert got.dtype == want.dtype == np.dtype("int32")
+    np.testing.assert_array_equal(got, want)
+
+
+CONV_CASES = {
+    "3x3_pad1": ((1, 8, 9, 9), (16, 8, 3, 3), {"padding": (1, 1)}),
+    "strided_odd_channels": ((2, 3, 10, 10), (5, 3, 3, 3), {"strides": (2, 2),
+                                                            "padding": (1, 1)}),
+    "1x1": ((1, 16, 6, 6), (24, 16, 1, 1), {}),
+    "depthwise": ((1, 8, 7, 7), (8, 1, 3, 3), {"padding": (1, 1), "groups": 8}),
+}
+
+
+@pytest.mark.parametrize("const_weight", [False, True], ids=["weight_arg", "weight_const"])
+@pytest.mark.parametrize("name", sorted(CONV_CASES))
+def test_int8_conv2d_accumulates_in_int32_like_interpreter(name: str,
+                                                           const_weight: bool) -> None:
+    dshape, kshape, attrs = CONV_CASES[name]
+    _build_and_compare([dshape, kshape], lambda x, w: nn.conv2d(
+        x, w, out_dtype="int32", **attrs), const_weight)
+
+
+@pytest.mark.parametrize("const_weight", [False, True], ids=["weight_arg", "weight_const"])
+@pytest.mark.parametrize("shapes", [((3, 40), (17, 40)), ((1, 64), (16, 64)),
+                                    ((8, 5), (32, 5))], ids=str)
+def test_int8_dense_accumulates_in_int32_like_interpreter(shapes: Any,
+                                                          const_weight: bool) -> None:
+    _build_and_compare(list(shapes), lambda x, w: nn.dense(x, w, out_dtype="int32"),
+                       const_weight)
+
+
+def test_int8_conv2d_with_requantize_epilogue_like_interpreter() -> None:
+    # the realized graph's shape: int32 bias, relu, add-half-then-shift, clip, cast to int8
+    rng = seeded_rng()
+    bias = rng.integers(-2000, 2000, (8, 1, 1)).astype("int32")
+
+    def body(x: Any, w: Any) -> Any:
+        acc = R.add(nn.conv2d(x, w, padding=(1, 1), out_dtype="int32"), R.Constant(bias))
+        acc = R.right_shift(R.add(nn.relu(acc), P.const(64, "int32")), P.const(7, "int32"))
+        return R.cast(R.clip(acc, -127, 127), "int8")
+
+    values = [_int8(rng, (1, 4, 8, 8)), _int8(rng, (8, 4, 3, 3))]
+    x, w = P.tvar("x", (1, 4, 8, 8), "int8"), P.tvar("w", (8, 4, 3, 3), "int8")
+    mod = P.main_module([x, w], body(x, w))
+    got = R.build(mod).run(*values)
+    want = R.interpret(mod, *values)
+    assert got.dtype == np.dtype("int8")
+    np.testing.assert_array_equal(got, want)
