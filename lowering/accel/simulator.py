@@ -1,0 +1,210 @@
+"""The accelerator: runs an instruction stream on DRAM bit-exactly and counts its cycles.
+
+VTA's decoupled access-execute machine. Fetch reads the stream in order and hands every
+instruction to one of three modules' command queues: LOADs into the input and weight
+buffers to the load module; LOADs of micro-ops and accumulators, GEMM, ALU and FINISH to
+the compute module; STOREs to the store module. The modules run at once, each its own
+queue in order, synchronised only by dependency tokens on four queues: load -> compute,
+compute -> load, compute -> store, store -> compute. An instruction with `pop_*_dep`
+waits for a token that its neighbour's instruction with the matching `push_*_dep` pushes
+when that finishes. A pop whose token never comes is a deadlock, reported (the hardware
+would hang).
+
+The cycle model: an instruction starts when its module is free and the tokens it pops
+have been pushed; a LOAD or STORE takes dram_latency + ceil(DRAM bytes /
+dram_bytes_per_cycle) cycles, a GEMM or ALU one cycle per micro-op iteration (iter_out *
+iter_in * micro-ops), FINISH none. Fetch and the command queues are free and unbounded.
+Instructions take effect on the memories (lowering.accel.datapath) in the order they
+start, so a stream whose tokens do not order a write before its read computes what that
+schedule of the modules would.
+
+    >>> import numpy as np
+    >>> from lowering.accel.env import Env
+    >>> from lowering.accel.isa import Finish
+    >>> run([Finish()], np.zeros(0, np.uint8), Env()).total_cycles
+    0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lowering.accel.datapath import Fault, Sram, execute
+from lowering.accel.dram import Dram
+from lowering.accel.env import Env
+from lowering.accel.isa import Alu, Gemm, Insn, Load, MemType, Store, disasm
+from tessel_errors import DeviceError, KernelArgumentError
+
+MODULES = ("load", "compute", "store")
+_NEIGHBOURS = {"load": (None, "compute"), "compute": ("load", "store"),
+               "store": ("compute", None)}
+
+
+def module_of(insn: Insn) -> str:
+    """The module whose queue fetch gives `insn` (VTA's split)."""
+    if isinstance(insn, Load) and insn.mem in (MemType.INP, MemType.WGT):
+        return "load"
+    if isinstance(insn, Store):
+        return "store"
+    return "compute"
+
+
+def cost(insn: Insn, env: Env) -> int:
+    """Cycles `insn` keeps its module busy."""
+    if isinstance(insn, (Load, Store)):
+        nbytes = insn.y_size * insn.x_size * env.elem_bytes(insn.mem.name)
+        return env.dram_latency + -(-nbytes // env.dram_bytes_per_cycle)
+    if isinstance(insn, (Gemm, Alu)):
+        return insn.iter_out * insn.iter_in * max(0, insn.uop_end - insn.uop_bgn)
+    return 0
+
+
+@dataclass(frozen=True)
+class Stats:
+    """What a run cost: cycles, per-module busy cycles, DRAM traffic, instruction counts.
+
+    `timeline[n]` is instruction n's (start, end) cycle."""
+
+    total_cycles: int
+    busy: dict[str, int]
+    gemm_cycles: int
+    alu_cycles: int
+    dram_bytes_read: int
+    dram_bytes_written: int
+    counts: dict[str, int]
+    timeline: tuple[tuple[int, int], ...]
+
+    @property
+    def gemm_utilisation(self) -> float:
+        """The fraction of the run's cycles the GEMM core computes."""
+        return self.gemm_cycles / self.total_cycles if self.total_cycles else 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        """The numbers, for tables and tuning records (the timeline left out)."""
+        return {"total_cycles": self.total_cycles, "busy": dict(self.busy),
+                "gemm_cycles": self.gemm_cycles, "alu_cycles": self.alu_cycles,
+                "gemm_utilisation": self.gemm_utilisation,
+                "dram_bytes_read": self.dram_bytes_read,
+                "dram_bytes_written": self.dram_bytes_written, "counts": dict(self.counts)}
+
+
+def _queues(module: str, insn: Insn) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(token queues the instruction pops, queues it pushes), as (from, to) modules."""
+    prev, nxt = _NEIGHBOURS[module]
+    pops, pushes = [], []
+    for flag, other, pop in ((insn.pop_prev_dep, prev, True), (insn.pop_next_dep, nxt, True),
+                             (insn.push_prev_dep, prev, False),
+                             (insn.push_next_dep, nxt, False)):
+        if flag and other is not None:
+            (pops if pop else pushes).append((other, module) if pop else (module, other))
+    return pops, pushes
+
+
+def _error(insns: Sequence[Insn], n: int, what: str, fix: str, extra: str = "") -> DeviceError:
+    lines = disasm(insns).split("\n")
+    window = [("  > " if k == n else "    ") + lines[k]
+              for k in range(max(0, n - 2), min(len(lines), n + 3))]
+    return DeviceError(f"accel simulator: instruction {n} ({insns[n]}): {what}{extra}\n"
+                       + "\n".join(window) + f"\n  fix: {fix}")
+
+
+def _check_flags(insns: Sequence[Insn], n: int, module: str) -> None:
+    insn = insns[n]
+    prev, nxt = _NEIGHBOURS[module]
+    for flag, name, other in (("pop_prev_dep", "previous", prev), ("push_prev_dep", "previous",
+                              prev), ("pop_next_dep", "next", nxt),
+                              ("push_next_dep", "next", nxt)):
+        if getattr(insn, flag) and other is None:
+            raise _error(insns, n, f"{flag} on the {module} module, which has no {name} "
+                         "module", "the chain is load <-> compute <-> store; clear the flag")
+
+
+def run(insns: Sequence[Insn], dram: np.ndarray | Dram, env: Env | None = None) -> Stats:
+    """Run `insns` on `dram` (a uint8 array or a Dram; STOREs write it in place).
+
+        >>> stats = run(stream, dram, Env())    # doctest: +SKIP
+        >>> stats.total_cycles, stats.gemm_utilisation      # doctest: +SKIP
+    """
+    env = env or (dram.env if isinstance(dram, Dram) else Env())
+    data = dram.data if isinstance(dram, Dram) else dram
+    if not (isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 1
+            and data.flags.c_contiguous):
+        raise KernelArgumentError("the accel simulator's DRAM must be a contiguous 1-D uint8 "
+                                  "array (or a lowering.accel.Dram)")
+    queue: dict[str, list[int]] = {m: [] for m in MODULES}
+    for n, insn in enumerate(insns):  # fetch
+        m = module_of(insn)
+        _check_flags(insns, n, m)
+        queue[m].append(n)
+    tokens: dict[tuple[str, str], list[int]] = {}
+    popped: dict[tuple[str, str], int] = {}
+    pc = dict.fromkeys(MODULES, 0)
+    free = dict.fromkeys(MODULES, 0)
+    busy = dict.fromkeys(MODULES, 0)
+    timeline: list[tuple[int, int]] = [(0, 0)] * len(insns)
+    sram = Sram(env)
+    read = written = gemm = alu = 0
+    while True:
+        best: tuple[int, str, list[tuple[str, str]]] | None = None
+        for m in MODULES:
+            if pc[m] == len(queue[m]):
+                continue
+            pops, _ = _queues(m, insns[queue[m][pc[m]]])
+            if any(popped.get(q, 0) >= len(tokens.get(q, ())) for q in pops):
+                continue
+            start = max([free[m]] + [tokens[q][popped.get(q, 0)] for q in pops])
+            if best is None or start < best[0]:
+                best = (start, m, pops)
+        if best is None:
+            break
+        start, m, pops = best
+        n = queue[m][pc[m]]
+        insn = insns[n]
+        for q in pops:
+            popped[q] = popped.get(q, 0) + 1
+        try:
+            r, w = execute(sram, insn, data)
+        except Fault as f:
+            raise _error(insns, n, f.what, f.fix) from None
+        c = cost(insn, env)
+        end = start + c
+        for q in _queues(m, insn)[1]:
+            tokens.setdefault(q, []).append(end)
+        timeline[n] = (start, end)
+        pc[m] += 1
+        free[m] = end
+        busy[m] += c
+        read += r
+        written += w
+        gemm += c if isinstance(insn, Gemm) else 0
+        alu += c if isinstance(insn, Alu) else 0
+    blocked = [queue[m][pc[m]] for m in MODULES if pc[m] < len(queue[m])]
+    if blocked:
+        raise _deadlock(insns, sorted(blocked), tokens, popped)
+    counts: dict[str, int] = {}
+    for insn in insns:
+        counts[insn.opcode.name] = counts.get(insn.opcode.name, 0) + 1
+    total = max((e for _, e in timeline), default=0)
+    return Stats(total, busy, gemm, alu, read, written, counts, tuple(timeline))
+
+
+def _deadlock(insns: Sequence[Insn], blocked: list[int], tokens: dict, popped: dict
+              ) -> DeviceError:
+    def waits(n: int) -> str:
+        m = module_of(insns[n])
+        pops, _ = _queues(m, insns[n])
+        q = next(q for q in pops if popped.get(q, 0) >= len(tokens.get(q, ())))
+        return (f"the {m} module waits for a token from {q[0]} that never comes (the "
+                f"{q[0]} module pushed {len(tokens.get(q, ()))}, all popped before)")
+
+    others = "".join(f"\n  also blocked: instruction {n} ({insns[n]}): {waits(n)}"
+                     for n in blocked[1:])
+    return _error(insns, blocked[0], "deadlock: " + waits(blocked[0]),
+                  "give every pop a matching push on the other module, earlier in its queue",
+                  others)
+
+
+__all__ = ["MODULES", "Stats", "cost", "module_of", "run"]
