@@ -14,9 +14,10 @@ The cycle model: an instruction starts when its module is free and the tokens it
 have been pushed; a LOAD or STORE takes dram_latency + ceil(DRAM bytes /
 dram_bytes_per_cycle) cycles, a GEMM or ALU one cycle per micro-op iteration (iter_out *
 iter_in * micro-ops), FINISH none. Fetch and the command queues are free and unbounded.
-Instructions take effect on the memories (lowering.accel.datapath) in the order they
-start, so a stream whose tokens do not order a write before its read computes what that
-schedule of the modules would.
+Each instruction takes effect on the memories (lowering.accel.datapath) at once when it
+ends, in the order they end: a LOAD's data is there when the LOAD is done, and a GEMM
+that a missing token lets start before its LOAD has finished reads the buffer as it was
+(an error if nothing wrote it yet), so a missing token shows in the results.
 
     >>> import numpy as np
     >>> from lowering.accel.env import Env
@@ -145,7 +146,6 @@ def run(insns: Sequence[Insn], dram: np.ndarray | Dram, env: Env | None = None) 
     free = dict.fromkeys(MODULES, 0)
     busy = dict.fromkeys(MODULES, 0)
     timeline: list[tuple[int, int]] = [(0, 0)] * len(insns)
-    sram = Sram(env)
     read = written = gemm = alu = 0
     while True:
         best: tuple[int, str, list[tuple[str, str]]] | None = None
@@ -165,10 +165,6 @@ def run(insns: Sequence[Insn], dram: np.ndarray | Dram, env: Env | None = None) 
         insn = insns[n]
         for q in pops:
             popped[q] = popped.get(q, 0) + 1
-        try:
-            r, w = execute(sram, insn, data)
-        except Fault as f:
-            raise _error(insns, n, f.what, f.fix) from None
         c = cost(insn, env)
         end = start + c
         for q in _queues(m, insn)[1]:
@@ -177,13 +173,19 @@ def run(insns: Sequence[Insn], dram: np.ndarray | Dram, env: Env | None = None) 
         pc[m] += 1
         free[m] = end
         busy[m] += c
-        read += r
-        written += w
         gemm += c if isinstance(insn, Gemm) else 0
         alu += c if isinstance(insn, Alu) else 0
     blocked = [queue[m][pc[m]] for m in MODULES if pc[m] < len(queue[m])]
     if blocked:
         raise _deadlock(insns, sorted(blocked), tokens, popped)
+    sram = Sram(env)
+    for n in sorted(range(len(insns)), key=lambda n: (timeline[n][1], timeline[n][0], n)):
+        try:
+            r, w = execute(sram, insns[n], data)
+        except Fault as f:
+            raise _error(insns, n, f.what, f.fix) from None
+        read += r
+        written += w
     counts: dict[str, int] = {}
     for insn in insns:
         counts[insn.opcode.name] = counts.get(insn.opcode.name, 0) + 1
