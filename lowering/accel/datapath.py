@@ -23,7 +23,7 @@ import numpy as np
 
 from lowering.accel.dram import elements
 from lowering.accel.env import Env
-from lowering.accel.isa import Alu, AluOp, Gemm, Insn, Load, MemType, Store, layout
+from lowering.accel.isa import Alu, AluOp, Compute, Gemm, Insn, Load, MemType, Store, layout
 
 _CHUNK = 4096  # GEMM iterations gathered at once (bounds the temporaries' memory)
 
@@ -113,16 +113,13 @@ class Sram:
     # -- compute ----------------------------------------------------------------------
     def gemm(self, insn: Gemm) -> None:
         """acc[dst] += inp[src] . wgt[wgt]^T (or = 0 with reset) for every iteration."""
-        dst, src, wgt = self._indices(insn)
-        self._index_range(MemType.ACC, dst, "dst")
-        acc = self.bufs[MemType.ACC]
-        if insn.reset:
-            acc[dst] = 0
-            self.written[MemType.ACC][dst] = True
+        indices = self._destinations(insn)
+        if indices is None:
             return
+        dst, src, wgt = indices
+        acc = self.bufs[MemType.ACC]
         self._index_range(MemType.INP, src, "src")
         self._index_range(MemType.WGT, wgt, "wgt")
-        self._check_written(MemType.ACC, dst, "GEMM")
         self._check_written(MemType.INP, src, "GEMM")
         self._check_written(MemType.WGT, wgt, "GEMM")
         inp, w = self.bufs[MemType.INP], self.bufs[MemType.WGT]
@@ -134,14 +131,11 @@ class Sram:
 
     def alu(self, insn: Alu) -> None:
         """acc[dst] = op(acc[dst], imm or acc[src]) in int32, iteration by iteration."""
-        dst, src, _ = self._indices(insn)
-        self._index_range(MemType.ACC, dst, "dst")
-        acc = self.bufs[MemType.ACC]
-        if insn.reset:
-            acc[dst] = 0
-            self.written[MemType.ACC][dst] = True
+        indices = self._destinations(insn)
+        if indices is None:
             return
-        self._check_written(MemType.ACC, dst, "ALU")
+        dst, src, _ = indices
+        acc = self.bufs[MemType.ACC]
         if not insn.use_imm:
             self._index_range(MemType.ACC, src, "src")
             self._check_written(MemType.ACC, src, "ALU")
@@ -156,7 +150,19 @@ class Sram:
             rhs = np.int64(insn.imm) if insn.use_imm else acc[s].astype(np.int64)
             acc[d] = _alu_op(insn.op, acc[d].astype(np.int64), rhs)
 
-    def _indices(self, insn: Gemm | Alu) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _destinations(self, insn: Compute) -> tuple[np.ndarray, ...] | None:
+        """The iterations' indices, the accumulators they update checked; None when the
+        instruction is a reset, which this did."""
+        dst, src, wgt = self._indices(insn)
+        self._index_range(MemType.ACC, dst, "dst")
+        if insn.reset:
+            self.bufs[MemType.ACC][dst] = 0
+            self.written[MemType.ACC][dst] = True
+            return None
+        self._check_written(MemType.ACC, dst, insn.opcode.name)
+        return dst, src, wgt
+
+    def _indices(self, insn: Compute) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """dst, src, wgt indices of every iteration, in the hardware's order."""
         if insn.uop_bgn > insn.uop_end:
             raise Fault(f"the micro-op range [{insn.uop_bgn},{insn.uop_end}) runs backwards",

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from lowering.accel.isa import Alu, Finish, Gemm, Insn, Load, MemType, Store, Uop
+from lowering.accel.isa import Compute, Finish, Gemm, Insn, Load, MemType, Store, Uop
 from lowering.accel.simulator import MODULES, module_of
 from tessel_errors import CodegenError
 
@@ -41,7 +41,7 @@ _FLAGS = {  # (from module, to module) -> (flag the pusher sets, flag the popper
 }
 
 
-def _span(uops: Sequence[Uop], field: str, insn: Gemm | Alu, f_out: int, f_in: int
+def _span(uops: Sequence[Uop], field: str, insn: Compute, f_out: int, f_in: int
           ) -> tuple[int, int]:
     vals = [getattr(u, field) for u in uops[insn.uop_bgn:insn.uop_end]]
     lo = min(vals) + min(0, (insn.iter_out - 1) * f_out) + min(0, (insn.iter_in - 1) * f_in)
@@ -61,7 +61,7 @@ def accesses(insn: Insn, uops: Sequence[Uop]) -> list[Access]:
     if isinstance(insn, Finish):
         return [(m, 0, _ALL, True) for m in (MemType.UOP, MemType.INP, MemType.WGT,
                                              MemType.ACC)]
-    if not isinstance(insn, (Gemm, Alu)) or insn.uop_end <= insn.uop_bgn:
+    if not isinstance(insn, Compute) or insn.uop_end <= insn.uop_bgn:
         return []
     if insn.uop_end > len(uops):
         raise CodegenError(f"{insn}: micro-ops [{insn.uop_bgn},{insn.uop_end}) are past the "

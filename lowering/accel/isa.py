@@ -91,11 +91,10 @@ class Insn:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Load(Insn):
-    """DRAM -> `mem`'s buffer: y_size rows of x_size elements, rows x_stride apart in
-    DRAM, written densely from sram_base with the pads' zero elements around them."""
+class Dma(Insn):
+    """The fields LOAD and STORE share: a 2-D strided block of y_size rows of x_size
+    elements, rows x_stride apart in DRAM, dense in SRAM from sram_base."""
 
-    mem: MemType
     sram_base: int
     dram_base: int
     y_size: int
@@ -105,31 +104,30 @@ class Load(Insn):
     y_pad_1: int = 0
     x_pad_0: int = 0
     x_pad_1: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Load(Dma):
+    """DRAM -> `mem`'s buffer, the pads' zero elements written around the block."""
+
+    mem: MemType
 
     opcode = Opcode.LOAD
 
 
 @dataclass(frozen=True, kw_only=True)
-class Store(Insn):
-    """Accumulator elements from sram_base -> DRAM as int8 output elements (2-D strided)."""
+class Store(Dma):
+    """Accumulator elements -> DRAM as int8 output elements (no padding)."""
 
-    sram_base: int
-    dram_base: int
-    y_size: int
-    x_size: int
-    x_stride: int
     mem: MemType = MemType.OUT
-    y_pad_0: int = 0
-    y_pad_1: int = 0
-    x_pad_0: int = 0
-    x_pad_1: int = 0
 
     opcode = Opcode.STORE
 
 
 @dataclass(frozen=True, kw_only=True)
-class Gemm(Insn):
-    """The GEMM core over micro-ops [uop_bgn, uop_end) inside two loops."""
+class Compute(Insn):
+    """The fields GEMM and ALU share: micro-ops [uop_bgn, uop_end) inside two loops, each
+    index the micro-op's plus i * factor_out + j * factor_in; `reset` zeroes acc[dst]."""
 
     uop_bgn: int
     uop_end: int
@@ -140,6 +138,12 @@ class Gemm(Insn):
     dst_factor_in: int = 0
     src_factor_out: int = 0
     src_factor_in: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gemm(Compute):
+    """The GEMM core: acc[dst] += inp[src] . wgt[wgt]^T."""
+
     wgt_factor_out: int = 0
     wgt_factor_in: int = 0
 
@@ -147,21 +151,12 @@ class Gemm(Insn):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Alu(Insn):
+class Alu(Compute):
     """The tensor ALU: acc[dst] = op(acc[dst], imm if use_imm else acc[src])."""
 
     op: AluOp
-    uop_bgn: int
-    uop_end: int
-    iter_out: int = 1
-    iter_in: int = 1
     use_imm: bool = False
     imm: int = 0
-    reset: bool = False
-    dst_factor_out: int = 0
-    dst_factor_in: int = 0
-    src_factor_out: int = 0
-    src_factor_in: int = 0
 
     opcode = Opcode.ALU
 
@@ -336,13 +331,13 @@ def _deps(insn: Insn) -> str:
 
 def _format(insn: Insn) -> str:
     name = f"{insn.opcode.name:<6}"
-    if isinstance(insn, (Load, Store)):
+    if isinstance(insn, Dma):
         mem = "" if isinstance(insn, Store) and insn.mem is MemType.OUT else f" {insn.mem.name}"
         pads = (insn.y_pad_0, insn.y_pad_1, insn.x_pad_0, insn.x_pad_1)
         pad = f" pad=({','.join(map(str, pads))})" if isinstance(insn, Load) or any(pads) else ""
         body = (f"{mem} sram={insn.sram_base} dram={insn.dram_base} y={insn.y_size} "
                 f"x={insn.x_size} stride={insn.x_stride}{pad}")
-    elif isinstance(insn, (Gemm, Alu)):
+    elif isinstance(insn, Compute):
         head = ""
         if isinstance(insn, Alu):
             head = f" {insn.op.name}" + (f" imm={insn.imm}" if insn.use_imm else "")
@@ -364,6 +359,6 @@ def disasm(insns: Sequence[Insn]) -> str:
     return "\n".join(f"{n:>4}  {insn}" for n, insn in enumerate(insns))
 
 
-__all__ = ["Alu", "AluOp", "Finish", "Gemm", "Insn", "Layout", "Load", "MemType", "Opcode",
-           "Store", "Uop", "decode", "decode_uop", "disasm", "encode", "encode_stream",
-           "encode_uop", "layout"]
+__all__ = ["Alu", "AluOp", "Compute", "Dma", "Finish", "Gemm", "Insn", "Layout", "Load",
+           "MemType", "Opcode", "Store", "Uop", "decode", "decode_uop", "disasm", "encode",
+           "encode_stream", "encode_uop", "layout"]

@@ -28,6 +28,7 @@ that a missing token lets start before its LOAD has finished reads the buffer as
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,7 +37,7 @@ import numpy as np
 from lowering.accel.datapath import Fault, Sram, execute
 from lowering.accel.dram import Dram
 from lowering.accel.env import Env
-from lowering.accel.isa import Alu, Gemm, Insn, Load, MemType, Store, disasm
+from lowering.accel.isa import Alu, Compute, Dma, Gemm, Insn, Load, MemType, Store, disasm
 from tessel_errors import DeviceError, KernelArgumentError
 
 MODULES = ("load", "compute", "store")
@@ -55,10 +56,10 @@ def module_of(insn: Insn) -> str:
 
 def cost(insn: Insn, env: Env) -> int:
     """Cycles `insn` keeps its module busy."""
-    if isinstance(insn, (Load, Store)):
+    if isinstance(insn, Dma):
         nbytes = insn.y_size * insn.x_size * env.elem_bytes(insn.mem.name)
         return env.dram_latency + -(-nbytes // env.dram_bytes_per_cycle)
-    if isinstance(insn, (Gemm, Alu)):
+    if isinstance(insn, Compute):
         return insn.iter_out * insn.iter_in * max(0, insn.uop_end - insn.uop_bgn)
     return 0
 
@@ -112,8 +113,15 @@ def _error(insns: Sequence[Insn], n: int, what: str, fix: str, extra: str = "") 
                        + "\n".join(window) + f"\n  fix: {fix}")
 
 
-def _check_flags(insns: Sequence[Insn], n: int, module: str) -> None:
+def _check_fields(insns: Sequence[Insn], n: int, module: str) -> None:
+    """What the encoding would refuse and the datapath cannot index with: negative
+    fields, and dependency flags toward a module that is not there."""
     insn = insns[n]
+    for f in dataclasses.fields(insn):
+        v = getattr(insn, f.name)
+        if f.name != "imm" and isinstance(v, int) and v < 0:
+            raise _error(insns, n, f"field {f.name}={v} is negative",
+                         "sizes, addresses, loop extents and factors count up from 0")
     prev, nxt = _NEIGHBOURS[module]
     for flag, name, other in (("pop_prev_dep", "previous", prev), ("push_prev_dep", "previous",
                               prev), ("pop_next_dep", "next", nxt),
@@ -138,7 +146,7 @@ def run(insns: Sequence[Insn], dram: np.ndarray | Dram, env: Env | None = None) 
     queue: dict[str, list[int]] = {m: [] for m in MODULES}
     for n, insn in enumerate(insns):  # fetch
         m = module_of(insn)
-        _check_flags(insns, n, m)
+        _check_fields(insns, n, m)
         queue[m].append(n)
     tokens: dict[tuple[str, str], list[int]] = {}
     popped: dict[tuple[str, str], int] = {}

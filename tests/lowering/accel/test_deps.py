@@ -10,7 +10,7 @@ from lowering.accel.deps import insert_dependencies
 from lowering.accel.dram import Dram
 from lowering.accel.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
 from lowering.accel.simulator import run
-from tessel_errors import DeviceError
+from tessel_errors import CodegenError, DeviceError
 
 UOPS = [Uop(0, 0, 0), Uop(1, 1, 1)]  # entry 0 works on element 0, entry 1 on element 1
 
@@ -98,3 +98,9 @@ def test_without_the_tokens_a_gemm_would_run_before_its_loads():
     with pytest.raises(DeviceError, match="instruction 4 .*reads WGT buffer element 0, which "
                                           "no instruction wrote"):
         run(stream, dram, env)
+
+
+def test_a_micro_op_range_past_the_table_is_an_error():
+    with pytest.raises(CodegenError, match=r"micro-ops \[1,3\) are past the 2 of the micro-op "
+                                           "table"):
+        insert_dependencies([Gemm(uop_bgn=1, uop_end=3)], UOPS)

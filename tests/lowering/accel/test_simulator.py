@@ -364,3 +364,16 @@ def test_double_buffered_loads_overlap_the_gemm_and_finish_sooner():
         np.testing.assert_array_equal(got, want.astype(np.int8))
     serial, overlapped = cycles
     assert overlapped < serial - (t_n - 2) * reps  # most GEMMs hidden behind the loads
+
+
+def test_a_negative_field_is_an_error_before_anything_runs():
+    with pytest.raises(DeviceError, match=r"instruction 1 .*field sram_base=-1 is negative"):
+        run([Finish(), load(MemType.INP, 0, sram_base=-1)], Dram(ENV))
+
+
+def test_alu_immediates_on_one_element_apply_once_per_iteration():
+    x = seeded_rng().integers(-100, 100, (1, 1, 16)).astype(np.int32)
+    # three iterations, all on element 0 (no factors): +5 three times
+    got = acc_through(Dram(ENV), x, [Alu(op=AluOp.ADD, use_imm=True, imm=5, uop_bgn=0,
+                                         uop_end=1, iter_out=3)])
+    np.testing.assert_array_equal(got, (x + 15).astype(np.int8))
