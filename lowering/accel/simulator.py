@@ -131,31 +131,26 @@ def _check_fields(insns: Sequence[Insn], n: int, module: str) -> None:
                          "module", "the chain is load <-> compute <-> store; clear the flag")
 
 
-def run(insns: Sequence[Insn], dram: np.ndarray | Dram, env: Env | None = None) -> Stats:
-    """Run `insns` on `dram` (a uint8 array or a Dram; STOREs write it in place).
+def timing(insns: Sequence[Insn], env: Env) -> tuple[tuple[int, int], ...]:
+    """Every instruction's (start, end) cycle under the cycle model; no data moves (the
+    cycles do not depend on it), so a tuner can count cycles without running the layer.
 
-        >>> stats = run(stream, dram, Env())    # doctest: +SKIP
-        >>> stats.total_cycles, stats.gemm_utilisation      # doctest: +SKIP
+        >>> from lowering.accel.isa import Gemm
+        >>> timing([Gemm(reset=True, uop_bgn=0, uop_end=2, iter_out=3)], Env())
+        ((0, 6),)
     """
-    env = env or (dram.env if isinstance(dram, Dram) else Env())
-    data = dram.data if isinstance(dram, Dram) else dram
-    if not (isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 1
-            and data.flags.c_contiguous):
-        raise KernelArgumentError("the accel simulator's DRAM must be a contiguous 1-D uint8 "
-                                  "array (or a lowering.accel.Dram)")
     queue: dict[str, list[int]] = {m: [] for m in MODULES}
     for n, insn in enumerate(insns):  # fetch
         m = module_of(insn)
         _check_fields(insns, n, m)
         queue[m].append(n)
-    tokens: dict[tuple[str, str], list[int]] = {}
+    tokens: dict[tuple[str, str], list[int]] = {}  # push times per queue
     popped: dict[tuple[str, str], int] = {}
     pc = dict.fromkeys(MODULES, 0)
     free = dict.fromkeys(MODULES, 0)
-    busy = dict.fromkeys(MODULES, 0)
     timeline: list[tuple[int, int]] = [(0, 0)] * len(insns)
-    read = written = gemm = alu = 0
     while True:
+        # the module whose next instruction can start first goes next (ties: load first)
         best: tuple[int, str, list[tuple[str, str]]] | None = None
         for m in MODULES:
             if pc[m] == len(queue[m]):
@@ -170,23 +165,35 @@ def run(insns: Sequence[Insn], dram: np.ndarray | Dram, env: Env | None = None) 
             break
         start, m, pops = best
         n = queue[m][pc[m]]
-        insn = insns[n]
         for q in pops:
             popped[q] = popped.get(q, 0) + 1
-        c = cost(insn, env)
-        end = start + c
-        for q in _queues(m, insn)[1]:
+        end = start + cost(insns[n], env)
+        for q in _queues(m, insns[n])[1]:
             tokens.setdefault(q, []).append(end)
         timeline[n] = (start, end)
         pc[m] += 1
         free[m] = end
-        busy[m] += c
-        gemm += c if isinstance(insn, Gemm) else 0
-        alu += c if isinstance(insn, Alu) else 0
     blocked = [queue[m][pc[m]] for m in MODULES if pc[m] < len(queue[m])]
     if blocked:
         raise _deadlock(insns, sorted(blocked), tokens, popped)
+    return tuple(timeline)
+
+
+def run(insns: Sequence[Insn], dram: np.ndarray | Dram, env: Env | None = None) -> Stats:
+    """Run `insns` on `dram` (a uint8 array or a Dram; STOREs write it in place).
+
+        >>> stats = run(stream, dram, Env())    # doctest: +SKIP
+        >>> stats.total_cycles, stats.gemm_utilisation      # doctest: +SKIP
+    """
+    env = env or (dram.env if isinstance(dram, Dram) else Env())
+    data = dram.data if isinstance(dram, Dram) else dram
+    if not (isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 1
+            and data.flags.c_contiguous):
+        raise KernelArgumentError("the accel simulator's DRAM must be a contiguous 1-D uint8 "
+                                  "array (or a lowering.accel.Dram)")
+    timeline = timing(insns, env)
     sram = Sram(env)
+    read = written = 0
     for n in sorted(range(len(insns)), key=lambda n: (timeline[n][1], timeline[n][0], n)):
         try:
             r, w = execute(sram, insns[n], data)
@@ -194,11 +201,16 @@ def run(insns: Sequence[Insn], dram: np.ndarray | Dram, env: Env | None = None) 
             raise _error(insns, n, f.what, f.fix) from None
         read += r
         written += w
+    busy = dict.fromkeys(MODULES, 0)
     counts: dict[str, int] = {}
-    for insn in insns:
+    gemm = alu = 0
+    for insn, (start, end) in zip(insns, timeline):
+        busy[module_of(insn)] += end - start
         counts[insn.opcode.name] = counts.get(insn.opcode.name, 0) + 1
+        gemm += end - start if isinstance(insn, Gemm) else 0
+        alu += end - start if isinstance(insn, Alu) else 0
     total = max((e for _, e in timeline), default=0)
-    return Stats(total, busy, gemm, alu, read, written, counts, tuple(timeline))
+    return Stats(total, busy, gemm, alu, read, written, counts, timeline)
 
 
 def _deadlock(insns: Sequence[Insn], blocked: list[int], tokens: dict, popped: dict
@@ -217,4 +229,4 @@ def _deadlock(insns: Sequence[Insn], blocked: list[int], tokens: dict, popped: d
                   others)
 
 
-__all__ = ["MODULES", "Stats", "cost", "module_of", "run"]
+__all__ = ["MODULES", "Stats", "cost", "module_of", "run", "timing"]

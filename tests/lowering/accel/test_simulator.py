@@ -7,7 +7,7 @@ import pytest
 from lowering.accel import Env
 from lowering.accel.dram import Dram
 from lowering.accel.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
-from lowering.accel.simulator import run
+from lowering.accel.simulator import run, timing
 from tessel_errors import DeviceError
 from tests.rng import seeded_rng
 
@@ -377,3 +377,11 @@ def test_alu_immediates_on_one_element_apply_once_per_iteration():
     got = acc_through(Dram(ENV), x, [Alu(op=AluOp.ADD, use_imm=True, imm=5, uop_bgn=0,
                                          uop_end=1, iter_out=3)])
     np.testing.assert_array_equal(got, (x + 15).astype(np.int8))
+
+
+def test_timing_alone_gives_the_runs_cycles():
+    rng = seeded_rng()
+    a, w = int8s(rng, (4, 1, 16)), int8s(rng, (4, 16, 16))
+    dram = Dram(ENV)
+    stream, _ = k_tiled_stream(dram, a, w, 3, double_buffer=True)
+    assert timing(stream, ENV) == run(stream, dram).timeline
