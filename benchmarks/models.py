@@ -1,6 +1,6 @@
 """Batch-1 latency of ResNet-18, ResNet-50, MobileNetV2 and ResNeXt-26 (grouped convs)
-with Tessel's default schedules (relay_ir.build, no tuning) beside ONNX Runtime (and
-torch if installed): medians of repeats after warm-up, ratios printed, the load average
+with Tessel's default schedules (relay_ir.build, no tuning; also with layout propagation
+off, "tessel NCHW") beside ONNX Runtime (and torch if installed): medians of repeats after warm-up, ratios printed, the load average
 before each model.
 
     python -m benchmarks.models                      # all four at 224x224
@@ -96,8 +96,13 @@ def bench(name: str, repeat: int, pause: float) -> dict[str, float]:
           f"{lib.memory_plan.total_bytes / 2**20:.1f} MiB intermediates")
     rng = np.random.default_rng(0)
     feeds = {n: rng.standard_normal(s).astype(dt) for n, s, dt in lib.input_specs}
+    with relay_ir.transform.PassContext(disabled_pass=["AlterOpLayout"]):
+        nchw = relay_ir.build(mod, params=params)
+    print(f"  layout changes: {len(lib.layout_changes)} (NCHW between convs: "
+          f"{len(nchw.layout_changes)})")
     out: dict[str, float] = {}
     out["tessel"] = median_seconds(lambda: lib.run(**feeds), repeat)
+    out["tessel NCHW"] = median_seconds(lambda: nchw.run(**feeds), repeat)
     time.sleep(pause)  # let the other runtime's idle workers settle (FACTS.md)
     sess = ort_session(model, num_threads())
     out["onnxruntime"] = median_seconds(lambda: sess.run(None, feeds), repeat)

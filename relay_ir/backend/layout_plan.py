@@ -33,6 +33,7 @@ from relay_ir.backend.lower_group import (
     constant_params,
     flatten_types,
     group_ops,
+    physical_spec,
 )
 from relay_ir.backend.tuned import TuningScope
 from relay_ir.expr import Call, Expr, Function, Tuple, TupleGetItem
@@ -69,14 +70,19 @@ def _shape(e: Expr) -> tuple[int, ...] | None:
     return tuple(int(d) for d in t.shape)
 
 
-def output_block(task: AnchorTask, target: Any, tuning: TuningScope | None) -> int:
-    """The channel block a conv group's template writes blocked output in (its config's
-    tile_oc, for the logical task that is tuned)."""
+def output_block(task: AnchorTask, target: Any, tuning: TuningScope | None,
+                 data_block: int = 0) -> int:
+    """The channel block a conv group's template writes blocked output in: conv2d's config
+    tile_oc (for the logical task, the one tuned), depthwise's the data's block."""
     tpl = get_template(task.template)
     specs = list(task.specs)
     cfg = (tuning.config(task.template, specs, task.attrs, target) if tuning else None) \
         or FallbackConfig(target)
-    _, outs = tpl.compute(cfg, specs, {**task.attrs, "out_layout": "NCHWc"})
+    attrs = {**task.attrs, "out_layout": "NCHWc"}
+    if data_block:
+        specs[0] = physical_spec(specs[0], data_block)
+        attrs["data_layout"] = "NCHWxc"
+    _, outs = tpl.compute(cfg, specs, attrs)
     return int(shape_of(outs[0])[4])
 
 
@@ -129,7 +135,8 @@ def plan_layouts(main: Function, target: Any, tuning: TuningScope | None = None
         task = tasks[id(call)]
         block = 0
         if task is not None and task.template in BLOCKED_TEMPLATES:
-            block = output_block(task, target, tuning)
+            data = call.args[task.operands[0]]
+            block = output_block(task, target, tuning, block_of.get(id(data), 0))
         elif task is None and _keeps_layout(call.op):
             # pooling changes H and W: what must agree is the batch and the channels
             ins = {block_of[id(a)] for a in call.args if id(a) in block_of

@@ -21,7 +21,11 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
 - group_conv2d_NCHWc.x86 (1 < groups < channels): tile_ic, tile_oc (per group), tile_ow,
   reduce_order, unroll_kw; attrs groups, kernel_layout (OIHW / OIHWio).
 - conv2d_NCHWc.x86: tile_ic, tile_oc, tile_ow, reduce_order, unroll_kw; attrs data_layout
-  (NCHW / NCHWc), kernel_layout (OIHW / OIHWio), out_layout (NCHW / NCHWc).
+  (NCHW / NCHWc / NCHWxc: blocked by any x), kernel_layout (OIHW / OIHWio), out_layout
+  (NCHW / NCHWc).
+- depthwise_conv2d_NCHWc.x86 (multiplier 1; what build uses on the CPU): tile_ow,
+  unroll_kw; the block is the data's (data_layout NCHWxc) or the vector width (NCHW);
+  kernel_layout OIHW / packed, out_layout NCHW / NCHWc.
 - depthwise_conv2d_nchw.x86: tile_oh, tile_ow, unroll_kw; kernel [C*m, 1, KH, KW].
 - injective.x86, reduce.x86, softmax.x86, pool2d.x86, global_pool2d.x86: fixed schedules;
   attrs op (relu / add / ..., sum / mean / max / ..., max / avg), axis, pool_size, ...
@@ -81,6 +85,7 @@ from schedule.templates import (  # noqa: F401  (fill TEMPLATES)
     x86_conv2d,
     x86_conv2d_nchwc,
     x86_dense,
+    x86_depthwise_nchwc,
     x86_group_conv2d,
     x86_injective,
 )

@@ -113,7 +113,8 @@ def constant_weight_attrs(name: str, attrs: dict[str, Any]) -> dict[str, Any]:
 _SUFFIX_BY_KEY = {"cpu": "x86", "gpu": "cuda"}
 # where a target implements a family in its own layout: the CPU's conv2d is NCHWc
 _BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nchw",
-                ("group_conv2d", "cpu"): "group_conv2d_NCHWc"}
+                ("group_conv2d", "cpu"): "group_conv2d_NCHWc",
+                ("depthwise_conv2d_nchw", "cpu"): "depthwise_conv2d_NCHWc"}
 
 
 def template_for(family: str, target: Any) -> str | None:

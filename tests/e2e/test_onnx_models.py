@@ -75,7 +75,7 @@ def test_small_resnet18_matches_onnxruntime() -> None:
 
 def test_small_mobilenet_v2_matches_onnxruntime() -> None:
     lib = _check(onnx_models.mobilenet_v2(image=32, width=8), seeded_rng())
-    assert "depthwise_conv2d_nchw.x86" in {s for _, s in lib.group_schedules}
+    assert "depthwise_conv2d_NCHWc.x86" in {s for _, s in lib.group_schedules}
 
 
 @pytest.mark.slow

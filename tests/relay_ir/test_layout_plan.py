@@ -64,6 +64,15 @@ def test_resnet18_keeps_convs_blocked_between_its_input_and_its_pooling() -> Non
     assert len(_blocked_values(lib)) >= 15
 
 
+def test_mobilenet_v2_keeps_depthwise_convs_blocked_too() -> None:
+    mod, params, _, _ = _model("mobilenet_v2")
+    lib = relay_ir.build(mod, target="llvm", params=params)
+    assert [(g.split("_")[1], what) for g, _, what in lib.layout_changes] == [
+        ("conv2d", "NCHW -> NCHWc"), ("global", "NCHWc -> NCHW")]
+    assert ("fused_conv2d_multiply_add_clip", "depthwise_conv2d_NCHWc.x86") in \
+        lib.group_schedules
+
+
 def test_disabling_alter_op_layout_keeps_every_value_nchw() -> None:
     mod, params, inp, shape = _model("resnet18")
     x = seeded_rng().standard_normal(shape).astype("float32")

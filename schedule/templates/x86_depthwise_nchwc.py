@@ -1,0 +1,176 @@
+"""x86 depthwise conv2d (channel multiplier 1) in the blocked layout NCHW[x]c.
+
+Each channel convolves alone, so a block of x channels is x independent lanes: the vector
+runs over the block (contiguous in the blocked data, kernel and output), the register tile
+over reg_n output columns, and the window's taps are the reduction. The block is the
+data's when it arrives blocked (data_layout "NCHWxc", as a conv before it wrote it), else
+the target's vector width (the data then packs in one injective stage); the output keeps
+the block (out_layout "NCHWc") or unpacks to NCHW. The block is never a knob, so the
+space (tile_ow, unroll_kw) is the same whichever layout the data arrives in, and a config
+tuned for the NCHW task applies to the blocked one.
+
+A constant kernel comes packed (attrs kernel_layout="packed", what build asks for): the
+spec stays [C, 1, KH, KW], the argument is [C/x, KH, KW, x], and the packer packs the
+numpy weight once at build.
+
+    >>> from schedule.templates import instantiate
+    >>> args = [((1, 32, 8, 8), "float32"), ((32, 1, 3, 3), "float32")]
+    >>> s, ts = instantiate("depthwise_conv2d_NCHWc.x86", args, {"padding": 1})
+    >>> [t.name for t in ts]
+    ['data', 'kernel', 'depthwise_unpack']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from schedule.schedule import Schedule, create_schedule
+from schedule.templates.common import (
+    accumulator,
+    best_divisor,
+    divisor_at_most,
+    fallback_split,
+    fallback_value,
+    find_anchor,
+    injective_inputs,
+    inline_injective,
+    output_and_accumulator,
+    parallel_fuse,
+    schedule_copy_stage,
+    shape_of,
+)
+from schedule.templates.conv_common import conv_attrs, pad_hw
+from schedule.templates.registry import expect_args, placeholders, register_template
+from tensor_expr import tensor as T
+from tensor_expr.tensor import Tensor
+from tessel_errors import ScheduleError
+
+NAME = "depthwise_conv2d_NCHWc.x86"
+DEPTHWISE, UNPACK = "depthwise_conv2d_NCHWc", "unpack"
+
+
+def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
+             ) -> tuple[list[Tensor], list[Tensor]]:
+    dl = attrs.get("data_layout", "NCHW")
+    kl = attrs.get("kernel_layout", "OIHW")
+    ol = attrs.get("out_layout", "NCHW")
+    for what, v, legal in (("data_layout", dl, ("NCHW", "NCHWxc")),
+                           ("kernel_layout", kl, ("OIHW", "packed")),
+                           ("out_layout", ol, ("NCHW", "NCHWc"))):
+        if v not in legal:
+            raise ScheduleError(f"{NAME}: {what} must be one of {legal}, got {v!r}")
+    expect_args(NAME, args, 2, [4 if dl == "NCHW" else 5, 4])
+    data, kernel = placeholders(args, ["data", "kernel"])
+    ds = shape_of(data)
+    C = ds[1] if dl == "NCHW" else ds[1] * ds[4]
+    N, H, W = ds[0], ds[2], ds[3]
+    CO, one, KH, KW = shape_of(kernel)
+    if one != 1 or CO != C:
+        raise ScheduleError(f"{NAME}: needs a [C, 1, KH, KW] kernel (multiplier 1) for data "
+                            f"of {C} channels, got {(CO, one, KH, KW)}")
+    a = conv_attrs(attrs)
+    if a.groups not in (1, C):
+        raise ScheduleError(f"{NAME}: groups must equal the channels {C}, got {a.groups}")
+    OH, OW = a.out_hw(H, W, KH, KW)
+    lanes = cfg.target.fp32_lanes
+    b = ds[4] if dl == "NCHWxc" else divisor_at_most(C, lanes)
+
+    cfg.define_split("tile_ow", OW, num_outputs=2, max_factor=32)
+    fallback_split(cfg, "tile_ow", [divisor_at_most(OW, max(1, 8 * lanes // max(b, 1)))])
+    cfg.define_knob("unroll_kw", [True, False])
+    fallback_value(cfg, "unroll_kw", True)
+
+    if dl == "NCHW":
+        dpad = pad_hw(data, 2, a.padding, shape=(N, C // b, H, W, b), name="data_vec",
+                      read=lambda n, c, h, w, k: data[n, c * b + k, h, w])
+    else:
+        dpad = pad_hw(data, 2, a.padding)
+    if kl == "packed":
+        kernel = T.placeholder((C // b, KH, KW, b), kernel.dtype, name="kernel")
+        kvec = kernel
+    else:
+        kvec = T.compute((C // b, KH, KW, b), lambda c, y, x, k: kernel[c * b + k, 0, y, x],
+                         name="kernel_vec", tag="pack_kernel")
+    ry = T.reduce_axis((0, KH), name="kh")
+    rx = T.reduce_axis((0, KW), name="kw")
+    (sh, sw), (dh, dw) = a.strides, a.dilation
+    conv = T.compute(
+        (N, C // b, OH, OW, b),
+        lambda n, c, h, w, k: T.sum(
+            accumulator(attrs, dpad[n, c, h * sh + ry * dh, w * sw + rx * dw, k])
+            * accumulator(attrs, kvec[c, ry, rx, k]), axis=[ry, rx]),
+        name="depthwise_conv2d_NCHWc", tag=DEPTHWISE)
+    cfg.add_flop(2.0 * N * C * OH * OW * KH * KW)
+    if ol == "NCHWc":
+        return [data, kernel], [conv]
+    out = T.compute((N, C, OH, OW), lambda n, c, h, w: conv[n, c // b, h, w, c % b],
+                    name="depthwise_unpack", tag=UNPACK)
+    return [data, kernel], [out]
+
+
+def schedule_depthwise_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
+    """Blocked depthwise: parallel (n, c block, oh), reg_n columns x the block in vectors."""
+    outs = list(outs)
+    s = create_schedule(outs)
+    conv = find_anchor(outs, DEPTHWISE)
+    keep = injective_inputs(conv)
+    out = outs[0]
+    inline_injective(s, outs, keep=keep)
+    b = shape_of(conv)[4]
+    lanes = cfg.target.fp32_lanes
+    reg_n = int(cfg["tile_ow"].size[-1])
+    if len(out.shape) == 4:
+        s[conv].set_scope("local")
+        O, CC = out, conv
+        n, c, h, w = s[O].op.axis
+        co, cb = s[O].split(c, factor=b)
+        wo, wi = s[O].split(w, factor=reg_n)
+        s[O].reorder(n, co, h, wo, wi, cb)
+    else:
+        O, CC = output_and_accumulator(s, outs, conv)
+        n, co, h, w, cb = s[O].op.axis
+        wo, wi = s[O].split(w, factor=reg_n)
+        s[O].reorder(n, co, h, wo, wi, cb)
+    s[CC].compute_at(s[O], wo)
+    s[O].vectorize(cb)
+    parallel_fuse(s, O, [n, co, h])
+
+    cn, cc, ch, cw, ck = s[CC].op.axis
+    ry, rx = s[CC].op.reduce_axis
+    cwo, cwi = s[CC].split(cw, factor=reg_n)
+    vec = best_divisor(b, [lanes, lanes // 2 or 1])
+    cko, cki = s[CC].split(ck, factor=vec)
+    s[CC].reorder(cn, cc, ch, cwo, ry, rx, cwi, cko, cki)
+    if cfg["unroll_kw"].val:
+        s[CC].unroll(rx)
+    s[CC].unroll(cwi)
+    s[CC].unroll(cko)
+    if vec > 1:
+        s[CC].vectorize(cki)
+    for t in keep:
+        src = t.op.input_tensors[0]
+        schedule_copy_stage(s, t, vector_ok=len(src.shape) == 5)
+    return s
+
+
+def pack_depthwise(block: int) -> Callable[[np.ndarray], np.ndarray]:
+    """The numpy packing [C, 1, KH, KW] -> [C/block, KH, KW, block]."""
+    def pack(w: np.ndarray) -> np.ndarray:
+        c, _, kh, kw = w.shape
+        return np.ascontiguousarray(w.reshape(c // block, block, kh, kw).transpose(0, 2, 3, 1))
+    return pack
+
+
+def _packers(ins: Sequence[Tensor], args: Sequence[Any], attrs: dict[str, Any]
+             ) -> dict[int, Callable[[np.ndarray], np.ndarray]]:
+    """A logical [C, 1, KH, KW] kernel spec instantiated packed: the packing of its blocks."""
+    if (attrs or {}).get("kernel_layout") == "packed":
+        return {1: pack_depthwise(shape_of(ins[1])[3])}
+    return {}
+
+
+register_template(NAME, "llvm", compute=_compute, packers=_packers,
+                  constant_weight_attrs={"kernel_layout": "packed"})(schedule_depthwise_nchwc)
