@@ -1,0 +1,151 @@
+"""The VM's kernel table: what an InvokePacked calls.
+
+Three kinds, one calling convention (`kernel(args)`, the inputs then the output slots):
+
+- `StaticKernel`: a fused group with static shapes, lowered once at compile time by
+  relay_ir.backend.lower_group (the strategies and tuning records relay_ir.build uses);
+  its outputs are allocated by AllocTensor before the call and written in place.
+- `DynamicKernel`: a fused group whose types hold `?` dims; its output shapes are only
+  known from the inputs, so at each call it infers the group's types on the concrete
+  input shapes (the op type relations are its shape function), lowers the group for
+  those shapes once (cached by shape) and returns freshly allocated outputs.
+- `OpKernel`: an op left outside every group (a run-time shape check, an op without a
+  kernel strategy), run through the interpreter's numpy reference (`evaluate_op`).
+
+    >>> OpKernel.__name__
+    'OpKernel'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from relay_ir.backend.executor import aligned, aligned_empty
+from relay_ir.backend.lower_group import flatten_types, lower_group
+from relay_ir.expr import Call, Function, Var
+from relay_ir.transform.rewrite import substitute
+from relay_ir.ty import TensorType, TupleType, Type, is_dynamic
+from tessel_errors import KernelArgumentError
+
+Spec = tuple[tuple[int, ...], str]
+
+
+def _check(name: str, arrays: Sequence[Any], specs: Sequence[Spec]) -> list[np.ndarray]:
+    # The VM's values come from kernels, constants and the caller's ADT fields: a wrong
+    # shape here would make the kernel read out of bounds, so it is checked, not trusted.
+    out = []
+    for k, (a, (shape, dtype)) in enumerate(zip(arrays, specs)):
+        if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != dtype:
+            got = f"{a.dtype}{list(a.shape)}" if isinstance(a, np.ndarray) else \
+                type(a).__name__
+            raise KernelArgumentError(
+                f"kernel '{name}': input {k} must be {dtype}{list(shape)}, got {got} (a value "
+                "whose shape the type system could not prove)")
+        out.append(aligned(a))
+    return out
+
+
+class StaticKernel:
+    """A group kernel of fixed shapes: `kernel(inputs + outputs)` writes the outputs."""
+
+    dynamic = False
+
+    def __init__(self, group: Any, fn: Any) -> None:
+        self.group, self.fn = group, fn  # the GroupKernel and the executor's KernelFn
+        self.name = group.name
+        self.in_specs = list(group.in_specs)
+        self.out_specs = list(group.out_specs)
+
+    def __call__(self, args: list[Any]) -> list[np.ndarray] | None:
+        n = len(self.in_specs)
+        ins = _check(self.name, args[:n], self.in_specs)
+        self.fn(ins + args[n:])
+        return None
+
+
+class DynamicKernel:
+    """A group with `?` dims: lowered per concrete input shape at its first call with it."""
+
+    dynamic = True
+
+    def __init__(self, fn: Function, name: str, target: Any, tuning_source: Any) -> None:
+        self.fn, self.name, self.target = fn, name, target
+        self.tuning_source = tuning_source
+        self.by_shape: dict[tuple[Any, ...], tuple[StaticKernel, Function]] = {}
+
+    def specialise(self, shapes: tuple[tuple[int, ...], ...]) -> Function:
+        """The group re-typed for these flattened input shapes (type relations give the
+        output shapes: the group's shape function)."""
+        from relay_ir.module import IRModule
+        from relay_ir.transform.infer_type import InferType
+
+        it = iter(shapes)
+        new = [Var(p.name_hint, _concrete(p.checked_type or p.type_annotation, it))
+               for p in self.fn.params]
+        body = substitute(self.fn.body, dict(zip(self.fn.params, new)))
+        mod = InferType()(IRModule.from_expr(Function(tuple(new), body)))
+        typed = mod["main"]
+        return Function(typed.params, typed.body, typed.ret_type, (), self.fn.attrs)
+
+    def __call__(self, args: list[Any]) -> list[np.ndarray]:
+        n = len(args) - self.num_outputs
+        shapes = tuple(tuple(a.shape) if isinstance(a, np.ndarray) else None
+                       for a in args[:n])
+        hit = self.by_shape.get(shapes)
+        if hit is None:
+            if any(s is None for s in shapes):
+                raise KernelArgumentError(f"kernel '{self.name}' takes tensors")
+            spec_fn = self.specialise(shapes)  # type: ignore[arg-type]
+            with self.tuning_source.opened() as scope:
+                group = lower_group(spec_fn, self.target, frozenset(), scope)
+            from relay_ir.backend.executor import kernel_fn
+
+            hit = (StaticKernel(group, kernel_fn(group.kernel, group.in_specs +
+                                                 group.out_specs)), spec_fn)
+            self.by_shape[shapes] = hit
+        kernel = hit[0]
+        outs = [aligned_empty(s, d) for s, d in kernel.out_specs]
+        kernel(list(args[:n]) + outs)
+        return outs
+
+    @property
+    def num_outputs(self) -> int:
+        """How many tensors the group returns (its flattened result)."""
+        return len(flatten_types(self.fn.body.checked_type))
+
+
+def _concrete(t: Type, shapes: Any) -> Type:
+    if isinstance(t, TupleType):
+        return TupleType(tuple(_concrete(f, shapes) for f in t.fields))
+    assert isinstance(t, TensorType)
+    return TensorType(next(shapes), t.dtype)
+
+
+def is_dynamic_group(fn: Function) -> bool:
+    """Whether a Primitive function's parameter or result types hold `?` (or symbolic)
+    dims."""
+    types = [p.checked_type or p.type_annotation for p in fn.params]
+    types.append(fn.body.checked_type)
+    return any(is_dynamic(t) for ts in types for t in flatten_types(ts))
+
+
+class OpKernel:
+    """An op call outside every group, run through the interpreter's numpy reference."""
+
+    dynamic = True
+
+    def __init__(self, call: Call) -> None:
+        self.call = call
+        self.name = call.op.name
+        self.num_outputs = 1
+
+    def __call__(self, args: list[Any]) -> list[Any]:
+        from relay_ir.interpreter import evaluate_op
+
+        return [evaluate_op(self.call, list(args[:-1]))]
+
+
+__all__ = ["DynamicKernel", "OpKernel", "StaticKernel", "is_dynamic_group"]
