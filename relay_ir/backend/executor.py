@@ -411,5 +411,5 @@ def not_dataflow_error(what: str) -> RelayError:
     """The error for programs the graph executor does not run."""
     return RelayError(
         f"relay_ir.build compiles dataflow-only programs (@main of tensor ops, tuples and "
-        f"lets); this one uses {what}. Run it with relay_ir.interpret(mod, ...) instead "
-        "(a VM for control flow comes later)")
+        f"lets); this one uses {what}. Compile it for the VM with relay_ir.vm.compile(mod) "
+        "(run by relay_ir.vm.VirtualMachine), or run it with relay_ir.interpret(mod, ...)")
