@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from relay_ir import transform as T
+from relay_ir.backend.executor import aligned
 from relay_ir.backend.lower_group import constant_params, group_name
 from relay_ir.backend.pipeline import _Planner, bind_params, main_of, optimize_for_build
 from relay_ir.backend.tuned import TuningScope, TuningSource
@@ -180,7 +181,7 @@ class _ModuleCompiler:
     def constant(self, data: Any) -> int:
         k = self.const_ids.get(id(data))
         if k is None:
-            arr = np.ascontiguousarray(data)
+            arr = aligned(np.asarray(data)).view()  # (ascontiguousarray makes 0-d 1-d)
             arr.flags.writeable = False  # a caller writing into a result must not change it
             self.constants.append(arr)
             k = len(self.constants) - 1
@@ -219,7 +220,7 @@ class _ModuleCompiler:
             self.static_of_planner[pk] = len(self.kernels) - 1
         k = self.static_of_planner[pk]
         packs = self.kernels[k].group.prepack
-        packed = {i: np.ascontiguousarray(pack(call.args[i].data)) for i, pack in packs.items()}
+        packed = {i: aligned(np.asarray(pack(call.args[i].data))) for i, pack in packs.items()}
         return k, packed
 
 
