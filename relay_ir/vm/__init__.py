@@ -8,6 +8,7 @@ compiled to bytecode over fused kernels, run by a virtual machine, as TVM's Rela
 """
 
 from relay_ir.vm.compiler import Executable, compile
+from relay_ir.vm.serialize import load
 from relay_ir.vm.vm import VirtualMachine, VMClosure, VMProfile
 
-__all__ = ["Executable", "VMClosure", "VMProfile", "VirtualMachine", "compile"]
+__all__ = ["Executable", "VMClosure", "VMProfile", "VirtualMachine", "compile", "load"]

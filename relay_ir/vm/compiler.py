@@ -54,6 +54,13 @@ class Executable:
     target: str = "llvm"
     function_index: dict[str, int] = field(default_factory=dict)
 
+    def save(self, path: str) -> None:
+        """Write the executable to folder `path` (bytecode, constants, object code; no
+        pickle): `exe.save("m.tvm"); relay_ir.vm.load("m.tvm")`."""
+        from relay_ir.vm.serialize import save
+
+        save(self, path)
+
     @property
     def functions(self) -> tuple[B.Function, ...]:
         """The VM functions (globals first, then lifted closures and constructor
@@ -216,7 +223,7 @@ class _ModuleCompiler:
         pk = self.planner.kernel_for(fn, consts)
         if pk not in self.static_of_planner:
             group = self.planner.group_kernels[pk]
-            self.kernels.append(StaticKernel(group, self.planner.kernels[pk]))
+            self.kernels.append(StaticKernel.of_group(group, self.planner.kernels[pk]))
             self.static_of_planner[pk] = len(self.kernels) - 1
         k = self.static_of_planner[pk]
         packs = self.kernels[k].group.prepack

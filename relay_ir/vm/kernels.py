@@ -49,15 +49,23 @@ def _check(name: str, arrays: Sequence[Any], specs: Sequence[Spec]) -> list[np.n
 
 
 class StaticKernel:
-    """A group kernel of fixed shapes: `kernel(inputs + outputs)` writes the outputs."""
+    """A group kernel of fixed shapes: `kernel(inputs + outputs)` writes the outputs.
+
+    `fn` is the executor's KernelFn (compiled now, or loaded from an object file);
+    `group` the GroupKernel it came from (None when loaded)."""
 
     dynamic = False
 
-    def __init__(self, group: Any, fn: Any) -> None:
-        self.group, self.fn = group, fn  # the GroupKernel and the executor's KernelFn
-        self.name = group.name
-        self.in_specs = list(group.in_specs)
-        self.out_specs = list(group.out_specs)
+    def __init__(self, name: str, in_specs: Sequence[Spec], out_specs: Sequence[Spec],
+                 fn: Any, group: Any = None) -> None:
+        self.name, self.fn, self.group = name, fn, group
+        self.in_specs = [(tuple(s), str(d)) for s, d in in_specs]
+        self.out_specs = [(tuple(s), str(d)) for s, d in out_specs]
+
+    @classmethod
+    def of_group(cls, group: Any, fn: Any) -> StaticKernel:
+        """The kernel of a compiled GroupKernel and its KernelFn."""
+        return cls(group.name, group.in_specs, group.out_specs, fn, group)
 
     def __call__(self, args: list[Any]) -> list[np.ndarray] | None:
         n = len(self.in_specs)
@@ -103,8 +111,8 @@ class DynamicKernel:
                 group = lower_group(spec_fn, self.target, frozenset(), scope)
             from relay_ir.backend.executor import kernel_fn
 
-            hit = (StaticKernel(group, kernel_fn(group.kernel, group.in_specs +
-                                                 group.out_specs)), spec_fn)
+            fn = kernel_fn(group.kernel, group.in_specs + group.out_specs)
+            hit = (StaticKernel.of_group(group, fn), spec_fn)
             self.by_shape[shapes] = hit
         kernel = hit[0]
         outs = [aligned_empty(s, d) for s, d in kernel.out_specs]
@@ -141,6 +149,11 @@ class OpKernel:
         self.call = call
         self.name = call.op.name
         self.num_outputs = 1
+
+    def function(self) -> Function:
+        """`fn (%a0, ...) { op(%a0, ..., attrs) }`: the call as text can save it."""
+        params = tuple(Var(f"a{i}") for i in range(len(self.call.args)))
+        return Function(params, Call(self.call.op, params, self.call.attrs))
 
     def __call__(self, args: list[Any]) -> list[Any]:
         from relay_ir.interpreter import evaluate_op
