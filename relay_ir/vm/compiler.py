@@ -31,7 +31,8 @@ from relay_ir.transform.a_normal_form import to_a_normal_form
 from relay_ir.ty import TensorType, TupleType
 from relay_ir.vm import bytecode as B
 from relay_ir.vm.codegen import FunctionCompiler
-from relay_ir.vm.kernels import DynamicKernel, OpKernel, StaticKernel, is_dynamic_group
+from relay_ir.vm.dynamic import DynamicKernel
+from relay_ir.vm.kernels import OpKernel, StaticKernel, is_dynamic_group
 from tessel_errors import RelayError
 
 # A parameter's check: ("tensor", shape with None for `?` / str for a shape var, dtype),

@@ -5,10 +5,9 @@ Three kinds, one calling convention (`kernel(args)`, the inputs then the output 
 - `StaticKernel`: a fused group with static shapes, lowered once at compile time by
   relay_ir.backend.lower_group (the strategies and tuning records relay_ir.build uses);
   its outputs are allocated by AllocTensor before the call and written in place.
-- `DynamicKernel`: a fused group whose types hold `?` dims; its output shapes are only
-  known from the inputs, so at each call it infers the group's types on the concrete
-  input shapes (the op type relations are its shape function), lowers the group for
-  those shapes once (cached by shape) and returns freshly allocated outputs.
+- `DynamicKernel` (relay_ir.vm.dynamic): a fused group whose types hold `?` dims, one
+  kernel with symbolic extents for every batch size; it returns its outputs, allocated
+  once their shapes are known from the inputs.
 - `OpKernel`: an op left outside every group (a run-time shape check, an op without a
   kernel strategy), run through the interpreter's numpy reference (`evaluate_op`).
 
@@ -23,11 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from relay_ir.backend.executor import aligned, aligned_empty
-from relay_ir.backend.lower_group import flatten_types, lower_group
+from relay_ir.backend.executor import aligned
+from relay_ir.backend.lower_group import flatten_types
 from relay_ir.expr import Call, Function, Var
-from relay_ir.transform.rewrite import substitute
-from relay_ir.ty import TensorType, TupleType, Type, is_dynamic
+from relay_ir.ty import is_dynamic
 from tessel_errors import KernelArgumentError
 
 Spec = tuple[tuple[int, ...], str]
@@ -74,64 +72,6 @@ class StaticKernel:
         return None
 
 
-class DynamicKernel:
-    """A group with `?` dims: lowered per concrete input shape at its first call with it."""
-
-    dynamic = True
-
-    def __init__(self, fn: Function, name: str, target: Any, tuning_source: Any) -> None:
-        self.fn, self.name, self.target = fn, name, target
-        self.tuning_source = tuning_source
-        self.by_shape: dict[tuple[Any, ...], tuple[StaticKernel, Function]] = {}
-
-    def specialise(self, shapes: tuple[tuple[int, ...], ...]) -> Function:
-        """The group re-typed for these flattened input shapes (type relations give the
-        output shapes: the group's shape function)."""
-        from relay_ir.module import IRModule
-        from relay_ir.transform.infer_type import InferType
-
-        it = iter(shapes)
-        new = [Var(p.name_hint, _concrete(p.checked_type or p.type_annotation, it))
-               for p in self.fn.params]
-        body = substitute(self.fn.body, dict(zip(self.fn.params, new)))
-        mod = InferType()(IRModule.from_expr(Function(tuple(new), body)))
-        typed = mod["main"]
-        return Function(typed.params, typed.body, typed.ret_type, (), self.fn.attrs)
-
-    def __call__(self, args: list[Any]) -> list[np.ndarray]:
-        n = len(args) - self.num_outputs
-        shapes = tuple(tuple(a.shape) if isinstance(a, np.ndarray) else None
-                       for a in args[:n])
-        hit = self.by_shape.get(shapes)
-        if hit is None:
-            if any(s is None for s in shapes):
-                raise KernelArgumentError(f"kernel '{self.name}' takes tensors")
-            spec_fn = self.specialise(shapes)  # type: ignore[arg-type]
-            with self.tuning_source.opened() as scope:
-                group = lower_group(spec_fn, self.target, frozenset(), scope)
-            from relay_ir.backend.executor import kernel_fn
-
-            fn = kernel_fn(group.kernel, group.in_specs + group.out_specs)
-            hit = (StaticKernel.of_group(group, fn), spec_fn)
-            self.by_shape[shapes] = hit
-        kernel = hit[0]
-        outs = [aligned_empty(s, d) for s, d in kernel.out_specs]
-        kernel(list(args[:n]) + outs)
-        return outs
-
-    @property
-    def num_outputs(self) -> int:
-        """How many tensors the group returns (its flattened result)."""
-        return len(flatten_types(self.fn.body.checked_type))
-
-
-def _concrete(t: Type, shapes: Any) -> Type:
-    if isinstance(t, TupleType):
-        return TupleType(tuple(_concrete(f, shapes) for f in t.fields))
-    assert isinstance(t, TensorType)
-    return TensorType(next(shapes), t.dtype)
-
-
 def is_dynamic_group(fn: Function) -> bool:
     """Whether a Primitive function's parameter or result types hold `?` (or symbolic)
     dims."""
@@ -161,4 +101,4 @@ class OpKernel:
         return [evaluate_op(self.call, list(args[:-1]))]
 
 
-__all__ = ["DynamicKernel", "OpKernel", "StaticKernel", "is_dynamic_group"]
+__all__ = ["OpKernel", "StaticKernel", "is_dynamic_group"]

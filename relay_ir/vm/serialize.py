@@ -34,7 +34,8 @@ from relay_ir.backend.artifact_schema import load_consts
 from relay_ir.backend.json_check import Int, ListOf, Nested, Obj, Str, check
 from relay_ir.backend.serialize import _check_object, _load_kernel
 from relay_ir.vm import bytecode as B
-from relay_ir.vm.kernels import DynamicKernel, OpKernel, StaticKernel
+from relay_ir.vm.dynamic import DynamicKernel
+from relay_ir.vm.kernels import OpKernel, StaticKernel
 from tessel_errors import RelayError
 
 VM_FILE, CONSTS = "vm.json", "consts.npz"
