@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from relay_ir import transform as T
 from relay_ir.backend.executor import aligned
 from relay_ir.backend.lower_group import constant_params, group_name
 from relay_ir.backend.pipeline import _Planner, bind_params, main_of, optimize_for_build
@@ -32,7 +31,13 @@ from relay_ir.ty import TensorType, TupleType
 from relay_ir.vm import bytecode as B
 from relay_ir.vm.codegen import FunctionCompiler
 from relay_ir.vm.dynamic import DynamicKernel
-from relay_ir.vm.kernels import OpKernel, StaticKernel, is_dynamic_group
+from relay_ir.vm.kernels import (
+    InterpretedGroup,
+    OpKernel,
+    StaticKernel,
+    has_strategies,
+    is_dynamic_group,
+)
 from tessel_errors import RelayError
 
 # A parameter's check: ("tensor", shape with None for `?` / str for a shape var, dtype),
@@ -128,7 +133,7 @@ class _ModuleCompiler:
         mod = bind_params(mod, params)
         if not mod.has_function("main"):
             raise RelayError("relay_ir.vm.compile: the module has no @main")
-        fused = optimize_for_build(T.InferType()(mod))
+        fused = optimize_for_build(mod)
         globals_ = sorted(fused.functions.items(), key=lambda kv: kv[0].name_hint != "main")
         for gv, _ in globals_:
             self.reserve(gv.name_hint)
@@ -211,6 +216,9 @@ class _ModuleCompiler:
     def group_kernel(self, call: Call) -> tuple[int, dict[int, np.ndarray]]:
         """The kernel of a fused group call and its constant arguments packed for it."""
         fn: Function = call.op  # type: ignore[assignment]
+        if not has_strategies(fn):
+            self.kernels.append(InterpretedGroup(fn, group_name(fn)))
+            return len(self.kernels) - 1, {}
         if is_dynamic_group(fn):
             from relay_ir.structural import structural_equal
 

@@ -8,6 +8,8 @@ Three kinds, one calling convention (`kernel(args)`, the inputs then the output 
 - `DynamicKernel` (relay_ir.vm.dynamic): a fused group whose types hold `?` dims, one
   kernel with symbolic extents for every batch size; it returns its outputs, allocated
   once their shapes are known from the inputs.
+- `InterpretedGroup`: a group holding an op that has no kernel strategy, evaluated by
+  the interpreter (so such a program runs instead of failing to compile).
 - `OpKernel`: an op left outside every group (a run-time shape check, an op without a
   kernel strategy), run through the interpreter's numpy reference (`evaluate_op`).
 
@@ -25,7 +27,7 @@ import numpy as np
 from relay_ir.backend.executor import aligned
 from relay_ir.backend.lower_group import flatten_types
 from relay_ir.expr import Call, Function, Var
-from relay_ir.ty import is_dynamic
+from relay_ir.ty import TupleType, is_dynamic
 from tessel_errors import KernelArgumentError
 
 Spec = tuple[tuple[int, ...], str]
@@ -80,6 +82,40 @@ def is_dynamic_group(fn: Function) -> bool:
     return any(is_dynamic(t) for ts in types for t in flatten_types(ts))
 
 
+class InterpretedGroup:
+    """A fused group holding an op without a kernel strategy (e.g. nn.batch_norm when
+    SimplifyInference is disabled): evaluated by the interpreter's numpy references."""
+
+    dynamic = True
+
+    def __init__(self, fn: Function, name: str) -> None:
+        self.fn, self.name = fn, f"{name} (interpreted)"
+        self.num_outputs = len(flatten_types(fn.body.checked_type))
+
+    def __call__(self, args: list[Any]) -> list[Any]:
+        from relay_ir.interpreter import Closure, Interpreter
+
+        it = iter(args[:len(args) - self.num_outputs])
+        values = [_nest(p.checked_type or p.type_annotation, it) for p in self.fn.params]
+        return _flatten(Interpreter(None).apply(Closure(self.fn, {}), values))
+
+
+def _nest(t: Any, it: Any) -> Any:
+    return tuple(_nest(f, it) for f in t.fields) if isinstance(t, TupleType) else next(it)
+
+
+def _flatten(v: Any) -> list[Any]:
+    return [x for f in v for x in _flatten(f)] if isinstance(v, tuple) else [v]
+
+
+def has_strategies(fn: Function) -> bool:
+    """Whether every op of a fused group has a kernel strategy."""
+    from relay_ir.backend.lower_group import group_ops
+    from relay_ir.strategy import STRATEGIES
+
+    return all(c.op in STRATEGIES for c in group_ops(fn))
+
+
 class OpKernel:
     """An op call outside every group, run through the interpreter's numpy reference."""
 
@@ -101,4 +137,5 @@ class OpKernel:
         return [evaluate_op(self.call, list(args[:-1]))]
 
 
-__all__ = ["OpKernel", "StaticKernel", "is_dynamic_group"]
+__all__ = ["InterpretedGroup", "OpKernel", "StaticKernel", "has_strategies",
+           "is_dynamic_group"]

@@ -5,7 +5,7 @@
   the constants' shapes and dtypes, and per kernel: a static kernel's symbols, check
   messages and argument specs (its object file `kernel_<i>.o`), or the Relay text of a
   group with `?` dims (compiled per input shape at run time, so a `?`-dim model saves),
-  or the Relay text of an op call run through its reference;
+  or the Relay text of a group or op call run through the numpy references;
 - `consts.npz` (read with allow_pickle=False), the object files, and `manifest.json`
   (relay_ir.backend.artifact_manifest: format, target CPU, size and SHA-256 of every file).
 
@@ -35,7 +35,7 @@ from relay_ir.backend.json_check import Int, ListOf, Nested, Obj, Str, check
 from relay_ir.backend.serialize import _check_object, _load_kernel
 from relay_ir.vm import bytecode as B
 from relay_ir.vm.dynamic import DynamicKernel
-from relay_ir.vm.kernels import OpKernel, StaticKernel
+from relay_ir.vm.kernels import InterpretedGroup, OpKernel, StaticKernel
 from tessel_errors import RelayError
 
 VM_FILE, CONSTS = "vm.json", "consts.npz"
@@ -48,7 +48,8 @@ OPCODES: dict[str, type] = {cls.opcode: cls for cls in (
 
 _NAME = Str(max_len=1024)
 _SPECS = ListOf(Obj({"shape": ListOf(Int()), "dtype": Str(max_len=32)}))
-_KERNEL = Obj({"kind": Str(choices=("static", "dynamic", "op")), "name": _NAME}, {
+_KERNEL = Obj({"kind": Str(choices=("static", "dynamic", "interpreted", "op")),
+               "name": _NAME}, {
     "entry": _NAME, "object": _NAME, "num_threads_symbol": _NAME, "launch_symbol": _NAME,
     "messages": ListOf(Str()), "in_specs": _SPECS, "out_specs": _SPECS,
     "text": Str(max_len=1 << 24)})
@@ -188,6 +189,8 @@ def save(exe: Any, path: str) -> None:
             kernels.append({"kind": "dynamic", "name": k.name, "text": astext(k.fn)})
             if k.tuning_source.path is not None:
                 tuning_db = str(k.tuning_source.path)
+        elif isinstance(k, InterpretedGroup):
+            kernels.append({"kind": "interpreted", "name": k.name, "text": astext(k.fn)})
         elif isinstance(k, OpKernel):
             kernels.append({"kind": "op", "name": k.name, "text": astext(k.function())})
         else:
@@ -293,6 +296,9 @@ def _build(path: str, desc: dict[str, Any], files: dict[str, bytes], where: str)
         elif kd["kind"] == "dynamic":
             group = _typed(parse_expr(kd["text"]))
             kernels.append(DynamicKernel(group, kd["name"], desc["target"], source))
+        elif kd["kind"] == "interpreted":
+            group = _typed(parse_expr(kd["text"]))
+            kernels.append(InterpretedGroup(group, kd["name"].removesuffix(" (interpreted)")))
         else:
             kernels.append(OpKernel(parse_expr(kd["text"]).body))
     ctors = [Constructor(c["name"], tuple(TypeVar(f"a{k}") for k in range(c["arity"])),

@@ -74,3 +74,19 @@ def test_prelude_function_runs_as_in_the_interpreter(name, body, params, inputs)
     args = inputs(rng)
     got = vm.VirtualMachine(vm.compile(prelude_main(body, params))).run(*args)
     assert_values_close(got, interpret(prelude_main(body, params), *args), where=name)
+
+
+def test_a_group_with_an_op_without_kernel_strategy_runs_through_the_references(tmp_path):
+    # with SimplifyInference off, nn.batch_norm (no kernel strategy) stays in a group
+    from relay_ir.transform import PassContext
+    from tests.relay_ir.programs import PROGRAMS_BY_NAME
+
+    p = PROGRAMS_BY_NAME["conv_bn_relu"]
+    with PassContext(disabled_pass=["SimplifyInference"]):
+        exe = vm.compile(p.build())
+    assert any(k.name.endswith("(interpreted)") for k in exe.kernels)
+    exe.save(str(tmp_path))
+    args = p.inputs(seeded_rng())
+    want = interpret(p.build(), *args)
+    for e in (exe, vm.load(str(tmp_path))):
+        assert_values_close(vm.VirtualMachine(e).run(*args), want, p.rtol, p.atol)
