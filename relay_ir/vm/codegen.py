@@ -236,7 +236,8 @@ class FunctionCompiler:
     def alloc_tensor(self, t: TensorType) -> int:
         shape = tuple(int(d) for d in t.shape)
         nbytes = int(np.dtype(t.dtype).itemsize * int(np.prod(shape, dtype=np.int64)))
-        storage = self.emit_dst(lambda d: B.AllocStorage(nbytes, 64, d))
+        align = 64 if nbytes >= 64 else 16  # kernels read whole vectors of large tensors
+        storage = self.emit_dst(lambda d: B.AllocStorage(nbytes, align, d))
         return self.emit_dst(lambda d: B.AllocTensor(storage, 0, shape, t.dtype, d))
 
     def flatten(self, reg: int, t: Any) -> list[int]:

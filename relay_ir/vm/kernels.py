@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from relay_ir.backend.executor import aligned
 from relay_ir.backend.lower_group import flatten_types
 from relay_ir.expr import Call, Function, Var
 from relay_ir.ty import TupleType, is_dynamic
@@ -44,7 +43,8 @@ def _check(name: str, arrays: Sequence[Any], specs: Sequence[Spec]) -> list[np.n
             raise KernelArgumentError(
                 f"kernel '{name}': input {k} must be {dtype}{list(shape)}, got {got} (a value "
                 "whose shape the type system could not prove)")
-        out.append(aligned(a))
+        out.append(a if a.flags.c_contiguous and a.flags.aligned else
+                   np.require(a, requirements="CA"))
     return out
 
 
