@@ -16,8 +16,12 @@
 - A fused group's call allocates its outputs (one storage each) and InvokePacked's the
   group's kernel; groups with `?` dims return fresh outputs instead.
 
-    >>> FunctionCompiler.__name__
-    'FunctionCompiler'
+    >>> import relay_ir, relay_ir.vm
+    >>> mod = relay_ir.parse("def @main(%x: (int32, int32)) { %x.1 }")
+    >>> print(relay_ir.vm.compile(mod).functions[0])
+    fn @main(%0) [2 registers]
+      0: get_field obj=%0 index=1 dst=%1
+      1: ret %1
 """
 
 from __future__ import annotations

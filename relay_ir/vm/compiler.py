@@ -1,8 +1,20 @@
 """`relay_ir.vm.compile`: a whole IRModule -> an Executable of bytecode over kernels.
 
-    >>> exe = relay_ir.vm.compile(mod, target="llvm")     # doctest: +SKIP
-    >>> print(exe.bytecode)                               # doctest: +SKIP
-    >>> relay_ir.vm.VirtualMachine(exe).run(x)            # doctest: +SKIP
+    >>> import relay_ir
+    >>> exe = compile(relay_ir.parse("def @main(%x: Tensor[(2,), float32], %n: int32) {"
+    ...                              " if (less(%n, 1)) { %x } else { negative(%x) } }"))
+    >>> print(exe.bytecode)
+    fn @main(%0, %1) [7 registers]
+      0: alloc_storage size=1 alignment=16 dst=%2
+      1: alloc_tensor storage=%2 offset=0 shape=() dtype='bool' dst=%3
+      2: invoke_packed kernel=0 arity=2 output_size=1 args=(%1, %3)  # fused_less
+      3: load_consti val=1 dst=%4
+      4: if test=%3 target=%4 true_offset=1 false_offset=2  # -> 5, 6
+      5: ret %0
+      6: alloc_storage size=8 alignment=16 dst=%5
+      7: alloc_tensor storage=%5 offset=0 shape=(2,) dtype='float32' dst=%6
+      8: invoke_packed kernel=1 arity=2 output_size=1 args=(%0, %6)  # fused_negative
+      9: ret %6
 
 The pipeline: @main's params bound as constants, then relay_ir.build's pass sequence
 (relay_ir.backend.pipeline.optimize_for_build: type inference, simplification, constant

@@ -18,8 +18,11 @@ so once per group.
 Symbolic kernels get the plain schedule (injective stages inlined, nothing tiled or
 vectorized): the templates and group schedules need constant extents.
 
-    >>> DynamicKernel.__name__
-    'DynamicKernel'
+    >>> import relay_ir, relay_ir.vm
+    >>> mod = relay_ir.parse("def @main(%x: Tensor[(?, 2), float32]) { exp(%x) }")
+    >>> vm = relay_ir.vm.VirtualMachine(relay_ir.vm.compile(mod))
+    >>> [vm.run(np.zeros((b, 2), "float32")).shape for b in (1, 3)]   # one kernel for both
+    [(1, 2), (3, 2)]
 """
 
 from __future__ import annotations

@@ -13,8 +13,10 @@ Three kinds, one calling convention (`kernel(args)`, the inputs then the output 
 - `OpKernel`: an op left outside every group (a run-time shape check, an op without a
   kernel strategy), run through the interpreter's numpy reference (`evaluate_op`).
 
-    >>> OpKernel.__name__
-    'OpKernel'
+    >>> from relay_ir.op.runtime import check_shape
+    >>> from relay_ir.expr import Var
+    >>> OpKernel(check_shape(Var("x"), (-1, 3)))([np.zeros((4, 3)), None])[0].shape
+    (4, 3)
 """
 
 from __future__ import annotations

@@ -9,10 +9,12 @@ pc, registers, result register) onto a list and a Ret pops it, so a non-tail rec
 10^4 deep costs 10^4 list entries; a call marked tail replaces the frame, so a tail
 recursion of any depth runs in one.
 
-    >>> vm = VirtualMachine(relay_ir.vm.compile(mod))    # doctest: +SKIP
-    >>> vm.run(np.int32(3), x)                           # doctest: +SKIP
+    >>> import relay_ir, relay_ir.vm
+    >>> mod = relay_ir.parse("def @main(%x: Tensor[(2,), float32]) { negative(%x) }")
+    >>> VirtualMachine(relay_ir.vm.compile(mod)).run(np.ones(2, "float32"))
+    array([-1., -1.], dtype=float32)
     >>> vm.invoke("length", some_list)                   # doctest: +SKIP
-    >>> print(vm.profile(np.int32(3), x))                # doctest: +SKIP
+    >>> print(vm.profile(x))                             # doctest: +SKIP
 """
 
 from __future__ import annotations
