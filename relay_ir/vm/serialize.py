@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from relay_ir.backend.artifact_manifest import MANIFEST, parse_json, read_verified, write_manifest
+from relay_ir.backend.artifact_manifest import MANIFEST, read_verified
 from relay_ir.backend.artifact_schema import load_consts
-from relay_ir.backend.json_check import Int, ListOf, Nested, Obj, Str, check
-from relay_ir.backend.serialize import _check_object, _load_kernel
+from relay_ir.backend.json_check import Int, ListOf, Nested, Obj, Str
+from relay_ir.backend.serialize import _check_object, _load_kernel, read_desc, write_folder
 from relay_ir.vm import bytecode as B
 from relay_ir.vm.dynamic import DynamicKernel
 from relay_ir.vm.kernels import InterpretedGroup, OpKernel, StaticKernel
@@ -215,13 +215,7 @@ def save(exe: Any, path: str) -> None:
         "kernels": kernels,
     }
     files[VM_FILE] = json.dumps(desc, indent=1).encode()
-    os.makedirs(path, exist_ok=True)
-    if os.path.lexists(os.path.join(path, MANIFEST)):  # a save cut short is refused by load
-        os.remove(os.path.join(path, MANIFEST))
-    for name, data in files.items():
-        with open(os.path.join(path, name), "wb") as f:
-            f.write(data)
-    write_manifest(path, files, exe.target)
+    write_folder(path, files, exe.target)
 
 
 def _specs(specs: Any) -> list[dict[str, Any]]:
@@ -243,14 +237,7 @@ def load(path: str) -> Any:
     if VM_FILE not in files or CONSTS not in files:
         raise RelayError(f"relay_ir.vm.load: {os.path.join(path, MANIFEST)!r} does not list "
                          f"{VM_FILE} and {CONSTS}: not a saved VM executable")
-    desc = parse_json(files[VM_FILE], where)
-    check(VM_SCHEMA, desc, where)
-    if desc["format"] != VM_FORMAT or desc["version"] != VM_VERSION:
-        raise RelayError(f"{where}: format {desc['format']!r} version {desc['version']}; "
-                         f"expected {VM_FORMAT!r} version {VM_VERSION}")
-    if desc["target"] != manifest["target"]:
-        raise RelayError(f"{where}: target {desc['target']!r} differs from the manifest's "
-                         f"{manifest['target']!r}")
+    desc = read_desc(files[VM_FILE], VM_SCHEMA, manifest, (VM_FORMAT, VM_VERSION), where)
     try:
         return _build(path, desc, files, where)
     except (TypeError, ValueError) as e:  # e.g. a dtype numpy does not know

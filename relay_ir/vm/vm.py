@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from relay_ir.backend.executor import aligned_empty, check_inputs
+from relay_ir.backend.executor import aligned_empty, bind_by_name, check_inputs
 from relay_ir.backend.profile import ProfileRow, ProfileTable
 from relay_ir.interpreter import ConstructorValue, RefValue, _short
 from relay_ir.vm import bytecode as B
@@ -252,22 +252,8 @@ def _bind(name: str, specs: list[Any], args: tuple, kwargs: dict[str, Any]) -> l
     """The arguments in parameter order: tensors checked as lib.run checks its inputs
     (name, shape, dtype), tuples made tuples, other values (ADTs, refs) passed as they
     are."""
-    names = [s[0] for s in specs]
-    if len(args) > len(specs):
-        raise KernelArgumentError(f"@{name} takes {len(specs)} argument(s) "
-                                  f"({', '.join(names)}), got {len(args)} positional")
-    given = dict(zip(names, args))
-    for k, v in kwargs.items():
-        if k not in names:
-            raise KernelArgumentError(f"@{name}: unknown argument {k!r}; its parameters are "
-                                      f"{', '.join(names)}")
-        if k in given:
-            raise KernelArgumentError(f"@{name}: argument {k!r} given twice")
-        given[k] = v
-    missing = [n for n in names if n not in given]
-    if missing:
-        raise KernelArgumentError(f"@{name}: missing argument(s) {', '.join(missing)}; its "
-                                  f"parameters are {', '.join(names)}")
+    call = "run()" if name == "main" else f"invoke({name!r})"
+    given = bind_by_name([s[0] for s in specs], args, kwargs, call)
     tensors = [(n, shape, dtype) for n, kind, shape, dtype in specs if kind == "tensor"]
     checked = iter(check_inputs(tensors, [given[n] for n, _, _ in tensors], {}))
     out = []
@@ -277,7 +263,7 @@ def _bind(name: str, specs: list[Any], args: tuple, kwargs: dict[str, Any]) -> l
             out.append(next(checked))
         elif kind == "tuple":
             if not isinstance(v, (tuple, list)):
-                raise KernelArgumentError(f"@{name}: argument {n!r} must be a tuple, got "
+                raise KernelArgumentError(f"{call}: input {n!r} must be a tuple, got "
                                           f"{type(v).__name__}")
             out.append(tuple(v))
         else:

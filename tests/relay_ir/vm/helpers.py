@@ -1,4 +1,5 @@
-"""Shared helpers of the VM tests: compile and run, prelude programs, list values."""
+"""Shared helpers of the VM tests: compile and run, prelude programs, list values
+(`to_list` is the prelude tests' own)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import relay_ir
 import relay_ir.vm as vm
 from relay_ir.interpreter import ConstructorValue
 from relay_ir.module import IRModule
+from tests.relay_ir.test_prelude import to_list
 
 
 def run_vm(mod: IRModule, *args: Any, **kwargs: Any) -> Any:
@@ -30,11 +32,4 @@ def py_list(mod: IRModule, values: list[Any]) -> ConstructorValue:
     return out
 
 
-def to_list(value: ConstructorValue) -> list[Any]:
-    """The elements of a prelude List value."""
-    out = []
-    while value.name == "Cons":
-        out.append(value.fields[0])
-        value = value.fields[1]
-    assert value.name == "Nil"
-    return out
+__all__ = ["prelude_main", "py_list", "run_vm", "to_list"]

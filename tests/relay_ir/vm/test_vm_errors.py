@@ -44,9 +44,9 @@ def test_a_wrong_dtype_names_the_parameter():
 
 def test_missing_and_unknown_arguments_are_named():
     machine = vm.VirtualMachine(vm.compile(PROGRAMS_BY_NAME["loop"].build()))
-    with pytest.raises(KernelArgumentError, match=r"missing argument\(s\) x"):
+    with pytest.raises(KernelArgumentError, match=r"run\(\): missing input\(s\) x"):
         machine.run(np.int32(3))
-    with pytest.raises(KernelArgumentError, match=r"unknown argument 'z'"):
+    with pytest.raises(KernelArgumentError, match=r"run\(\): unknown input 'z'"):
         machine.run(np.int32(3), z=np.ones(3, "float32"))
     with pytest.raises(KernelArgumentError, match=r"no function @nope"):
         machine.invoke("nope")

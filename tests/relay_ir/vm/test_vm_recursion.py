@@ -15,6 +15,7 @@ from relay_ir.ty import TensorType
 from relay_ir.vm import bytecode as B
 from tessel_errors import RelayRuntimeError
 from tests.relay_ir.programs import const, loop_program, tvar
+from tests.relay_ir.test_interpreter_recursion import _count_program
 from tests.relay_ir.vm.helpers import run_vm
 from tests.rng import seeded_rng
 
@@ -39,20 +40,8 @@ def test_a_call_in_tail_position_is_marked_tail():
     assert [c.tail for c in calls] == [True]
 
 
-def _count_program() -> IRModule:
-    """@count(n) = if n < 1 { 0 } else { 1 + @count(n - 1) }: NOT a tail call."""
-    n = tvar("n", (), "int32")
-    gv = GlobalVar("count")
-    one = const(1, "int32")
-    body = If(T.less(n, one), const(0, "int32"),
-              T.add(one, Call(gv, (T.subtract(n, one),))))
-    mod = IRModule({gv: Function((n,), body)})
-    m = tvar("m", (), "int32")
-    return mod.with_function("main", Function((m,), Call(gv, (m,))))
-
-
 def test_non_tail_recursion_ten_to_the_four_deep_keeps_frames_on_the_heap():
-    assert int(run_vm(_count_program(), np.int32(10_000))) == 10_000
+    assert int(run_vm(_count_program(10_000), np.int32(10_000))) == 10_000
 
 
 def test_mutual_recursion_even_odd():
