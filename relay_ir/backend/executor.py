@@ -342,6 +342,32 @@ def _fmt_shape(shape: Sequence[Any]) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ")"
 
 
+def bind_by_name(names: Sequence[str], args: Sequence[Any], kwargs: dict[str, Any],
+                 call: str = "run()") -> dict[str, Any]:
+    """Positional then keyword arguments by input name; a KernelArgumentError (naming
+    `call`) for too many, unknown, doubly given or missing ones.
+
+        >>> bind_by_name(["x", "w"], [1], {"w": 2})
+        {'x': 1, 'w': 2}
+    """
+    if len(args) > len(names):
+        raise KernelArgumentError(f"{call} takes {len(names)} inputs ({', '.join(names)}), "
+                                  f"got {len(args)} positional")
+    given = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names:
+            raise KernelArgumentError(f"{call}: unknown input {k!r}; the model's inputs are "
+                                      f"{', '.join(names)}")
+        if k in given:
+            raise KernelArgumentError(f"{call}: input {k!r} given twice")
+        given[k] = v
+    missing = [n for n in names if n not in given]
+    if missing:
+        raise KernelArgumentError(f"{call}: missing input(s) {', '.join(missing)}; the model's "
+                                  f"inputs are {', '.join(names)}")
+    return given
+
+
 def check_inputs(params: Sequence[tuple[str, tuple[Any, ...], str]], args: Sequence[Any],
                  kwargs: dict[str, Any]) -> list[np.ndarray]:
     """The model's inputs as C-contiguous arrays, checked by name, shape and dtype.
@@ -354,22 +380,7 @@ def check_inputs(params: Sequence[tuple[str, tuple[Any, ...], str]], args: Seque
                 and a.flags.aligned]
         if len(fast) == len(params):
             return fast
-    names = [p[0] for p in params]
-    if len(args) > len(params):
-        raise KernelArgumentError(f"run() takes {len(params)} inputs ({', '.join(names)}), "
-                                  f"got {len(args)} positional")
-    given = dict(zip(names, args))
-    for k, v in kwargs.items():
-        if k not in names:
-            raise KernelArgumentError(f"run(): unknown input {k!r}; the model's inputs are "
-                                      f"{', '.join(names)}")
-        if k in given:
-            raise KernelArgumentError(f"run(): input {k!r} given twice")
-        given[k] = v
-    missing = [n for n in names if n not in given]
-    if missing:
-        raise KernelArgumentError(f"run(): missing input(s) {', '.join(missing)}; the model's "
-                                  f"inputs are {', '.join(names)}")
+    given = bind_by_name([p[0] for p in params], args, kwargs)
     out, bound = [], {}
     for name, shape, dtype in params:
         a = given[name]
@@ -411,5 +422,5 @@ def not_dataflow_error(what: str) -> RelayError:
     """The error for programs the graph executor does not run."""
     return RelayError(
         f"relay_ir.build compiles dataflow-only programs (@main of tensor ops, tuples and "
-        f"lets); this one uses {what}. Run it with relay_ir.interpret(mod, ...) instead "
-        "(a VM for control flow comes later)")
+        f"lets); this one uses {what}. Compile it for the VM with relay_ir.vm.compile(mod) "
+        "(run by relay_ir.vm.VirtualMachine), or run it with relay_ir.interpret(mod, ...)")

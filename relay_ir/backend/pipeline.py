@@ -78,7 +78,7 @@ def main_of(mod: Any) -> IRModule:
 
 
 def check_dataflow(fn: Function) -> None:
-    """A RelayError pointing to the interpreter unless `fn` is dataflow-only."""
+    """A RelayError pointing to relay_ir.vm.compile unless `fn` is dataflow-only."""
     for p in fn.params:
         t = p.type_annotation or p.checked_type
         if t is not None and not isinstance(t, TensorType):
@@ -277,7 +277,7 @@ def build(mod: Any, target: Any = "llvm", params: dict[str, Any] | None = None,
     says how many tasks took records of other devices. Tasks without a record use the
     template's fallback schedule, and a warning lists them. A @main with `?` dims compiles
     at the first run with each shape, reopening the same database file read-only. Control
-    flow, ADTs, references and closures raise a RelayError pointing to relay_ir.interpret.
+    flow, ADTs, references and closures raise a RelayError pointing to relay_ir.vm.compile.
 
         >>> lib = relay_ir.build(mod, tuning_db="tuning_logs/tuning.db")  # doctest: +SKIP
         >>> lib = relay_ir.build(mod, tuning_db="other.db", any_device=True)  # doctest: +SKIP

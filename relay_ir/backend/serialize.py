@@ -70,14 +70,7 @@ def save(model: Any, path: str) -> None:
         "group_schedules": [list(g) for g in model.group_schedules],
     }
     files[MODEL] = json.dumps(desc, indent=1).encode()
-    os.makedirs(path, exist_ok=True)
-    # the old manifest goes first, so a save cut short leaves a folder that load refuses
-    if os.path.lexists(os.path.join(path, MANIFEST)):
-        os.remove(os.path.join(path, MANIFEST))
-    for name, data in files.items():
-        with open(os.path.join(path, name), "wb") as f:
-            f.write(data)
-    write_manifest(path, files, model.target)
+    write_folder(path, files, model.target)
 
 
 def _model_desc(path: str, manifest: dict[str, Any], files: dict[str, bytes]) -> dict:
@@ -86,20 +79,40 @@ def _model_desc(path: str, manifest: dict[str, Any], files: dict[str, bytes]) ->
     if missing:
         raise RelayError(f"load_compiled: {os.path.join(path, MANIFEST)!r} does not list "
                          f"{', '.join(missing)}: not a saved Tessel model")
-    desc = parse_json(files[MODEL], where)
-    check(MODEL_SCHEMA, desc, where)
-    if desc["format"] != FORMAT or desc["version"] != VERSION:
-        raise RelayError(f"{where}: format {desc['format']!r} version {desc['version']}; "
-                         f"expected {FORMAT!r} version {VERSION}")
-    if desc["target"] != manifest["target"]:
-        raise RelayError(f"{where}: target {desc['target']!r} differs from the manifest's "
-                         f"{manifest['target']!r}")
+    desc = read_desc(files[MODEL], MODEL_SCHEMA, manifest, (FORMAT, VERSION), where)
     check_plan(desc, where)
     for k, kd in enumerate(desc["kernels"]):
         if kd["object"] not in files or kd["object"] in (MODEL, CONSTS):
             raise RelayError(f"{where}: kernels[{k}].object {kd['object']!r} is not an "
                              "object file the manifest lists")
     return desc
+
+
+def read_desc(data: bytes, schema: Any, manifest: dict[str, Any], format_: tuple[str, int],
+              where: str) -> dict[str, Any]:
+    """A folder's description document parsed, checked against `schema`, its (format,
+    version) and its target against the manifest's; a RelayError naming `where` if not."""
+    desc = parse_json(data, where)
+    check(schema, desc, where)
+    if (desc["format"], desc["version"]) != format_:
+        raise RelayError(f"{where}: format {desc['format']!r} version {desc['version']}; "
+                         f"expected {format_[0]!r} version {format_[1]}")
+    if desc["target"] != manifest["target"]:
+        raise RelayError(f"{where}: target {desc['target']!r} differs from the manifest's "
+                         f"{manifest['target']!r}")
+    return desc
+
+
+def write_folder(path: str, files: dict[str, bytes], target: Any) -> None:
+    """Write `files` into folder `path` (created if needed), then their manifest."""
+    os.makedirs(path, exist_ok=True)
+    # the old manifest goes first, so a save cut short leaves a folder that load refuses
+    if os.path.lexists(os.path.join(path, MANIFEST)):
+        os.remove(os.path.join(path, MANIFEST))
+    for name, data in files.items():
+        with open(os.path.join(path, name), "wb") as f:
+            f.write(data)
+    write_manifest(path, files, target)
 
 
 def _check_object(path: str, kd: dict[str, Any], data: bytes) -> None:

@@ -3,8 +3,9 @@
 In graph normal form a value used twice is one node referenced twice (a DAG), which is
 what FuseOps and the other dataflow passes work on. A binding stays a `let` when
 inlining it would change meaning: its value has an effect (a ref write or a call that
-may write one) or the value is a function that refers to its own variable (local
-recursion). Unused effect-free bindings disappear.
+may write one), the value allocates a reference cell (each use would get a cell of its
+own), or the value is a function that refers to its own variable (local recursion).
+Unused effect-free bindings disappear.
 
     >>> from relay_ir.expr import Var, Let, Tuple
     >>> x, y = Var("x"), Var("y")
@@ -14,7 +15,7 @@ recursion). Unused effect-free bindings disappear.
 
 from __future__ import annotations
 
-from relay_ir.expr import Expr, Function, Let, Var
+from relay_ir.expr import Expr, Function, Let, RefCreate, Var
 from relay_ir.module import IRModule
 from relay_ir.transform.analysis import free_vars, is_pure, post_order
 from relay_ir.transform.pass_manager import FunctionPass, PassContext
@@ -28,7 +29,7 @@ def to_graph_normal_form(expr: Expr) -> Expr:
         if not isinstance(node, Let):
             continue
         recursive = isinstance(node.value, Function) and node.var in free_vars(node.value)
-        if not recursive and is_pure(node.value):
+        if not recursive and is_pure(node.value) and not isinstance(node.value, RefCreate):
             inline[node.var] = node
     if not inline:
         return expr

@@ -82,7 +82,22 @@ def test_graph_form_keeps_effectful_and_recursive_lets():
                                    Let(f, loop, Tuple((x, f)))))
     out = T.ToGraphNormalForm()(main_module([x], body))
     kept = [n.var.name_hint for n in post_order(out["main"].body) if isinstance(n, Let)]
-    assert sorted(kept) == ["f", "u"]  # the ref creation is pure and inlined into the write
+    # the ref creation stays bound too: copied into its uses it would make a cell per use
+    assert sorted(kept) == ["f", "r", "u"]
+
+
+def test_graph_form_keeps_one_cell_for_a_ref_read_inside_a_closure():
+    # let r = ref(x); let bump = fn () { r := r! + 1 }; bump(); r!  ->  x + 1
+    import numpy as np
+
+    from relay_ir.expr import RefRead
+    from relay_ir.interpreter import interpret
+
+    x, r, bump, u = tvar("x", (2,)), Var("r"), Var("bump"), Var("u")
+    bump_fn = Function((), RefWrite(r, Tn.add(RefRead(r), const(1.0))))
+    body = Let(r, RefCreate(x), Let(bump, bump_fn, Let(u, Call(bump, ()), RefRead(r))))
+    out = T.ToGraphNormalForm()(main_module([x], body))
+    np.testing.assert_array_equal(interpret(out, np.zeros(2, "float32")), [1, 1])
 
 
 def test_anf_then_gnf_gives_back_dataflow():

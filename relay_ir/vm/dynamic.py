@@ -1,0 +1,187 @@
+"""Kernels for fused groups with `?` dims: one kernel with symbolic extents serves every
+batch size, and shape functions give the output shapes before allocation.
+
+At a call with new input shapes, the group is type-checked on those concrete shapes: the
+op type relations are the shape function (the output shapes to allocate), and they are
+the gradual check too: a shape the type system could not prove at compile time that is
+wrong at run time fails here, with the operator and the two shapes in the message, before
+any kernel reads out of bounds. Both are cached by input shapes.
+
+The kernel itself is compiled once per *pattern* of the `?` dims: each `?` becomes a
+symbolic extent (a tensor_expr var), dims of equal value at the call sharing one var (so
+`add(x: (?, 3), y: (?, 3))` with equal batches is one kernel for every batch; the TE
+broadcast rules need to know which extents are the same). A group whose ops or schedule
+need constant extents, or a pattern the TE rules refuse (a `?` of 1 broadcast against
+another), compiles for the concrete shapes instead, as relay_ir.build does; a warning says
+so once per group.
+
+Symbolic kernels get the plain schedule (injective stages inlined, nothing tiled or
+vectorized): the templates and group schedules need constant extents.
+
+    >>> import relay_ir, relay_ir.vm
+    >>> mod = relay_ir.parse("def @main(%x: Tensor[(?, 2), float32]) { exp(%x) }")
+    >>> vm = relay_ir.vm.VirtualMachine(relay_ir.vm.compile(mod))
+    >>> [vm.run(np.zeros((b, 2), "float32")).shape for b in (1, 3)]   # one kernel for both
+    [(1, 2), (3, 2)]
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from relay_ir.backend.executor import aligned_empty, kernel_fn
+from relay_ir.backend.lower_group import _evaluate, _flat, flatten_types, lower_group
+from relay_ir.expr import Function, Var
+from relay_ir.transform.rewrite import substitute
+from relay_ir.ty import TensorType, TupleType, Type
+from relay_ir.vm.kernels import StaticKernel
+from tessel_errors import KernelArgumentError, RelayError, RelayRuntimeError, TesselError
+
+Shapes = tuple[tuple[int, ...], ...]
+
+
+class DynamicKernel:
+    """A group with `?` dims: `kernel(inputs + output slots)` returns the outputs."""
+
+    dynamic = True
+
+    def __init__(self, fn: Function, name: str, target: Any, tuning_source: Any) -> None:
+        self.fn, self.name, self.target = fn, name, target
+        self.tuning_source = tuning_source
+        self.in_types = [t for p in fn.params
+                         for t in flatten_types(p.checked_type or p.type_annotation)]
+        self.num_outputs = len(flatten_types(fn.body.checked_type))
+        self.out_specs_by_shape: dict[Shapes, list[tuple[tuple[int, ...], str]]] = {}
+        self.by_pattern: dict[tuple[Any, ...], Any] = {}  # pattern -> lowering.Kernel/None
+        self.by_shape: dict[Shapes, StaticKernel] = {}  # the concrete-shape fallback
+        self.warned = False
+
+    # shape functions and the gradual check
+
+    def specialise(self, shapes: Shapes) -> Function:
+        """The group re-typed for these flattened input shapes; a RelayRuntimeError naming
+        the operator and the shapes when they do not fit it."""
+        from relay_ir.module import IRModule
+        from relay_ir.transform.infer_type import InferType
+
+        it = iter(shapes)
+        new = [Var(p.name_hint, _concrete(p.checked_type or p.type_annotation, it))
+               for p in self.fn.params]
+        body = substitute(self.fn.body, dict(zip(self.fn.params, new)))
+        try:
+            typed = InferType()(IRModule.from_expr(Function(tuple(new), body)))["main"]
+        except RelayError as e:
+            given = ", ".join(str(s) for s in shapes)
+            raise RelayRuntimeError(f"the fused group {self.name} got inputs of shapes {given}, "
+                                    f"which its operators do not accept (a shape the type "
+                                    f"system could not prove at compile time): {e}") from None
+        return Function(typed.params, typed.body, typed.ret_type, (), self.fn.attrs)
+
+    def out_specs(self, shapes: Shapes) -> list[tuple[tuple[int, ...], str]]:
+        """The output shapes and dtypes for these input shapes (cached)."""
+        specs = self.out_specs_by_shape.get(shapes)
+        if specs is None:
+            typed = self.specialise(shapes)
+            specs = [(tuple(int(d) for d in t.shape), t.dtype)
+                     for t in flatten_types(typed.body.checked_type)]
+            self.out_specs_by_shape[shapes] = specs
+        return specs
+
+    # running
+
+    def __call__(self, args: list[Any]) -> list[np.ndarray]:
+        ins = args[:len(args) - self.num_outputs]
+        if not all(isinstance(a, np.ndarray) for a in ins) or len(ins) != len(self.in_types):
+            raise KernelArgumentError(f"kernel '{self.name}' takes {len(self.in_types)} tensors")
+        ins = [np.require(a, requirements="CA") for a in ins]
+        shapes = tuple(tuple(a.shape) for a in ins)
+        outs = [aligned_empty(s, d) for s, d in self.out_specs(shapes)]
+        kernel = self.symbolic(shapes)
+        if kernel is not None:
+            kernel(*ins, *outs)
+        else:
+            self.concrete(shapes)(list(ins) + outs)
+        return outs
+
+    def pattern(self, shapes: Shapes) -> tuple[Any, ...]:
+        """Per input dim: its constant, or the class of its value among the `?` dims."""
+        classes: dict[int, int] = {}
+        out: list[Any] = []
+        for t, shape in zip(self.in_types, shapes):
+            for d, n in zip(t.shape, shape):
+                out.append(d if isinstance(d, int) else ("?", classes.setdefault(n, len(classes))))
+        return tuple(out)
+
+    def symbolic(self, shapes: Shapes) -> Any:
+        """The symbolic-extent kernel for the pattern of these shapes, or None."""
+        key = self.pattern(shapes)
+        if key not in self.by_pattern:
+            self.by_pattern[key] = self._compile_symbolic(key)
+        return self.by_pattern[key]
+
+    def _compile_symbolic(self, key: tuple[Any, ...]) -> Any:
+        import lowering
+        import tensor_expr as te
+        from schedule.schedule import create_schedule
+        from schedule.templates.common import inline_injective
+        from tensor_expr.tensor import placeholder
+
+        dims = iter(key)
+        extents: dict[int, Any] = {}
+        flat = []
+        env: dict[Var, Any] = {}
+        k = 0
+        for p in self.fn.params:
+            phs = []
+            for t in flatten_types(p.checked_type or p.type_annotation):
+                shape = []
+                for _ in t.shape:
+                    d = next(dims)
+                    if isinstance(d, tuple):
+                        d = extents.setdefault(d[1], te.var(f"n{d[1]}"))
+                    shape.append(d)
+                phs.append(placeholder(tuple(shape), t.dtype, name=f"p{k}"))
+                k += 1
+            flat += phs
+            t = p.checked_type or p.type_annotation
+            env[p] = phs[0] if isinstance(t, TensorType) else _nest(t, iter(phs))
+        try:
+            outs = _flat(_evaluate(self.fn, env, {}))
+            s = create_schedule(outs)
+            inline_injective(s, outs)
+            return lowering.build(s, flat + outs, target=self.target, name=self.name)
+        except TesselError as e:
+            if not self.warned:
+                warnings.warn(f"fused group {self.name} compiles per input shape (no kernel "
+                              f"with symbolic extents: {e})", stacklevel=2)
+                self.warned = True
+            return None
+
+    def concrete(self, shapes: Shapes) -> StaticKernel:
+        """The group lowered for these concrete shapes, as relay_ir.build lowers it."""
+        hit = self.by_shape.get(shapes)
+        if hit is None:
+            spec_fn = self.specialise(shapes)
+            with self.tuning_source.opened() as scope:
+                group = lower_group(spec_fn, self.target, frozenset(), scope)
+            hit = StaticKernel.of_group(group, kernel_fn(group.kernel, group.in_specs +
+                                                         group.out_specs))
+            self.by_shape[shapes] = hit
+        return hit
+
+
+def _concrete(t: Type, shapes: Any) -> Type:
+    if isinstance(t, TupleType):
+        return TupleType(tuple(_concrete(f, shapes) for f in t.fields))
+    assert isinstance(t, TensorType)
+    return TensorType(next(shapes), t.dtype)
+
+
+def _nest(t: Type, it: Any) -> Any:
+    return [_nest(f, it) for f in t.fields] if isinstance(t, TupleType) else next(it)
+
+
+__all__ = ["DynamicKernel"]

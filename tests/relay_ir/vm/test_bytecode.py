@@ -1,0 +1,58 @@
+"""The executable's bytecode: readable text, kernels shared between identical groups, and
+a profile naming kernels and functions."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import relay_ir.vm as vm
+from relay_ir.vm import bytecode as B
+from tests.relay_ir.programs import PROGRAMS_BY_NAME
+from tests.relay_ir.vm.helpers import prelude_main
+
+
+def test_printed_bytecode_shows_every_function_one_instruction_a_line():
+    exe = vm.compile(PROGRAMS_BY_NAME["loop"].build())
+    text = str(exe.bytecode)
+    assert text.splitlines()[0] == "fn @main(%0, %1) [3 registers]"
+    assert "  0: invoke func=1 args=(%0, %1) dst=%2 tail  # @loop" in text
+    loop = exe.functions[exe.function_index["loop"]]
+    assert len([ln for ln in str(loop).splitlines() if ":" in ln]) == len(loop.instructions)
+    assert "invoke_packed kernel=" in text and "# fused_less" in text
+
+
+def test_a_match_compiles_to_tag_tests_and_field_reads():
+    exe = vm.compile(prelude_main("0"))
+    length = exe.functions[exe.function_index["length"]]
+    kinds = {type(i) for i in length.instructions}
+    assert {B.GetTag, B.LoadConsti, B.If, B.GetField, B.Fatal} <= kinds
+
+
+def test_identical_groups_compile_to_one_kernel():
+    # three tanh over tensors of one shape: one kernel called three times
+    mod = prelude_main("(tanh(%a), tanh(%b), tanh(add(%a, %b)))",
+                       "%a: Tensor[(4,), float32], %b: Tensor[(4,), float32]")
+    exe = vm.compile(mod)
+    calls = [i.kernel for f in exe.functions for i in f.instructions
+             if isinstance(i, B.InvokePacked)]
+    names = [exe.kernels[k].name for k in calls]
+    assert names.count("fused_tanh") == 2
+    assert len({k for k, n in zip(calls, names) if n == "fused_tanh"}) == 1
+
+
+def test_instructions_are_immutable():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        B.Move(0, 1).dst = 2  # type: ignore[misc]
+
+
+def test_profile_times_every_kernel_and_function():
+    exe = vm.compile(PROGRAMS_BY_NAME["loop"].build())
+    prof = vm.VirtualMachine(exe).profile(np.int32(5), np.ones(3, "float32"))
+    assert {r.group for r in prof.kernels.rows} == {"fused_less", "fused_subtract",
+                                                    "fused_multiply_add"}
+    assert {r.group for r in prof.functions.rows} == {"main", "loop"}
+    assert prof.calls == {"main": 1, "loop": 6}
+    assert "fused_multiply_add" in str(prof)
