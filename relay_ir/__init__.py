@@ -7,7 +7,8 @@
     (1, ?)
 
 Parsing, type checking and interpreting need only relay_ir itself; the compiler half
-(`build`, `load_compiled`, `CompiledModel`, `MemoryPlan`, `ProfileTable`, `strategy`)
+(`build`, `load_compiled`, `CompiledModel`, `MemoryPlan`, `ProfileTable`, `strategy`,
+`quantize`)
 pulls in lowering, llvmlite, islpy and the tuning database, so those names load on first
 use (module `__getattr__` below) and `import relay_ir; relay_ir.parse(text)` stays light.
 """
@@ -160,6 +161,7 @@ _LAZY = {
     "MemoryPlan": ("relay_ir.backend", "MemoryPlan"),
     "ProfileTable": ("relay_ir.backend", "ProfileTable"),
     "strategy": ("relay_ir.strategy", None),
+    "quantize": ("relay_ir.quantize", None),
 }
 
 
