@@ -17,7 +17,9 @@ array broadcasting against q: one per output channel) that stands for the real q
 - a constant bias added to an integer value becomes an int32 constant at its scale;
   relu, max pooling and reshapes run on the integers; two integer values added together
   (a residual connection) are brought to the finer of their scales by a left shift when
-  the scales differ by a power of two.
+  the scales differ by a power of two; a float value added to an integer one joins it
+  as the int8 value a quantized anchor reads it as, if one does (the shortcut out of a
+  float part of the graph).
 - every other op stays float: its integer inputs are dequantized, cast(q, float32) * s;
   so is the output of @main.
 
@@ -117,6 +119,8 @@ class Realizer:
     def __init__(self, annotation: Annotation, scales: dict[int, float], cfg: QConfig):
         self.annotation = annotation
         self.scales = scales
+        # original node -> the scale it is quantized at as some anchor's data input
+        self.input_scale = {id(a.args[0]): scales[id(a)] for a in annotation.anchors}
         self.cfg = cfg
         self.memo: dict[int, Any] = {}
         self.requantized: dict[tuple[int, float], Expr] = {}
@@ -226,8 +230,19 @@ def _bias(r: Realizer, e: Call, q: QValue, c: np.ndarray) -> QValue | None:
     return QValue(expr, q.scale, ACC_DTYPE, q.shape)
 
 
+def _as_integer(r: Realizer, original: Expr, v: Any) -> Any:
+    """A float value that some anchor quantizes anyway, as that int8 value (a residual
+    connection from a float part: its add can stay integer); other values as they are."""
+    if isinstance(v, QValue) or id(original) not in r.input_scale:
+        return v
+    s = r.input_scale[id(original)]
+    return QValue(r.to_input(v, s), _scale(s), INPUT_DTYPE, _shape(original))
+
+
 def _add(r: Realizer, e: Call, args: list[Any]) -> QValue | None:
     a, b = args
+    if isinstance(a, QValue) != isinstance(b, QValue):
+        a, b = _as_integer(r, e.args[0], a), _as_integer(r, e.args[1], b)
     if isinstance(b, QValue) and not isinstance(a, QValue):
         a, b = b, a
     if not isinstance(a, QValue):

@@ -79,3 +79,15 @@ def test_batch_norm_is_folded_into_the_conv_weight() -> None:
     assert op_calls(qmod, "nn.batch_norm") == []
     assert len(op_calls(qmod, "right_shift")) == 1  # conv -> conv is a shift, no multiply
     assert len(op_calls(qmod, "multiply")) == 2
+
+
+def test_shortcut_from_a_skipped_float_conv_joins_the_residual_add_as_int8() -> None:
+    # conv 0 stays float, so the block input is float; conv 1 quantizes it anyway, and the
+    # residual add takes that int8 value instead of dequantizing the other branch
+    rng = seeded_rng()
+    mod, params = small_cnn(rng)
+    qmod = quantize(mod, params, dataset=images(rng, 4), skip_conv_layers=[0])
+    (residual,) = [a for a in op_calls(qmod, "add") if not isinstance(a.args[1], R.Constant)]
+    assert residual.checked_type.dtype == "int32"
+    int8_inputs = [c for c in op_calls(qmod, "cast") if c.checked_type.dtype == "int8"]
+    assert len(int8_inputs) == 3  # conv 1's input (shared with the add), conv 2's, dense's
