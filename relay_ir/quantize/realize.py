@@ -52,17 +52,19 @@ from tessel_errors import RelayError
 INPUT_DTYPE = "int8"  # what the quantized anchors read
 ACC_DTYPE = "int32"  # what they accumulate and the integer graph carries
 LAYOUT_OPS = ("reshape", "squeeze", "expand_dims", "transpose")
-_INT32_SAFE = 2**31 - 1
+INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
 class QValue:
-    """An integer tensor `expr` of `dtype` standing for expr * scale (scale broadcasts)."""
+    """An integer tensor `expr` of `dtype` standing for expr * scale (scale broadcasts),
+    whose magnitude is at most `bound` on every input (so int32 steps provably fit)."""
 
     expr: Expr
     scale: np.ndarray
     dtype: str
     shape: tuple[int, ...] | None
+    bound: int
 
 
 def _scale(s: Any) -> np.ndarray:
@@ -161,12 +163,14 @@ class Realizer:
             return v.expr
         x = self.int32(v)
         k = _power_of_two(ratio)
-        if k is not None and k < 0:
+        if k == 0:
+            pass
+        elif k is not None and k < 0 and v.bound + (1 << (-k - 1)) <= INT32_MAX:
             x = self.shift_right(x, -k)
         elif k is not None and k > 0:  # a finer target scale: exact, clipped before it wraps
             lim = (qmax >> k) + 1
             x = left_shift(clip(x, -lim, lim), _i32(k))
-        elif k is None:
+        else:  # not a power of two (or the rounding half could wrap)
             x = round(multiply(cast(x, "float32"), _f32(ratio)))
         return cast(clip(x, -qmax, qmax), INPUT_DTYPE)
 
@@ -215,7 +219,10 @@ class Realizer:
         call = Call(e.op, (data, Constant(wq)), attrs, e.type_args)
         if s_w.ndim:  # the output channels are axis 1 of NCHW and the last axis of dense
             s_w = s_w.reshape(-1, 1, 1) if e.op.name == "nn.conv2d" else s_w
-        return QValue(call, _scale(s_in * s_w), ACC_DTYPE, _shape(e))
+        # the int8 input is clipped to qmax, so no output exceeds qmax * sum |w| per channel
+        bound = self.cfg.qmax * int(np.abs(wq.astype(np.int64)).reshape(len(wq), -1)
+                                    .sum(axis=1).max(initial=0))
+        return QValue(call, _scale(s_in * s_w), ACC_DTYPE, _shape(e), bound)
 
 
 def _bias(r: Realizer, e: Call, q: QValue, c: np.ndarray) -> QValue | None:
@@ -223,11 +230,11 @@ def _bias(r: Realizer, e: Call, q: QValue, c: np.ndarray) -> QValue | None:
     if q.shape is None or _shape(e) != q.shape:
         return None
     cq = round_half_away(np.asarray(c, np.float64) / q.scale)
-    if np.broadcast_shapes(cq.shape, q.shape) != q.shape or np.max(np.abs(cq), initial=0) \
-            >= _INT32_SAFE // 2:
+    bound = q.bound + int(np.max(np.abs(cq), initial=0))
+    if np.broadcast_shapes(cq.shape, q.shape) != q.shape or bound > INT32_MAX:
         return None
     expr = add(r.int32(q), Constant(cq.astype(ACC_DTYPE)))
-    return QValue(expr, q.scale, ACC_DTYPE, q.shape)
+    return QValue(expr, q.scale, ACC_DTYPE, q.shape, bound)
 
 
 def _as_integer(r: Realizer, original: Expr, v: Any) -> Any:
@@ -236,7 +243,7 @@ def _as_integer(r: Realizer, original: Expr, v: Any) -> Any:
     if isinstance(v, QValue) or id(original) not in r.input_scale:
         return v
     s = r.input_scale[id(original)]
-    return QValue(r.to_input(v, s), _scale(s), INPUT_DTYPE, _shape(original))
+    return QValue(r.to_input(v, s), _scale(s), INPUT_DTYPE, _shape(original), r.cfg.qmax)
 
 
 def _add(r: Realizer, e: Call, args: list[Any]) -> QValue | None:
@@ -252,13 +259,19 @@ def _add(r: Realizer, e: Call, args: list[Any]) -> QValue | None:
     if not isinstance(b, QValue) or _shape(e) != a.shape or a.shape != b.shape:
         return None
     if a.scale.shape == b.scale.shape and np.array_equal(a.scale, b.scale):
-        return QValue(add(r.int32(a), r.int32(b)), a.scale, ACC_DTYPE, a.shape)
+        if a.bound + b.bound > INT32_MAX:
+            return None
+        return QValue(add(r.int32(a), r.int32(b)), a.scale, ACC_DTYPE, a.shape,
+                      a.bound + b.bound)
     k = _power_of_two(_scale(a.scale / b.scale))
     if k is None:
         return None
     fine, coarse = (b, a) if k > 0 else (a, b)  # a.scale = 2**k * b.scale
+    bound = fine.bound + (coarse.bound << abs(k))
+    if bound > INT32_MAX:  # the shift or the sum could wrap: add in float instead
+        return None
     shifted = left_shift(r.int32(coarse), _i32(abs(k)))
-    return QValue(add(r.int32(fine), shifted), fine.scale, ACC_DTYPE, a.shape)
+    return QValue(add(r.int32(fine), shifted), fine.scale, ACC_DTYPE, a.shape, bound)
 
 
 def _bias_add(r: Realizer, e: Call, args: list[Any]) -> QValue | None:
@@ -275,7 +288,7 @@ def _relu(r: Realizer, e: Call, args: list[Any]) -> QValue | None:
     q = args[0]
     if not isinstance(q, QValue):
         return None
-    return QValue(Call(e.op, (q.expr,), e.attrs, e.type_args), q.scale, q.dtype, q.shape)
+    return dataclasses.replace(q, expr=Call(e.op, (q.expr,), e.attrs, e.type_args))
 
 
 def _max_pool(r: Realizer, e: Call, args: list[Any]) -> QValue | None:
@@ -284,7 +297,8 @@ def _max_pool(r: Realizer, e: Call, args: list[Any]) -> QValue | None:
         return None
     if q.scale.ndim >= 2 and q.scale.shape[-2:] != (1, 1):
         return None  # the scale varies inside a pooling window
-    return QValue(Call(e.op, (q.expr,), e.attrs, e.type_args), q.scale, q.dtype, _shape(e))
+    return dataclasses.replace(q, expr=Call(e.op, (q.expr,), e.attrs, e.type_args),
+                               shape=_shape(e))
 
 
 def _layout(r: Realizer, e: Call, args: list[Any]) -> QValue | None:
@@ -297,7 +311,8 @@ def _layout(r: Realizer, e: Call, args: list[Any]) -> QValue | None:
             return None
         full = np.broadcast_to(scale, q.shape)
         scale = np.asarray(REFERENCES[e.op](full, attrs=e.attrs), np.float64)
-    return QValue(Call(e.op, (q.expr,), e.attrs, e.type_args), scale, q.dtype, _shape(e))
+    return dataclasses.replace(q, expr=Call(e.op, (q.expr,), e.attrs, e.type_args),
+                               scale=scale, shape=_shape(e))
 
 
 _RULES = {"add": _add, "nn.bias_add": _bias_add, "nn.relu": _relu,

@@ -91,3 +91,29 @@ def test_shortcut_from_a_skipped_float_conv_joins_the_residual_add_as_int8() -> 
     assert residual.checked_type.dtype == "int32"
     int8_inputs = [c for c in op_calls(qmod, "cast") if c.checked_type.dtype == "int8"]
     assert len(int8_inputs) == 3  # conv 1's input (shared with the add), conv 2's, dense's
+
+
+def _two_branch_sum(k: int) -> R.IRModule:
+    # add(dense(x, Wa), dense(x, Wb)): |Wa| < 1 and |Wb| < 2**-8 get weight scales 2**-7
+    # and 2**-15, so Wa's accumulator is left-shifted by 8 before the add
+    rng = seeded_rng()
+    x = R.Var("x", R.TensorType((1, k), "float32"))
+    wa = rng.uniform(-1, 1, (4, k)).astype("float32")
+    wb = (rng.uniform(-1, 1, (4, k)) / 256).astype("float32")
+    body = R.add(nn.dense(x, R.Constant(wa)), nn.dense(x, R.Constant(wb)))
+    data = [{"x": rng.uniform(-1, 1, (1, k)).astype("float32")}]
+    return quantize(R.IRModule.from_expr(R.Function((x,), body)), dataset=data)
+
+
+def test_residual_add_that_fits_int32_is_shifted_and_added_in_int32() -> None:
+    qmod = _two_branch_sum(16)
+    (s,) = op_calls(qmod, "left_shift")
+    assert int(s.args[1].data) == 8
+    assert op_calls(qmod, "add")[-1].checked_type.dtype == "int32"
+
+
+def test_residual_add_that_could_wrap_int32_is_done_in_float() -> None:
+    # 4096 products of up to 127 * 127, shifted by 8, could pass 2**31
+    qmod = _two_branch_sum(4096)
+    assert op_calls(qmod, "left_shift") == []
+    assert op_calls(qmod, "add")[-1].checked_type.dtype == "float32"
