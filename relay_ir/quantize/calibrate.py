@@ -2,12 +2,15 @@
 the float model run on sample inputs (minmax, kl).
 
 A scale s stands for the map x -> clip(round(x / s), -qmax, qmax). A tensor whose clip
-level is t (its largest magnitude for minmax, the KL threshold for kl, g for a global
-scale g) gets, with requantize="shift", the power of two at or above t over 2**(nbit-1)
-(TVM's choice: then every scale in the graph is a power of two and requantization is a
-shift; 8.0 gives 1/16); with requantize="float", t / qmax. The float model runs in the
-Relay interpreter (the reference semantics), one call per sample returning every
-calibrated tensor at once.
+level is t gets, with requantize="shift", the power of two at or above t over
+2**(nbit-1) (TVM's choice: then every scale in the graph is a power of two and
+requantization is a shift; 8.0 gives 1/16); with requantize="float", t / qmax. The clip
+level is the tensor's largest magnitude for minmax, g for a global scale g, and the KL
+threshold for kl (rounded up, so kl clips where minmax does unless the threshold lies
+an octave or more below the maximum: a heavy tail; searching the powers of two for the
+least divergence instead was tried: ReLU's spike at 0 drove it to clip half the range
+of a small CNN's activations, 39% error). The float model runs in the Relay interpreter (the
+reference semantics), one call per sample returning every calibrated tensor at once.
 
     >>> power2_scale(5.0, 8), power2_scale(0.25, 8)
     (0.0625, 0.001953125)

@@ -5,6 +5,7 @@ requantization), a global scale needs no data, and KL clips a heavy tail."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import relay_ir as R
 from relay_ir import nn
@@ -77,12 +78,15 @@ def test_kl_threshold_keeps_nearly_all_of_a_uniform_distribution() -> None:
     assert kl_threshold(x) > 0.9 * np.abs(x).max()
 
 
-def test_kl_calibration_gives_a_heavy_tailed_input_a_finer_scale_than_minmax() -> None:
+@pytest.mark.parametrize("requantize", ["float", "shift"])
+def test_kl_calibration_gives_a_heavy_tailed_input_a_finer_scale_than_minmax(
+        requantize: str) -> None:
     rng = seeded_rng()
     fn, _, _ = _two_dense(rng)
-    data = [{"x": rng.standard_t(df=2, size=(2, 6)).astype("float32")} for _ in range(400)]
-    kl_x = _scales(fn, data, calibrate="kl", requantize="float")[0]
-    minmax_x = _scales(fn, data, calibrate="minmax", requantize="float")[0]
+    data = [{"x": rng.standard_normal((2, 6)).astype("float32")} for _ in range(400)]
+    data[7]["x"][0, 3], data[300]["x"][1, 1] = 40.0, -40.0  # a tail of two outliers
+    kl_x = _scales(fn, data, calibrate="kl", requantize=requantize)[0]
+    minmax_x = _scales(fn, data, calibrate="minmax", requantize=requantize)[0]
     assert kl_x < 0.5 * minmax_x
 
 
