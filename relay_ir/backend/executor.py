@@ -7,8 +7,8 @@
     True
 
 Intermediates live in storage blocks from the memory plan (allocated once per compiled
-model; `run` is therefore not reentrant across threads); outputs are fresh arrays each
-run. Inputs are checked by name, shape and dtype before any kernel runs.
+model and calling thread, so two threads may run one model at once); outputs are fresh
+arrays each run. Inputs are checked by name, shape and dtype before any kernel runs.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 import lowering
+from relay_ir.backend.blocked import Blocked, evaluate_call, to_blocked, to_logical
 from relay_ir.backend.tuned import TuningScope
 from relay_ir.expr import Call, Constant, Function, Tuple, TupleGetItem, Var
 from relay_ir.op.registry import Op
@@ -87,6 +88,28 @@ def flatten_types(t: Type) -> list[TensorType]:
     return [t]
 
 
+@dataclass(frozen=True)
+class GroupLayout:
+    """How a group's flattened inputs and outputs are stored: 0 in the logical layout, x
+    blocked NCHW[x]c (relay_ir.backend.blocked; chosen by relay_ir.backend.layout_plan)."""
+
+    in_blocks: tuple[int, ...]
+    out_blocks: tuple[int, ...]
+
+    @property
+    def blocked(self) -> bool:
+        return any(self.in_blocks) or any(self.out_blocks)
+
+
+def physical_spec(spec: Spec, block: int) -> Spec:
+    """The stored shape of a value: `physical_spec(((1, 64, 8, 8), "float32"), 16)` is
+    ((1, 4, 8, 8, 16), "float32")."""
+    if not block:
+        return spec
+    n, c, h, w = spec[0]
+    return (n, c // block, h, w, block), spec[1]
+
+
 def _spec(t: TensorType) -> Spec:
     return out_shape(t), t.dtype
 
@@ -118,7 +141,10 @@ def _evaluate(fn: Function, env: dict[Var, Any], override: dict[int, Tensor]) ->
             memo[id(e)] = memo[id(e.tuple_value)][e.index]
         elif isinstance(e, Call) and isinstance(e.op, Op):
             args = [memo[id(a)] for a in e.args]
-            memo[id(e)] = strategy_of(e.op).compute(args, e.attrs, e.checked_type)
+            if any(isinstance(a, Blocked) for a in _flat(args)):
+                memo[id(e)] = evaluate_call(e, args)
+            else:
+                memo[id(e)] = strategy_of(e.op).compute(args, e.attrs, e.checked_type)
         elif isinstance(e, Op):
             continue
         else:
@@ -135,21 +161,35 @@ def _scalar_const(c: Constant) -> Tensor:
     return compute((), lambda: const(data.item(), str(data.dtype)), name="const")
 
 
-def _flat(v: Any) -> list[Tensor]:
+def _flat(v: Any) -> list[Any]:
     return [x for f in v for x in _flat(f)] if isinstance(v, list) else [v]
 
 
-def _placeholders(fn: Function) -> tuple[dict[Var, Any], list[Tensor]]:
+def _placeholders(fn: Function, in_blocks: Sequence[int] = ()
+                  ) -> tuple[dict[Var, Any], list[Tensor]]:
+    """A placeholder per flattened parameter (stored blocked where `in_blocks` says) and
+    the environment of the group's parameters (Blocked values for the blocked ones)."""
     env: dict[Var, Any] = {}
     flat: list[Tensor] = []
     for k, p in enumerate(fn.params):
         tys = flatten_types(p.checked_type or p.type_annotation)
-        phs = [placeholder(out_shape(t), t.dtype, name=f"p{k}_{j}" if len(tys) > 1 else f"p{k}")
-               for j, t in enumerate(tys)]
-        flat += phs
-        env[p] = phs[0] if isinstance(p.checked_type or p.type_annotation, TensorType) else \
-            _nest(p.checked_type or p.type_annotation, iter(phs))
+        vals = []
+        for j, t in enumerate(tys):
+            block = in_blocks[len(flat)] if in_blocks else 0
+            shape, _ = physical_spec((out_shape(t), t.dtype), block)
+            ph = placeholder(shape, t.dtype, name=f"p{k}_{j}" if len(tys) > 1 else f"p{k}")
+            flat.append(ph)
+            vals.append(Blocked(ph, block) if block else ph)
+        env[p] = vals[0] if isinstance(p.checked_type or p.type_annotation, TensorType) else \
+            _nest(p.checked_type or p.type_annotation, iter(vals))
     return env, flat
+
+
+def _stored(outs: list[Any], out_blocks: Sequence[int]) -> list[Tensor]:
+    """The group's results in the layouts they are stored in."""
+    if not out_blocks:
+        return [to_logical(o) for o in outs]
+    return [to_blocked(o, b) if b else to_logical(o) for o, b in zip(outs, out_blocks)]
 
 
 def _nest(t: Type, it: Any) -> Any:
@@ -225,22 +265,45 @@ def _has_zero_size(specs: Sequence[tuple[tuple[int, ...], str]]) -> bool:
     return any(d == 0 for shape, _ in specs for d in shape)
 
 
+# the templates that take their data operand blocked (data_layout "NCHWxc") and write
+# their output blocked (out_layout "NCHWc")
+BLOCKED_TEMPLATES = frozenset({"conv2d_NCHWc.x86"})
+
+
 def _template_path(fn: Function, task: AnchorTask, target: Any,
-                   tuning: TuningScope | None
+                   tuning: TuningScope | None, layout: GroupLayout | None = None
                    ) -> tuple[Schedule, list[Tensor], str, dict[int, Any]]:
-    """The anchor's template with the rest of the group as its epilogue."""
+    """The anchor's template with the rest of the group as its epilogue. The config is
+    the one of the logical task (what was tuned), whatever the layouts of the values."""
     specs = list(task.specs)
     tpl = get_template(task.template)
     tuned = tuning.config(task.template, specs, task.attrs, target) if tuning else None
     cfg = tuned or FallbackConfig(target)
-    ins, outs = tpl.compute(cfg, specs, task.attrs)
+    in_blocks = layout.in_blocks if layout else ()
+    out_blocks = layout.out_blocks if layout else ()
+    data_block = in_blocks[task.operands[0]] if in_blocks else 0
+    out_block = out_blocks[0] if out_blocks else 0
+    attrs = dict(task.attrs)
+    if data_block or out_block:
+        if task.template not in BLOCKED_TEMPLATES:
+            raise ScheduleError(f"the template {task.template} takes no blocked layout")
+        if data_block:
+            attrs["data_layout"] = "NCHWxc"
+            specs[0] = physical_spec(specs[0], data_block)
+        if out_block:
+            attrs["out_layout"] = "NCHWc"
+    ins, outs = tpl.compute(cfg, specs, attrs)
     prepack = {task.operands[k]: pack
-               for k, pack in input_packers(task.template, specs, ins, task.attrs).items()}
-    env, flat = _placeholders(fn)
+               for k, pack in input_packers(task.template, specs, ins, attrs).items()}
+    env, flat = _placeholders(fn, in_blocks)
     a0, a1 = (fn.params[k] for k in task.operands)
-    env[a0], env[a1] = ins[0], ins[1]
+    env[a0] = Blocked(ins[0], data_block) if data_block else ins[0]
+    env[a1] = ins[1]
     flat[task.operands[0]], flat[task.operands[1]] = ins[0], ins[1]
-    final = _evaluate(fn, env, {id(task.anchor): outs[0]})
+    anchor = Blocked(outs[0], shape_of(outs[0])[4]) if out_block else outs[0]
+    final = _evaluate(fn, env, {id(task.anchor): anchor})
+    if not isinstance(final, list):
+        final = _stored([final], out_blocks)[0]
     if isinstance(final, list) or shape_of(final) != shape_of(outs[0]):
         raise ScheduleError(f"the group's epilogue changes the shape of the "
                             f"{task.anchor.op.name} output, which the template "
@@ -256,10 +319,10 @@ _KIND_SCHEDULES = {"injective": schedule_injective, "reduce": schedule_reduce,
                    "softmax": schedule_softmax}
 
 
-def _generic_path(fn: Function, calls: list[Call], plain: bool, target: Any
-                  ) -> tuple[Schedule, list[Tensor], str]:
-    env, flat = _placeholders(fn)
-    outs = _flat(_evaluate(fn, env, {}))
+def _generic_path(fn: Function, calls: list[Call], plain: bool, target: Any,
+                  layout: GroupLayout | None = None) -> tuple[Schedule, list[Tensor], str]:
+    env, flat = _placeholders(fn, layout.in_blocks if layout else ())
+    outs = _stored(_flat(_evaluate(fn, env, {})), layout.out_blocks if layout else ())
     if plain:
         s = create_schedule(outs)
         inline_injective(s, outs)
@@ -299,13 +362,15 @@ def _anchor_tag(outs: list[Tensor]) -> str | None:
 
 def lower_group(fn: Function, target: Any = "llvm",
                 const_params: frozenset[int] = frozenset(),
-                tuning: TuningScope | None = None) -> GroupKernel:
+                tuning: TuningScope | None = None,
+                layout: GroupLayout | None = None) -> GroupKernel:
     """Compile one Primitive function into a GroupKernel (template, group kind, or plain).
 
     `const_params`: positions of params that are constants at the call (see
     `constant_params`; a conv2d weight among them is packed once at build time, see
     GroupKernel.prepack). `tuning`: the records to configure the template with (None: the
-    template's fallback config). A schedule that does not apply is a warning naming the
+    template's fallback config). `layout`: which inputs and outputs are stored blocked
+    (None: all logical). A schedule that does not apply is a warning naming the
     group and the reason, and the group compiles with the next, plainer schedule.
     `gk = lower_group(fn); gk.kernel(*inputs, *outputs)`
     """
@@ -314,17 +379,21 @@ def lower_group(fn: Function, target: Any = "llvm",
     in_specs = [_spec(t) for p in fn.params
                 for t in flatten_types(p.checked_type or p.type_annotation)]
     out_specs = [_spec(t) for t in flatten_types(fn.body.checked_type)]
+    if layout is not None:
+        in_specs = [physical_spec(sp, b) for sp, b in zip(in_specs, layout.in_blocks)]
+        out_specs = [physical_spec(sp, b) for sp, b in zip(out_specs, layout.out_blocks)]
     attempts: list[tuple[str, Callable[[], Any]]] = []
     task = anchor_task(fn, const_params, target)
     if task is not None:
         attempts.append((f"template {task.template}",
-                         lambda: _template_path(fn, task, target, tuning)))
+                         lambda: _template_path(fn, task, target, tuning, layout)))
     if _is_gpu(target):
         attempts.append(("gpu generic", lambda: _gpu_path(fn)))
     if not _is_gpu(target):
         if not _has_zero_size(in_specs + out_specs):  # tiling an empty tensor: not worth it
-            attempts.append(("group", lambda: _generic_path(fn, calls, False, target)))
-        attempts.append(("plain", lambda: _generic_path(fn, calls, True, target)))
+            attempts.append(("group", lambda: _generic_path(fn, calls, False, target,
+                                                            layout)))
+        attempts.append(("plain", lambda: _generic_path(fn, calls, True, target, layout)))
     failed: list[str] = []
     for what, attempt in attempts:
         try:

@@ -25,7 +25,9 @@ from tessel_errors import RelayError
 
 class CompiledModel:
     """A compiled dataflow model: `run(**inputs)`, `profile(**inputs)`, `memory_plan`,
-    `save(path)`; `kernels_compiled` counts distinct kernels (identical groups share one).
+    `save(path)`; `kernels_compiled` counts distinct kernels (identical groups share one);
+    `layout_changes` lists where values change between NCHW and blocked NCHWc (see
+    relay_ir.backend.layout_plan).
     `tuning` (a relay_ir.backend.tuned.TuningSource) names the records that the kernels
     compiled at a first run with new shapes apply (those of build), and `pass_context`
     the PassContext they are optimised under (that of build)."""
@@ -41,6 +43,7 @@ class CompiledModel:
         self._last: GraphPlan | None = None
         self.kernels_compiled = 0
         self.group_schedules: list[tuple[str, str]] = []
+        self.layout_changes: list[tuple[str, str, str]] = []
         if static is not None:
             plan, planner = static
             self._add(tuple(s for _, s, _ in input_specs), plan, planner)
@@ -51,6 +54,7 @@ class CompiledModel:
         if planner is not None:
             self.kernels_compiled += planner.compiled
             self.group_schedules += [(g.name, g.schedule) for g in planner.group_kernels]
+            self.layout_changes += planner.layout_changes
 
     @property
     def input_names(self) -> list[str]:

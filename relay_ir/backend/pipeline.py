@@ -33,7 +33,14 @@ from relay_ir.backend.executor import (
     kernel_fn,
     not_dataflow_error,
 )
-from relay_ir.backend.lower_group import constant_params, flatten_types, lower_group
+from relay_ir.backend.layout_plan import layout_changes, layout_planning_enabled, plan_layouts
+from relay_ir.backend.lower_group import (
+    GroupLayout,
+    constant_params,
+    flatten_types,
+    lower_group,
+    physical_spec,
+)
 from relay_ir.backend.tuned import TuningScope, TuningSource
 from relay_ir.expr import (
     Call,
@@ -123,35 +130,45 @@ def optimize_for_build(mod: IRModule) -> IRModule:
 class _Planner:
     """Turns the fused @main into kernels, values and steps."""
 
-    def __init__(self, target: Any, tuning: TuningScope | None = None) -> None:
+    def __init__(self, target: Any, tuning: TuningScope | None = None,
+                 blocked_layouts: bool = True) -> None:
         self.target = target
+        self.blocked_layouts = blocked_layouts
         self.tuning = tuning
         self.kernels: list[KernelFn | DeviceKernelFn] = []
         self.group_kernels: list[Any] = []
-        self.by_hash: dict[int, list[tuple[Function, frozenset[int], int]]] = {}
+        self.by_hash: dict[int, list[tuple[Function, frozenset[int], Any, int]]] = {}
+        self.layouts: dict[int, GroupLayout] = {}
+        self.layout_changes: list[tuple[str, str, str]] = []
         self.values: list[Value] = []
         self.steps: list[Step] = []
         self.compiled = 0
 
-    def value(self, kind: str, t: TensorType, name: str = "", data: Any = None) -> int:
-        shape = tuple(int(d) for d in t.shape)
+    def value(self, kind: str, t: TensorType, name: str = "", data: Any = None,
+              block: int = 0) -> int:
+        shape, _ = physical_spec((tuple(int(d) for d in t.shape), t.dtype), block)
         self.values.append(Value(kind, shape, t.dtype, name, data))
         return len(self.values) - 1
 
-    def kernel_for(self, fn: Function, consts: frozenset[int]) -> int:
+    def kernel_for(self, fn: Function, consts: frozenset[int],
+                   layout: GroupLayout | None = None) -> int:
         h = structural_hash(fn)
-        for other, c, k in self.by_hash.get(h, []):
-            if c == consts and structural_equal(other, fn):
+        for other, c, lay, k in self.by_hash.get(h, []):
+            if c == consts and lay == layout and structural_equal(other, fn):
                 return k
-        gk = lower_group(fn, self.target, consts, self.tuning)
+        gk = lower_group(fn, self.target, consts, self.tuning, layout)
         self.compiled += 1
         self.group_kernels.append(gk)
         self.kernels.append(kernel_fn(gk.kernel, gk.in_specs + gk.out_specs))
         k = len(self.kernels) - 1
-        self.by_hash.setdefault(h, []).append((fn, consts, k))
+        self.by_hash.setdefault(h, []).append((fn, consts, layout, k))
         return k
 
     def plan(self, main: Function) -> GraphPlan:
+        if self.blocked_layouts:
+            self.layouts = plan_layouts(main, self.target, self.tuning)
+        # where values change layout: what the layout plan could not avoid
+        self.layout_changes = layout_changes(main, self.layouts, self.target)
         memo: dict[int, Any] = {}
         inputs = []
         for p in main.params:
@@ -195,13 +212,16 @@ class _Planner:
             raise RelayError(f"relay_ir.build: op {e.op.name} was left outside every fused "
                              "group (a FuseOps bug?)")
         if isinstance(e, Call) and isinstance(e.op, Function) and e.op.attr("Primitive"):
-            k = self.kernel_for(e.op, constant_params(e))
+            layout = self.layouts.get(id(e))
+            k = self.kernel_for(e.op, constant_params(e), layout)
             ins = [v for a in e.args for v in _flat_ids(memo[id(a)])]
             for i, pack in self.group_kernels[k].prepack.items():
                 val = self.values[ins[i]]
                 data = pack(val.data)
                 ins[i] = self.value("const", TensorType(data.shape, val.dtype), data=data)
-            outs = [self.value("temp", t) for t in flatten_types(e.checked_type)]
+            blocks = layout.out_blocks if layout else (0,) * len(flatten_types(e.checked_type))
+            outs = [self.value("temp", t, block=b)
+                    for t, b in zip(flatten_types(e.checked_type), blocks)]
             self.steps.append(Step(k, ins, outs, self.group_kernels[k].name))
             return _nest_like(e.checked_type, iter(outs))
         raise not_dataflow_error(f"a {type(e).__name__} in @main")
@@ -237,7 +257,8 @@ def compile_static(mod: IRModule, target: Any, pass_context: T.PassContext | Non
     """
     with pass_context or nullcontext():
         fused = optimize_for_build(mod)
-    planner = _Planner(target, tuning)
+        blocked = layout_planning_enabled()
+    planner = _Planner(target, tuning, blocked)
     return planner.plan(fused["main"]), planner
 
 

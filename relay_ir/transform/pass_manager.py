@@ -37,6 +37,9 @@ from tessel_errors import RelayError, TesselError
 # Every pass name ever constructed, so that a misspelt name in required/disabled_pass is
 # reported instead of silently ignored.
 KNOWN_PASSES: set[str] = set()
+# build's layout planning is not a module pass (it decides how kernels store values, see
+# relay_ir.backend.layout_plan) but is switched off by this name, as in TVM
+KNOWN_PASSES.add("AlterOpLayout")
 
 
 def normalise_pass_name(name: str) -> str:

@@ -5,8 +5,11 @@ the packed kernel), the register tile over reg_n output columns: per input chann
 kernel tap the micro-kernel broadcasts reg_n inputs, loads one kernel vector row and does
 reg_n x oc_bn/lanes FMAs into accumulators held in registers.
 
-Layouts: attrs `data_layout` "NCHW" (default: packed by a separate injective stage) or
-"NCHWc" (args already [N, C/ic_bn, H, W, ic_bn]); `kernel_layout` "OIHW" (default,
+Layouts: attrs `data_layout` "NCHW" (default: packed by a separate injective stage),
+"NCHWc" (args already [N, C/ic_bn, H, W, ic_bn]: the block fixes tile_ic) or "NCHWxc"
+(args blocked by any x, [N, C/x, H, W, x], as another conv wrote them: tile_ic stays the
+knob it is for "NCHW", so an NCHW task's tuned config applies, and the pad stage re-blocks
+only when x differs from it); `kernel_layout` "OIHW" (default,
 packed by a stage) or "OIHWio" ([O/oc_bn, I/ic_bn, KH, KW, ic_bn, oc_bn]); `out_layout`
 "NCHW" (default: unpacked by the output stage) or "NCHWc". With both inputs already
 packed the kernel is the convolution alone.
@@ -110,7 +113,7 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     dl = attrs.get("data_layout", "NCHW")
     kl = attrs.get("kernel_layout", "OIHW")
     ol = attrs.get("out_layout", "NCHW")
-    for what, v, legal in (("data_layout", dl, ("NCHW", "NCHWc")),
+    for what, v, legal in (("data_layout", dl, ("NCHW", "NCHWc", "NCHWxc")),
                            ("kernel_layout", kl, ("OIHW", "OIHWio")),
                            ("out_layout", ol, ("NCHW", "NCHWc"))):
         if v not in legal:
@@ -129,7 +132,7 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
         fixed_ic = None
     else:
         N, C, H, W = ds[0], ds[1] * ds[4], ds[2], ds[3]
-        fixed_ic = ds[4]
+        fixed_ic = ds[4] if dl == "NCHWc" else None
     if kl == "OIHW" or logical_kernel:
         CO, KH, KW = ks[0], ks[2], ks[3]
         fixed_oc = None
@@ -150,10 +153,15 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     fallback_split(cfg, "tile_ow", [reg0])
 
     # data -> NCHW[ic_bn]c, zero-padded (one injective stage)
+    shape5 = (N, C // ic_bn, H, W, ic_bn)
     if dl == "NCHW":
-        shape5 = (N, C // ic_bn, H, W, ic_bn)
         dpad = pad_hw(data, 2, a.padding, shape=shape5, name="data_vec",
                       read=lambda n, c, h, w, b: data[n, c * ic_bn + b, h, w])
+    elif ds[4] != ic_bn:  # NCHWxc in another block: re-blocked by the pad stage
+        x = ds[4]
+        dpad = pad_hw(data, 2, a.padding, shape=shape5, name="data_vec",
+                      read=lambda n, c, h, w, b: data[n, (c * ic_bn + b) // x, h, w,
+                                                      (c * ic_bn + b) % x])
     else:
         dpad = pad_hw(data, 2, a.padding)
     if kl == "OIHW":

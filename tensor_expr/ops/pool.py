@@ -46,13 +46,17 @@ def _layout_axes(layout: str, op: str) -> tuple[int, int]:
         return 2, 3
     if layout == "NHWC":
         return 1, 2
-    raise TensorExprError(f"{op}: layout must be 'NCHW' or 'NHWC', got {layout!r}")
+    if layout == "NCHWc":  # [N, C/x, H, W, x]: channels blocked, the block innermost
+        return 2, 3
+    raise TensorExprError(f"{op}: layout must be 'NCHW', 'NHWC' or 'NCHWc', got {layout!r}")
 
 
 def _windows(data: Tensor, pool_size: Any, strides: Any, padding: Any, ceil_mode: bool,
              layout: str, op: str) -> dict[str, Any]:
-    if data.ndim != 4:
-        raise TensorExprError(f"{op}: expects 4-D data, got '{data.name}' with {data.ndim}")
+    rank = 5 if layout == "NCHWc" else 4
+    if data.ndim != rank:
+        raise TensorExprError(f"{op}: expects {rank}-D data in layout {layout}, got "
+                              f"'{data.name}' with {data.ndim}")
     hax, wax = _layout_axes(layout, op)
     kh, kw = _pair(pool_size, "pool_size", op)
     sh, sw = _pair(strides if strides is not None else (kh, kw), "strides", op)
@@ -126,8 +130,10 @@ def avg_pool2d(data: Tensor, pool_size: Any, strides: Any = None, padding: Any =
 
 
 def _global(data: Tensor, layout: str, op: str) -> tuple[int, int, list[PrimExpr]]:
-    if data.ndim != 4:
-        raise TensorExprError(f"{op}: expects 4-D data, got '{data.name}' with {data.ndim}")
+    rank = 5 if layout == "NCHWc" else 4
+    if data.ndim != rank:
+        raise TensorExprError(f"{op}: expects {rank}-D data in layout {layout}, got "
+                              f"'{data.name}' with {data.ndim}")
     hax, wax = _layout_axes(layout, op)
     shape = list(data.shape)
     shape[hax] = shape[wax] = IntImm(1, "int32")

@@ -1,0 +1,196 @@
+"""Layout propagation: which values between fused groups are stored blocked, NCHW[x]c.
+
+An NCHWc conv computes in channel blocks; stored in NCHW, its input is packed into blocks
+(a copy) before each conv and its output scattered back after. Here the graph keeps the
+blocks: a conv group writes its output blocked by its output block (the tuned or fallback
+config's tile_oc), groups that keep the layout (elementwise, broadcast, bias add, pooling:
+relay_ir.backend.blocked) pass it on, and the next conv reads it directly (re-blocked by
+its pad stage only when its own input block differs). The logical layout comes back only
+where it must: the model's outputs, and inside groups whose ops need it (read through an
+inlined view, not a copy of its own). Model inputs and constants stay as they are.
+
+    >>> layouts = plan_layouts(fused_main, "llvm")          # doctest: +SKIP
+    >>> layouts[id(conv_call)].out_blocks                     # doctest: +SKIP
+    (16,)
+
+The decision is the builder's, not the IR's: the Relay program (and so the interpreter's
+answer) does not change, only the shapes the kernels store values in. It is on by default
+(opt_level 2 and up) and off with `PassContext(disabled_pass=["AlterOpLayout"])`, TVM's
+name for the same job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from relay_ir.backend.blocked import KEEPS_LAYOUT, blockable
+from relay_ir.backend.lower_group import (
+    BLOCKED_TEMPLATES,
+    AnchorTask,
+    GroupLayout,
+    anchor_task,
+    constant_params,
+    flatten_types,
+    group_ops,
+)
+from relay_ir.backend.tuned import TuningScope
+from relay_ir.expr import Call, Expr, Function, Tuple, TupleGetItem
+from relay_ir.op.registry import Op
+from relay_ir.strategy import strategy_of
+from relay_ir.transform.pass_manager import PassContext, normalise_pass_name
+from relay_ir.ty import TensorType
+from relay_ir.visitor import post_order
+from schedule.space import FallbackConfig
+from schedule.templates import get_template
+from schedule.templates.common import shape_of
+from tessel_target import Target
+
+PASS_NAME = "AlterOpLayout"  # registered in KNOWN_PASSES by the pass manager
+
+
+def layout_planning_enabled() -> bool:
+    """Whether the current PassContext lets build block values (see the module doc)."""
+    ctx = PassContext.current()
+    off = {normalise_pass_name(n) for n in ctx.disabled_pass}
+    return ctx.opt_level >= 2 and normalise_pass_name(PASS_NAME) not in off
+
+
+def _groups(body: Expr) -> Iterator[Call]:
+    for e in post_order(body, skip=lambda n: isinstance(n, Function)):
+        if isinstance(e, Call) and isinstance(e.op, Function) and e.op.attr("Primitive"):
+            yield e
+
+
+def _shape(e: Expr) -> tuple[int, ...] | None:
+    t = e.checked_type
+    if not isinstance(t, TensorType) or not all(isinstance(d, int) for d in t.shape):
+        return None
+    return tuple(int(d) for d in t.shape)
+
+
+def output_block(task: AnchorTask, target: Any, tuning: TuningScope | None) -> int:
+    """The channel block a conv group's template writes blocked output in (its config's
+    tile_oc, for the logical task that is tuned)."""
+    tpl = get_template(task.template)
+    specs = list(task.specs)
+    cfg = (tuning.config(task.template, specs, task.attrs, target) if tuning else None) \
+        or FallbackConfig(target)
+    _, outs = tpl.compute(cfg, specs, {**task.attrs, "out_layout": "NCHWc"})
+    return int(shape_of(outs[0])[4])
+
+
+def _keeps_layout(fn: Function) -> bool:
+    return all(c.op.name in KEEPS_LAYOUT for c in group_ops(fn))
+
+
+def plan_layouts(main: Function, target: Any, tuning: TuningScope | None = None
+                 ) -> dict[int, GroupLayout]:
+    """The stored layout of every group call's inputs and outputs in a fused @main, keyed
+    by id of the call; calls absent keep every value logical. Only x86 CPUs block."""
+    t = Target.parse(target)
+    if "cpu" not in t.keys or "gpu" in t.keys:
+        return {}
+    calls = list(_groups(main.body))
+    outputs = {id(e) for e in _model_outputs(main.body)}
+    uses: dict[int, list[tuple[Call, int]]] = {}
+    escapes: set[int] = set()  # values used other than as a whole argument of a group
+    for e in post_order(main.body, skip=lambda n: isinstance(n, Function)):
+        if isinstance(e, Call) and isinstance(e.op, Function):
+            for k, a in enumerate(e.args):
+                uses.setdefault(id(a), []).append((e, k))
+        elif isinstance(e, (Tuple, TupleGetItem)) or (isinstance(e, Call)
+                                                        and isinstance(e.op, Op)):
+            for a in (e.fields if isinstance(e, Tuple) else [e.tuple_value]
+                      if isinstance(e, TupleGetItem) else e.args):
+                escapes.add(id(a))
+    tasks = {id(c): anchor_task(c.op, constant_params(c), target) for c in calls}
+
+    def accepted(call: Call, k: int) -> bool:
+        """Whether argument k of a group may arrive blocked."""
+        if not isinstance(call.op.params[k].checked_type, TensorType):
+            return False
+        task = tasks[id(call)]
+        if task is None:
+            # a generic group reads it through views, but an anchor's operand read so
+            # would be a strided gather in its inner loop
+            param = call.op.params[k]
+            return not any(param in c.args for c in group_ops(call.op)
+                           if strategy_of(c.op).kind == "anchor")
+        if k == task.operands[1]:
+            return False  # a weight
+        return k != task.operands[0] or task.template in BLOCKED_TEMPLATES
+
+    block_of: dict[int, int] = {}
+    for call in calls:
+        shape = _shape(call)
+        if shape is None or id(call) in outputs or id(call) in escapes:
+            continue
+        task = tasks[id(call)]
+        block = 0
+        if task is not None and task.template in BLOCKED_TEMPLATES:
+            block = output_block(task, target, tuning)
+        elif task is None and _keeps_layout(call.op):
+            # pooling changes H and W: what must agree is the batch and the channels
+            ins = {block_of[id(a)] for a in call.args if id(a) in block_of
+                   and (_shape(a) or ())[:2] == shape[:2]}
+            block = ins.pop() if len(ins) == 1 else 0
+        if not block or not blockable(shape, block):
+            continue
+        if all(accepted(c, k) for c, k in uses.get(id(call), [])):
+            block_of[id(call)] = block
+
+    layouts: dict[int, GroupLayout] = {}
+    for call in calls:
+        ins = tuple(block_of.get(id(a), 0) for a in call.args)
+        if len(ins) != sum(len(flatten_types(p.checked_type)) for p in call.op.params):
+            ins = (0,) * sum(len(flatten_types(p.checked_type)) for p in call.op.params)
+        out = (block_of.get(id(call), 0),) if isinstance(call.checked_type, TensorType) \
+            else (0,) * len(flatten_types(call.checked_type))
+        layout = GroupLayout(ins, out)
+        if layout.blocked:
+            layouts[id(call)] = layout
+    return layouts
+
+
+def layout_changes(main: Function, layouts: dict[int, GroupLayout], target: Any
+                   ) -> list[tuple[str, str, str]]:
+    """Where values change layout in the planned graph, as (group, which operand or
+    "output", "NCHW -> NCHWc" or "NCHWc -> NCHW"): a conv template packing logical data,
+    a group reading a blocked value through a logical view, a blocked result stored
+    logical. `layout_changes(fused_main, plan_layouts(fused_main, "llvm"), "llvm")`
+    """
+    from relay_ir.backend.lower_group import group_name
+
+    changes = []
+    for call in _groups(main.body):
+        lay = layouts.get(id(call))
+        n_in = sum(len(flatten_types(p.checked_type)) for p in call.op.params)
+        in_blocks = lay.in_blocks if lay else (0,) * n_in
+        task = anchor_task(call.op, constant_params(call), target)
+        blocked_conv = task is not None and task.template in BLOCKED_TEMPLATES
+        keeps = blocked_conv or _keeps_layout(call.op)
+        name = group_name(call.op)
+        for k, a in enumerate(call.args):
+            b = in_blocks[k] if k < len(in_blocks) else 0
+            shape = _shape(a)
+            if blocked_conv and k == task.operands[0] and not b and shape and len(shape) == 4:
+                changes.append((name, f"input {k}", "NCHW -> NCHWc"))
+            elif b and not keeps:
+                changes.append((name, f"input {k}", "NCHWc -> NCHW"))
+        out_blocked = bool(lay and any(lay.out_blocks))
+        if keeps and any(in_blocks) and not out_blocked and (_shape(call) or ()).__len__() == 4:
+            changes.append((name, "output", "NCHWc -> NCHW"))
+    return changes
+
+
+def _model_outputs(body: Expr) -> Iterator[Expr]:
+    if isinstance(body, Tuple):
+        for f in body.fields:
+            yield from _model_outputs(f)
+    else:
+        yield body
+
+
+__all__ = ["PASS_NAME", "layout_changes", "layout_planning_enabled", "output_block",
+           "plan_layouts"]

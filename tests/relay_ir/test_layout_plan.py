@@ -1,0 +1,117 @@
+"""Layout propagation in build (relay_ir.backend.layout_plan): values between NCHWc conv
+groups stay blocked, the layout changes only at the model's edges, and results equal the
+interpreter's and the all-NCHW build's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import relay_ir
+from autotune.extract import extract_tasks
+from relay_ir import transform as T
+from relay_ir.backend.pipeline import bind_params, compile_static
+from relay_ir.frontend.onnx import from_onnx
+from tessel_target import Target
+from tests.e2e import onnx_models
+from tests.rng import seeded_rng
+from tuning_logs import MeasureRecord, TuningDatabase
+
+AVX2, AVX512 = "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"
+HOST_RUNS_AVX512 = "avx512f" in Target.parse("llvm").features
+
+
+def _model(name: str) -> tuple[object, dict, str, tuple[int, ...]]:
+    builders = {"resnet18": lambda: onnx_models.resnet18(image=32, width=8, classes=10),
+                "mobilenet_v2": lambda: onnx_models.mobilenet_v2(image=32, width=8, classes=10),
+                "resnext26": lambda: onnx_models.resnext26(image=32, cardinality=4,
+                                                           base_width=4, classes=10)}
+    m = builders[name]()
+    mod, params = from_onnx(m)
+    inp = m.graph.input[0]
+    shape = tuple(d.dim_value for d in inp.type.tensor_type.shape.dim)
+    return mod, params, inp.name, shape
+
+
+def _run(lib, name: str, x: np.ndarray) -> np.ndarray:
+    y = lib.run(**{name: x})
+    return y[0] if isinstance(y, (list, tuple)) else y
+
+
+def _blocked_values(lib) -> list[tuple[int, ...]]:
+    return [v.shape for v in lib.plan.values if len(v.shape) == 5]
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "resnext26"])
+def test_blocked_build_equals_the_interpreter(name: str) -> None:
+    mod, params, inp, shape = _model(name)
+    x = seeded_rng().standard_normal(shape).astype("float32")
+    lib = relay_ir.build(mod, target="llvm", params=params)
+    want = relay_ir.interpret(bind_params(mod, params), **{inp: x})
+    want = want[0] if isinstance(want, (list, tuple)) else want
+    np.testing.assert_allclose(_run(lib, inp, x), want, rtol=1e-4, atol=1e-4)
+
+
+def test_resnet18_keeps_convs_blocked_between_its_input_and_its_pooling() -> None:
+    mod, params, _, _ = _model("resnet18")
+    lib = relay_ir.build(mod, target="llvm", params=params)
+    # one change in (the first conv packs the image), one out (the global pool reads the
+    # last block's output); the flatten and the classifier then run on NCHW
+    assert [(g.split("_")[1], what) for g, _, what in lib.layout_changes] == [
+        ("conv2d", "NCHW -> NCHWc"), ("global", "NCHWc -> NCHW")]
+    assert len(_blocked_values(lib)) >= 15
+
+
+def test_disabling_alter_op_layout_keeps_every_value_nchw() -> None:
+    mod, params, inp, shape = _model("resnet18")
+    x = seeded_rng().standard_normal(shape).astype("float32")
+    blocked = relay_ir.build(mod, target="llvm", params=params)
+    with T.PassContext(disabled_pass=["AlterOpLayout"]):
+        plain = relay_ir.build(mod, target="llvm", params=params)
+    assert _blocked_values(plain) == []
+    # then every one of the 20 convs packs its input (and scatters its output back)
+    assert [what for _, _, what in plain.layout_changes] == ["NCHW -> NCHWc"] * 20
+    np.testing.assert_allclose(_run(blocked, inp, x), _run(plain, inp, x), rtol=1e-5,
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("target, lanes", [(AVX2, 8), (AVX512, 16)])
+def test_the_blocks_are_the_targets_vector_widths(target: str, lanes: int) -> None:
+    # planned for the target, not the host: an AVX-512 plan is made on an AVX2 host too
+    # (narrower blocks only where a layer has fewer channels than a vector)
+    mod, params, _, _ = _model("resnet18")
+    plan, _ = compile_static(bind_params(mod, params), target)
+    got = {v.shape[4] for v in plan.values if len(v.shape) == 5}
+    assert max(got) in (lanes, 2 * lanes) and max(got) <= 2 * lanes
+
+
+@pytest.mark.skipif(not HOST_RUNS_AVX512, reason="the host runs no AVX-512 code")
+def test_an_avx512_blocked_build_equals_the_avx2_one() -> None:
+    mod, params, inp, shape = _model("resnet18")
+    x = seeded_rng().standard_normal(shape).astype("float32")
+    a = relay_ir.build(mod, target=AVX2, params=params)
+    b = relay_ir.build(mod, target=AVX512, params=params)
+    np.testing.assert_allclose(_run(a, inp, x), _run(b, inp, x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_tuned_configs_whose_blocks_disagree_still_equal_the_interpreter(
+        tmp_path: Path, seed: int) -> None:
+    # each conv's tuned tile_ic / tile_oc at random: a conv reads its producer's blocks
+    # re-blocked by its pad stage where they differ
+    mod, params, inp, shape = _model("resnet18")
+    bound = bind_params(mod, params)
+    rng = np.random.default_rng(seed)
+    path = tmp_path / "tuned.db"
+    with TuningDatabase(path) as db:
+        for task, _ in extract_tasks(bound, "llvm"):
+            cfg = task.config_space().get(int(rng.integers(task.config_space().size)))
+            db.add(MeasureRecord(task.workload_key, task.template, task.target,
+                                 task.device_key, cfg.to_json(), costs=(1e-4,), tuner="test"))
+    x = seeded_rng().standard_normal(shape).astype("float32")
+    lib = relay_ir.build(bound, target="llvm", tuning_db=str(path))
+    want = relay_ir.interpret(bound, **{inp: x})
+    want = want[0] if isinstance(want, (list, tuple)) else want
+    np.testing.assert_allclose(_run(lib, inp, x), want, rtol=1e-4, atol=1e-4)
