@@ -8,7 +8,7 @@
 
 Parsing, type checking and interpreting need only relay_ir itself; the compiler half
 (`build`, `load_compiled`, `CompiledModel`, `MemoryPlan`, `ProfileTable`, `strategy`,
-`vm`)
+`vm`, `quantize`)
 pulls in lowering, llvmlite, islpy and the tuning database, so those names load on first
 use (module `__getattr__` below) and `import relay_ir; relay_ir.parse(text)` stays light.
 """
@@ -162,6 +162,7 @@ _LAZY = {
     "ProfileTable": ("relay_ir.backend", "ProfileTable"),
     "strategy": ("relay_ir.strategy", None),
     "vm": ("relay_ir.vm", None),
+    "quantize": ("relay_ir.quantize", None),
 }
 
 

@@ -102,15 +102,17 @@ def check_dataflow(fn: Function) -> None:
             raise not_dataflow_error(what)
 
 
-def bind_params(mod: IRModule, params: dict[str, Any] | None) -> IRModule:
-    """@main with the named params replaced by constants (unknown names are an error)."""
+def bind_params(mod: IRModule, params: dict[str, Any] | None,
+                caller: str = "relay_ir.build") -> IRModule:
+    """@main with the named params replaced by constants (unknown names are an error,
+    reported as `caller`'s)."""
     main = mod["main"]
     if not params:
         return mod
     by_name = {p.name_hint: p for p in main.params}
     unknown = [k for k in params if k not in by_name]
     if unknown:
-        raise RelayError(f"relay_ir.build: params {', '.join(map(repr, unknown))} are not "
+        raise RelayError(f"{caller}: params {', '.join(map(repr, unknown))} are not "
                          f"parameters of @main ({', '.join(by_name)})")
     mapping = {by_name[k]: Constant(np.asarray(v)) for k, v in params.items()}
     body = substitute(main.body, mapping)
