@@ -1,7 +1,7 @@
 """Batch-1 latency of ResNet-18, ResNet-50, MobileNetV2 and ResNeXt-26 (grouped convs)
 with Tessel's default schedules (relay_ir.build, no tuning; also with layout propagation
-off, "tessel NCHW") beside ONNX Runtime (and torch if installed): medians of repeats after warm-up, ratios printed, the load average
-before each model.
+off, "tessel NCHW") beside ONNX Runtime (and torch if installed): medians of repeats after
+warm-up, ratios printed, the load average before each model.
 
     python -m benchmarks.models                      # all four at 224x224
     python -m benchmarks.models --models resnet18 --repeat 5
