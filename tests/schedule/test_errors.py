@@ -192,6 +192,59 @@ def test_tensorize_of_a_nest_that_does_not_match():
         s[C].tensorize(ii2, vadd)
 
 
+def _packed_gemm():
+    """A [4, 8] x [4, 8]^T intrinsic and C[i, j, x, y] over packed A[i, ko, x, ki]."""
+    a = te.placeholder((4, 8), name="a")
+    b = te.placeholder((4, 8), name="b")
+    kk = te.reduce_axis((0, 8), name="kk")
+    gemm = decl_tensor_intrin(te.compute(
+        (4, 4), lambda x, y: te.sum(a[x, kk] * b[y, kk], axis=kk), name="c"), "gemm4x4x8")
+    A = te.placeholder((2, 3, 4, 8), name="A")
+    B = te.placeholder((4, 3, 4, 8), name="B")
+    ko = te.reduce_axis((0, 3), name="ko")
+    ki = te.reduce_axis((0, 8), name="ki")
+    C = te.compute((2, 4, 4, 4), lambda i, j, x, y: te.sum(A[i, ko, x, ki] * B[j, ko, y, ki],
+                                                           axis=[ko, ki]), name="C")
+    return gemm, A, B, C, ko, ki
+
+
+def test_tensorize_of_a_leading_dim_iterated_under_the_axis():
+    gemm, A, B, C, ko, ki = _packed_gemm()
+    s = create_schedule(C)
+    i, j, x, y = C.op.axis
+    # j (a leading dim of C and B) has the intrinsic's extent 4 but is not a trailing dim
+    s[C].reorder(i, x, ko, j, y, ki)
+    with _raises("the output 'C' must match the intrinsic's 2 dims in its last 2 axes; "
+                 "axis 'j' is iterated under the tensorized axis"):
+        s[C].tensorize(j, gemm)
+
+
+def test_tensorize_of_an_input_whose_leading_index_uses_the_nest():
+    a = te.placeholder((4, 8), name="a")
+    kk = te.reduce_axis((0, 8), name="kk")
+    rowsum = decl_tensor_intrin(te.compute((4,), lambda x: te.sum(a[x, kk], axis=kk),
+                                           name="c"), "rowsum4x8")
+    A = te.placeholder((4, 4, 8), name="A")
+    k = te.reduce_axis((0, 8), name="k")
+    C = te.compute((4,), lambda x: te.sum(A[x, x, k], axis=k), name="C")
+    s = create_schedule(C)
+    with _raises("dim 0 of 'A' (index 'x') uses 'x', an axis under the tensorized one"):
+        s[C].tensorize(C.op.axis[0], rowsum)
+
+
+def test_tensorize_of_an_input_with_fewer_dims_than_the_intrinsic():
+    a = te.placeholder((4, 8), name="a")
+    kk = te.reduce_axis((0, 8), name="kk")
+    rowsum = decl_tensor_intrin(te.compute((4,), lambda x: te.sum(a[x, kk], axis=kk),
+                                           name="c"), "rowsum4x8")
+    A = te.placeholder((8,), name="A")
+    k = te.reduce_axis((0, 8), name="k")
+    C = te.compute((4,), lambda x: te.sum(A[k], axis=k), name="C")
+    s = create_schedule(C)
+    with _raises("'A' has 1 dims, fewer than intrinsic input 'a' with 2"):
+        s[C].tensorize(C.op.axis[0], rowsum)
+
+
 def test_cache_read_for_a_stage_that_does_not_read_it():
     A, B, C = _chain()
     s = create_schedule(C)
