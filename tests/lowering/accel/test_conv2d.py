@@ -134,3 +134,12 @@ def test_a_tile_too_big_for_the_input_buffer_is_an_error():
 def test_padding_the_pad_fields_cannot_hold_is_an_error():
     with pytest.raises(CodegenError, match="padding 3 must be below the kernel size"):
         plan(Env(), Conv2d(1, 16, 8, 8, 16, (3, 3), 1, 3))
+
+
+def test_profile_reports_the_stats_of_a_run_without_moving_data():
+    from lowering.accel.simulator import profile
+
+    x, kern, bias = operands(1, 32, 8, 8, 32, 3)
+    _, stats, insns = run_conv2d(Env(), x, kern, padding=1, bias=bias, relu=True,
+                                 tiling=ConvTiling(oc=1, ic=1, rows=4, cols=8))
+    assert profile(insns, Env()).as_dict() == stats.as_dict()
