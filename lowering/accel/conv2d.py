@@ -284,6 +284,36 @@ def _tail(p: ConvPlan, bases: Bases, ha: int, ot: int, shift: int, relu: bool, c
     return out
 
 
+def reference_conv2d(x: np.ndarray, k: np.ndarray, stride: int = 1, padding: int = 0,
+                     bias: np.ndarray | None = None, shift: int = 0, relu: bool = False,
+                     clip: bool = False) -> np.ndarray:
+    """The int8 conv in numpy, independent of the microcode: int32 accumulation, bias,
+    arithmetic shift right, ReLU, clip, then the low 8 bits (what STORE keeps).
+
+        >>> reference_conv2d(np.ones((1, 1, 3, 3), "int8"), np.ones((1, 1, 3, 3), "int8"),
+        ...                  padding=1)[0, 0, 0]
+        array([4, 6, 4], dtype=int8)
+    """
+    n, c, h, w = x.shape
+    o, _, kh, kw = k.shape
+    s, pad = stride, padding
+    xp = np.pad(x.astype(np.int32), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - kh) // s + 1, (w + 2 * pad - kw) // s + 1
+    acc = np.zeros((n, o, oh, ow), np.int32)
+    for y in range(kh):
+        for z in range(kw):
+            win = xp[:, :, y:y + (oh - 1) * s + 1:s, z:z + (ow - 1) * s + 1:s]
+            acc += np.einsum("nchw,oc->nohw", win, k[:, :, y, z].astype(np.int32))
+    if bias is not None:
+        acc += np.asarray(bias, np.int32)[None, :, None, None]
+    acc = acc >> shift
+    if relu:
+        acc = np.maximum(acc, 0)
+    if clip:
+        acc = np.clip(acc, -128, 127)
+    return acc.astype(np.int8)
+
+
 # -- packing ---------------------------------------------------------------------------
 
 def _pad_to(x: np.ndarray, axis: int, multiple: int) -> np.ndarray:
@@ -368,5 +398,5 @@ def run_conv2d(env: Env, data: np.ndarray, kernel: np.ndarray, *, stride: int = 
 
 
 __all__ = ["Bases", "Conv2d", "ConvPlan", "ConvTiling", "choose_tiling", "conv2d",
-           "layer_operands", "pack_data", "pack_kernel", "plan", "run_conv2d",
+           "layer_operands", "pack_data", "pack_kernel", "plan", "reference_conv2d", "run_conv2d",
            "unpack_output"]

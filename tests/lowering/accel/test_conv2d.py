@@ -10,33 +10,13 @@ from lowering.accel.conv2d import (
     pack_data,
     pack_kernel,
     plan,
+    reference_conv2d,
     run_conv2d,
     unpack_output,
 )
 from lowering.accel.isa import Gemm, Load, MemType
 from tessel_errors import CodegenError
 from tests.rng import seeded_rng
-
-
-def reference(x, k, stride, pad, bias=None, shift=0, relu=False, clip=False):
-    """int32 accumulation of the int8 conv, then bias, shift, ReLU, clip, low 8 bits."""
-    n, c, h, w = x.shape
-    o, _, kh, kw = k.shape
-    xp = np.pad(x.astype(np.int32), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    oh, ow = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
-    acc = np.zeros((n, o, oh, ow), np.int32)
-    for y in range(kh):
-        for z in range(kw):
-            win = xp[:, :, y:y + (oh - 1) * stride + 1:stride, z:z + (ow - 1) * stride + 1:stride]
-            acc += np.einsum("nchw,oc->nohw", win, k[:, :, y, z].astype(np.int32))
-    if bias is not None:
-        acc += bias[None, :, None, None]
-    acc = acc >> shift
-    if relu:
-        acc = np.maximum(acc, 0)
-    if clip:
-        acc = np.clip(acc, -128, 127)
-    return acc.astype(np.int8)
 
 
 def operands(n, c, h, w, o, k):
@@ -67,13 +47,13 @@ def test_conv2d_matches_numpy_with_bias_shift_relu_and_clip(target, shape, tilin
     y, _, _ = run_conv2d(Env(target), x, kern, stride=stride, padding=pad, bias=bias,
                          shift=7, relu=True, clip=True, tiling=tiling,
                          double_buffer=double_buffer)
-    np.testing.assert_array_equal(y, reference(x, kern, stride, pad, bias, 7, True, True))
+    np.testing.assert_array_equal(y, reference_conv2d(x, kern, stride, pad, bias, 7, True, True))
 
 
 def test_without_the_tail_the_store_keeps_the_low_8_bits():
     x, kern, _ = operands(1, 16, 5, 5, 16, 3)
     y, stats, _ = run_conv2d(Env(), x, kern, padding=1)
-    np.testing.assert_array_equal(y, reference(x, kern, 1, 1))
+    np.testing.assert_array_equal(y, reference_conv2d(x, kern, 1, 1))
     assert stats.counts.get("ALU", 0) == 0
 
 
