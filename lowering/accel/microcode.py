@@ -14,8 +14,12 @@ for the reset and the ALU) depend only on the tiling: they are generated once, l
 one LOAD, and reused by every tile, the GEMM's two loops walking the tile's rows and
 columns by their index factors.
 
+A tile already on chip is not loaded again: with one reduction step the weight tile of
+an output column stays for every row tile (columns outermost when W is the larger
+operand, rows outermost otherwise, so the larger one is the one reused).
+
 With `double_buffer` each on-chip buffer is split into two halves (VTA's two virtual
-threads): reduction steps alternate input/weight halves and output tiles alternate
+threads): new input and weight tiles alternate halves and output tiles alternate
 accumulator halves, so the load module fetches step s + 1 while the GEMM of step s runs
 and the store of one tile overlaps the next tile's compute. The dependency tokens come
 from lowering.accel.deps, from what each instruction reads and writes.
@@ -68,10 +72,11 @@ class Plan:
         """Micro-op index of the one-micro-op kernel at accumulator half ha."""
         return ha
 
-    def gemm_kernel(self, h: int, ha: int) -> tuple[int, int]:
-        """[bgn, end) of the GEMM kernel for input/weight half h, accumulator half ha."""
+    def gemm_kernel(self, hi: int, hw: int, ha: int) -> tuple[int, int]:
+        """[bgn, end) of the GEMM kernel for input half hi, weight half hw, accumulator
+        half ha."""
         tk = self.tile[2]
-        bgn = self.halves + (h * self.halves + ha) * tk
+        bgn = self.halves + ((hi * self.halves + hw) * self.halves + ha) * tk
         return bgn, bgn + tk
 
 
@@ -100,9 +105,10 @@ def plan(env: Env, m: int, n: int, k: int, tiling: Tiling, double_buffer: bool =
                 + "; use smaller tiles" + (" or no double buffering" if halves == 2 else ""))
     inp_h, wgt_h, acc_h = half_depth
     uops = [Uop(ha * acc_h, 0, 0) for ha in range(halves)]
-    for h in range(halves):
-        for ha in range(halves):
-            uops += [Uop(ha * acc_h, h * inp_h + kk, h * wgt_h + kk) for kk in range(tk)]
+    for hi in range(halves):
+        for hw in range(halves):
+            for ha in range(halves):
+                uops += [Uop(ha * acc_h, hi * inp_h + kk, hw * wgt_h + kk) for kk in range(tk)]
     if len(uops) > env.UOP_BUFF_DEPTH:
         raise CodegenError(f"dense on the accelerator: {len(uops)} micro-ops exceed the "
                            f"micro-op buffer's {env.UOP_BUFF_DEPTH}; use a smaller tile_k")
@@ -120,22 +126,28 @@ def dense(p: Plan, a_base: int, w_base: int, c_base: int, uop_base: int, *,
     out: list[Insn] = [Load(mem=MemType.UOP, sram_base=0, dram_base=uop_base, y_size=1,
                             x_size=len(p.uops), x_stride=len(p.uops))]
     tile_loops = dict(iter_out=tm, iter_in=tn, dst_factor_out=tn, dst_factor_in=1)
-    step = 0
-    tiles = [(i, j) for i in range(mb // tm) for j in range(nb // tn)]
+    if nb * p.env.BLOCK_OUT > mb * p.env.BATCH:  # W is larger: keep its tiles longest
+        tiles = [(i, j) for j in range(nb // tn) for i in range(mb // tm)]
+    else:
+        tiles = [(i, j) for i in range(mb // tm) for j in range(nb // tn)]
+    inp = _Halves(p.halves)
+    wgt = _Halves(p.halves)
     for t, (i, j) in enumerate(tiles):
         ha = t % p.halves
         acc_uop = p.acc_kernel(ha)
         out.append(Gemm(reset=True, uop_bgn=acc_uop, uop_end=acc_uop + 1, **tile_loops))
         for s in range(kb // tk):
-            h = step % p.halves
-            step += 1
-            out.append(Load(mem=MemType.INP, sram_base=h * inp_h,
-                            dram_base=a_base + i * tm * kb + s * tk, y_size=tm, x_size=tk,
-                            x_stride=kb))
-            out.append(Load(mem=MemType.WGT, sram_base=h * wgt_h,
-                            dram_base=w_base + j * tn * kb + s * tk, y_size=tn, x_size=tk,
-                            x_stride=kb))
-            bgn, end = p.gemm_kernel(h, ha)
+            hi, new = inp.place((i, s))
+            if new:
+                out.append(Load(mem=MemType.INP, sram_base=hi * inp_h,
+                                dram_base=a_base + i * tm * kb + s * tk, y_size=tm,
+                                x_size=tk, x_stride=kb))
+            hw, new = wgt.place((j, s))
+            if new:
+                out.append(Load(mem=MemType.WGT, sram_base=hw * wgt_h,
+                                dram_base=w_base + j * tn * kb + s * tk, y_size=tn,
+                                x_size=tk, x_stride=kb))
+            bgn, end = p.gemm_kernel(hi, hw, ha)
             out.append(Gemm(uop_bgn=bgn, uop_end=end, src_factor_out=tk, wgt_factor_in=tk,
                             **tile_loops))
         tail = [(AluOp.SHR, shift)] if shift else []
@@ -148,6 +160,24 @@ def dense(p: Plan, a_base: int, w_base: int, c_base: int, uop_base: int, *,
                          y_size=tm, x_size=tn, x_stride=nb))
     out.append(Finish())
     return insert_dependencies(out, p.uops)
+
+
+class _Halves:
+    """Which tile each half of a buffer holds: a tile found there is reused, a new one
+    goes to the half the last GEMM did not read (so its load overlaps that GEMM)."""
+
+    def __init__(self, halves: int) -> None:
+        self.held: list[object] = [None] * halves
+        self.last = halves - 1
+
+    def place(self, key: object) -> tuple[int, bool]:
+        """(the half holding `key`, whether it must be loaded there)."""
+        if key in self.held:
+            self.last = self.held.index(key)
+            return self.last, False
+        self.last = (self.last + 1) % len(self.held)
+        self.held[self.last] = key
+        return self.last, True
 
 
 def pack(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
