@@ -15,8 +15,8 @@ one LOAD, and reused by every tile, the GEMM's two loops walking the tile's rows
 columns by their index factors.
 
 A tile already on chip is not loaded again: with one reduction step the weight tile of
-an output column stays for every row tile (columns outermost when W is the larger
-operand, rows outermost otherwise, so the larger one is the one reused).
+an output column stays for every row tile; of rows-outermost and columns-outermost the
+tile order that loads fewer bytes is taken.
 
 With `double_buffer` each on-chip buffer is split into two halves (VTA's two virtual
 threads): new input and weight tiles alternate halves and output tiles alternate
@@ -126,10 +126,9 @@ def dense(p: Plan, a_base: int, w_base: int, c_base: int, uop_base: int, *,
     out: list[Insn] = [Load(mem=MemType.UOP, sram_base=0, dram_base=uop_base, y_size=1,
                             x_size=len(p.uops), x_stride=len(p.uops))]
     tile_loops = dict(iter_out=tm, iter_in=tn, dst_factor_out=tn, dst_factor_in=1)
-    if nb * p.env.BLOCK_OUT > mb * p.env.BATCH:  # W is larger: keep its tiles longest
-        tiles = [(i, j) for j in range(nb // tn) for i in range(mb // tm)]
-    else:
-        tiles = [(i, j) for i in range(mb // tm) for j in range(nb // tn)]
+    orders = ([(i, j) for i in range(mb // tm) for j in range(nb // tn)],
+              [(i, j) for j in range(nb // tn) for i in range(mb // tm)])
+    tiles = min(orders, key=lambda o: _load_bytes(p, o))
     inp = _Halves(p.halves)
     wgt = _Halves(p.halves)
     for t, (i, j) in enumerate(tiles):
@@ -160,6 +159,18 @@ def dense(p: Plan, a_base: int, w_base: int, c_base: int, uop_base: int, *,
                          y_size=tm, x_size=tn, x_stride=nb))
     out.append(Finish())
     return insert_dependencies(out, p.uops)
+
+
+def _load_bytes(p: Plan, tiles: list[tuple[int, int]]) -> int:
+    """Input and weight bytes the tile order `tiles` loads, reused tiles not counted."""
+    tm, tn, tk = p.tile
+    inp, wgt = _Halves(p.halves), _Halves(p.halves)
+    total = 0
+    for i, j in tiles:
+        for s in range(p.blocks[2] // tk):
+            total += inp.place((i, s))[1] * tm * tk * p.env.INP_ELEM_BYTES
+            total += wgt.place((j, s))[1] * tn * tk * p.env.WGT_ELEM_BYTES
+    return total
 
 
 class _Halves:

@@ -77,6 +77,14 @@ def test_tiles_on_chip_are_reused_instead_of_loaded_again():
         Env(), 8, 64, 32, Tiling(1, 32, 32)).uops)
 
 
+def test_the_tile_order_keeps_the_larger_operand_on_chip():
+    a, w = operands(4, 64, 32)   # 4 row and 4 column tiles: weight tiles are the big ones
+    c, _, insns = run_dense(Env(), a, w, Tiling(1, 16, 32))
+    np.testing.assert_array_equal(c, reference(a, w).astype(np.int8))
+    assert sum(isinstance(i, Load) and i.mem is MemType.WGT for i in insns) == 4
+    assert sum(isinstance(i, Load) and i.mem is MemType.INP for i in insns) == 4 * 4
+
+
 def test_the_stream_encodes_to_instruction_words():
     _, _, insns = run_dense(Env(), *operands(4, 64, 128), Tiling(2, 32, 64))
     words = encode_stream(insns, Env())
