@@ -39,6 +39,7 @@ from lowering.accel.deps import insert_dependencies
 from lowering.accel.dram import Dram
 from lowering.accel.env import Env
 from lowering.accel.isa import Alu, AluOp, Finish, Gemm, Insn, Load, MemType, Store, Uop
+from lowering.accel.microcode import split_buffers
 from lowering.accel.simulator import Stats, run
 from tessel_errors import CodegenError
 
@@ -146,7 +147,6 @@ def _uop_count(env: Env, conv: Conv2d, t: ConvTiling, halves: int) -> int:
 def plan(env: Env, conv: Conv2d, tiling: ConvTiling | None = None,
          double_buffer: bool = True) -> ConvPlan:
     """Check the tiling against the layer and the buffers; build the micro-op kernels."""
-    halves = 2 if double_buffer else 1
     t = tiling or choose_tiling(env, conv, double_buffer)
     _, cb, ob = conv.blocks(env)
     if conv.out_height < 1 or conv.out_width < 1:
@@ -160,14 +160,7 @@ def plan(env: Env, conv: Conv2d, tiling: ConvTiling | None = None,
         if part < 1 or size % part:
             raise CodegenError(f"conv2d on the accelerator: tile {name}={part} must divide "
                                f"the layer's {size}")
-    half_depth = tuple(env.depth(b) // halves for b in ("INP", "WGT", "ACC"))
-    for buf, need, have in zip(("input", "weight", "accumulator"), _needs(env, conv, t),
-                               half_depth):
-        if need > have:
-            raise CodegenError(
-                f"conv2d on the accelerator: {t} needs {need} {buf} elements, the {buf} "
-                f"buffer holds {have}" + (" per half" if halves == 2 else "")
-                + "; use smaller tiles" + (" or no double buffering" if halves == 2 else ""))
+    halves, half_depth = split_buffers(env, "conv2d", t, _needs(env, conv, t), double_buffer)
     inp_h, wgt_h, acc_h = half_depth
     kh, kw = conv.kernel
     wh, ww = ((t.rows - 1) * conv.stride + kh, (t.cols - 1) * conv.stride + kw)

@@ -80,6 +80,22 @@ class Plan:
         return bgn, bgn + tk
 
 
+def split_buffers(env: Env, layer: str, tiling: object, needs: tuple[int, int, int],
+                  double_buffer: bool) -> tuple[int, tuple[int, int, int]]:
+    """(halves, INP/WGT/ACC elements per half), checking that `needs` (elements of each
+    a tile takes) fit; the error names the layer kind and the tiling."""
+    halves = 2 if double_buffer else 1
+    depth = (env.depth("INP") // halves, env.depth("WGT") // halves,
+             env.depth("ACC") // halves)
+    for buf, need, have in zip(("input", "weight", "accumulator"), needs, depth):
+        if need > have:
+            raise CodegenError(
+                f"{layer} on the accelerator: {tiling} needs {need} {buf} elements, the "
+                f"{buf} buffer holds {have}" + (" per half" if halves == 2 else "")
+                + "; use smaller tiles" + (" or no double buffering" if halves == 2 else ""))
+    return halves, depth
+
+
 def plan(env: Env, m: int, n: int, k: int, tiling: Tiling, double_buffer: bool = True
          ) -> Plan:
     """Check the sizes against the core and the buffers; build the micro-op kernels."""
@@ -94,15 +110,8 @@ def plan(env: Env, m: int, n: int, k: int, tiling: Tiling, double_buffer: bool =
         blocks.append(size // c)
         tile.append(t // c)
     tm, tn, tk = tile
-    halves = 2 if double_buffer else 1
-    half_depth = tuple(env.depth(b) // halves for b in ("INP", "WGT", "ACC"))
-    for (buf, need), have in zip((("input", tm * tk), ("weight", tn * tk),
-                                  ("accumulator", tm * tn)), half_depth):
-        if need > have:
-            raise CodegenError(
-                f"dense on the accelerator: a {tiling} needs {need} {buf} elements, the "
-                f"{buf} buffer holds {have}" + (" per half" if halves == 2 else "")
-                + "; use smaller tiles" + (" or no double buffering" if halves == 2 else ""))
+    halves, half_depth = split_buffers(env, "dense", tiling, (tm * tk, tn * tk, tm * tn),
+                                       double_buffer)
     inp_h, wgt_h, acc_h = half_depth
     uops = [Uop(ha * acc_h, 0, 0) for ha in range(halves)]
     for hi in range(halves):
@@ -222,4 +231,4 @@ def run_dense(env: Env, a: np.ndarray, w: np.ndarray, tiling: Tiling, *,
     return unpack(c, m // env.BATCH, n // env.BLOCK_OUT), stats, insns
 
 
-__all__ = ["Plan", "Tiling", "dense", "pack", "plan", "run_dense", "unpack"]
+__all__ = ["Plan", "Tiling", "dense", "pack", "plan", "run_dense", "split_buffers", "unpack"]

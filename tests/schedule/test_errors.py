@@ -10,6 +10,7 @@ import lowering
 import tensor_expr as te
 from schedule import apply_json, create_schedule, decl_tensor_intrin
 from tessel_errors import LoweringError, ScheduleError
+from tests.schedule.test_primitives import packed_gemm
 
 
 def _matmul(n=64):
@@ -192,24 +193,8 @@ def test_tensorize_of_a_nest_that_does_not_match():
         s[C].tensorize(ii2, vadd)
 
 
-def _packed_gemm():
-    """A [4, 8] x [4, 8]^T intrinsic and C[i, j, x, y] over packed A[i, ko, x, ki]."""
-    a = te.placeholder((4, 8), name="a")
-    b = te.placeholder((4, 8), name="b")
-    kk = te.reduce_axis((0, 8), name="kk")
-    gemm = decl_tensor_intrin(te.compute(
-        (4, 4), lambda x, y: te.sum(a[x, kk] * b[y, kk], axis=kk), name="c"), "gemm4x4x8")
-    A = te.placeholder((2, 3, 4, 8), name="A")
-    B = te.placeholder((4, 3, 4, 8), name="B")
-    ko = te.reduce_axis((0, 3), name="ko")
-    ki = te.reduce_axis((0, 8), name="ki")
-    C = te.compute((2, 4, 4, 4), lambda i, j, x, y: te.sum(A[i, ko, x, ki] * B[j, ko, y, ki],
-                                                           axis=[ko, ki]), name="C")
-    return gemm, A, B, C, ko, ki
-
-
 def test_tensorize_of_a_leading_dim_iterated_under_the_axis():
-    gemm, A, B, C, ko, ki = _packed_gemm()
+    gemm, A, B, C, ko, ki = packed_gemm(j_blocks=4)
     s = create_schedule(C)
     i, j, x, y = C.op.axis
     # j (a leading dim of C and B) has the intrinsic's extent 4 but is not a trailing dim
@@ -219,30 +204,29 @@ def test_tensorize_of_a_leading_dim_iterated_under_the_axis():
         s[C].tensorize(j, gemm)
 
 
-def test_tensorize_of_an_input_whose_leading_index_uses_the_nest():
+def _rowsum4x8():
     a = te.placeholder((4, 8), name="a")
     kk = te.reduce_axis((0, 8), name="kk")
-    rowsum = decl_tensor_intrin(te.compute((4,), lambda x: te.sum(a[x, kk], axis=kk),
-                                           name="c"), "rowsum4x8")
+    return decl_tensor_intrin(te.compute((4,), lambda x: te.sum(a[x, kk], axis=kk), name="c"),
+                              "rowsum4x8")
+
+
+def test_tensorize_of_an_input_whose_leading_index_uses_the_nest():
     A = te.placeholder((4, 4, 8), name="A")
     k = te.reduce_axis((0, 8), name="k")
     C = te.compute((4,), lambda x: te.sum(A[x, x, k], axis=k), name="C")
     s = create_schedule(C)
     with _raises("dim 0 of 'A' (index 'x') uses 'x', an axis under the tensorized one"):
-        s[C].tensorize(C.op.axis[0], rowsum)
+        s[C].tensorize(C.op.axis[0], _rowsum4x8())
 
 
 def test_tensorize_of_an_input_with_fewer_dims_than_the_intrinsic():
-    a = te.placeholder((4, 8), name="a")
-    kk = te.reduce_axis((0, 8), name="kk")
-    rowsum = decl_tensor_intrin(te.compute((4,), lambda x: te.sum(a[x, kk], axis=kk),
-                                           name="c"), "rowsum4x8")
     A = te.placeholder((8,), name="A")
     k = te.reduce_axis((0, 8), name="k")
     C = te.compute((4,), lambda x: te.sum(A[k], axis=k), name="C")
     s = create_schedule(C)
     with _raises("'A' has 1 dims, fewer than intrinsic input 'a' with 2"):
-        s[C].tensorize(C.op.axis[0], rowsum)
+        s[C].tensorize(C.op.axis[0], _rowsum4x8())
 
 
 def test_cache_read_for_a_stage_that_does_not_read_it():

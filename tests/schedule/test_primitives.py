@@ -202,19 +202,25 @@ def c_tensorize_reduction():
     return s, [A, B, C]
 
 
-def c_tensorize_packed():
-    """A 4x8 GEMM intrinsic on the trailing dims of packed 4-D tensors (VTA's layout)."""
+def packed_gemm(j_blocks=5):
+    """A [4, 8] x [4, 8]^T intrinsic and C[i, j, x, y] over packed A[i, ko, x, ki] and
+    B[j, ko, y, ki] (VTA's layout): the intrinsic covers the two trailing dims."""
     a = te.placeholder((4, 8), name="a")
     b = te.placeholder((4, 8), name="b")
     kk = te.reduce_axis((0, 8), name="kk")
     c = te.compute((4, 4), lambda x, y: te.sum(a[x, kk] * b[y, kk], axis=kk), name="c")
     gemm = decl_tensor_intrin(c, "gemm4x4x8")
     A = te.placeholder((2, 3, 4, 8), name="A")
-    B = te.placeholder((5, 3, 4, 8), name="B")
+    B = te.placeholder((j_blocks, 3, 4, 8), name="B")
     ko = te.reduce_axis((0, 3), name="ko")
     ki = te.reduce_axis((0, 8), name="ki")
-    C = te.compute((2, 5, 4, 4), lambda i, j, x, y: te.sum(A[i, ko, x, ki] * B[j, ko, y, ki],
+    C = te.compute((2, j_blocks, 4, 4), lambda i, j, x, y: te.sum(A[i, ko, x, ki] * B[j, ko, y, ki],
                                                            axis=[ko, ki]), name="C")
+    return gemm, A, B, C, ko, ki
+
+
+def c_tensorize_packed():
+    gemm, A, B, C, ko, ki = packed_gemm()
     s = create_schedule(C)
     i, j, x, y = C.op.axis
     s[C].reorder(i, j, ko, x, y, ki)
