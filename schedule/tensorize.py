@@ -5,6 +5,12 @@ what the intrinsic declares (same extents, same expression shape); lowering then
 `Evaluate(intrin.emit(outs, ins))` instead of that nest. For a reduction the init stays
 as loops and the intrinsic accumulates into the output region.
 
+As in TVM, a tensor may have more dims than the intrinsic's placeholder: the intrinsic
+matches its trailing dims, and the leading ones must be fixed by the loops enclosing
+`axis` (their indices use no axis of the nest), so that each call sees one sub-tensor.
+That is how VTA's GEMM intrinsic over [BATCH, BLOCK] tiles applies to packed 4-D/6-D
+layouts such as data[n, c, h, w, BATCH, BLOCK_IN].
+
     >>> import tensor_expr as te
     >>> from schedule import decl_tensor_intrin
     >>> a = te.placeholder((16,), name="a"); b = te.placeholder((16,), name="b")
@@ -20,10 +26,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from schedule.relations import pass_down_extents
+from schedule.relations import pass_down_extents, roots_of
 from tensor_expr.expr import Call, FloatImm, IntImm, IterVar, PrimExpr, ProducerLoad, Reduce, Var
 from tensor_expr.tensor import ComputeOp, Tensor
-from tensor_expr.visitor import children
+from tensor_expr.visitor import children, post_order_visit
 from tessel_errors import ScheduleError
 
 if TYPE_CHECKING:
@@ -100,19 +106,49 @@ def check_tensorize(stage: Stage, axis: IterVar, intrin: TensorIntrin) -> str:
                 f"declares data {want_d}, reduce {want_r}")
     if len(op.body) != len(intrin.op.body):
         return f"{len(op.body)} outputs against the intrinsic's {len(intrin.op.body)}"
+    # The root axes the nest iterates over (partly or wholly): only trailing dims may use them.
+    inner = {id(r.var) for v in nest for r in roots_of(stage.relations, v)}
+    k = len(intrin.op.axis)
+    lead = [a for a in op.axis[:len(op.axis) - k] if id(a.var) in inner]
+    if len(op.axis) < k:
+        return f"the output '{op.name}' has {len(op.axis)} dims, fewer than the intrinsic's {k}"
+    if lead:
+        return (f"the output '{op.name}' must match the intrinsic's {k} dims in its last "
+                f"{k} axes; axis '{lead[0].var.name}' is iterated under the tensorized axis")
     for a, b in zip(op.body, intrin.op.body):
-        why = _same_shape(a, b)
+        why = _same_shape(a, b, inner)
         if why:
             return why
     return ""
 
 
-def _same_shape(a: PrimExpr, b: PrimExpr) -> str:
+def _uses(e: PrimExpr, names: set[int]) -> Var | None:
+    found: list[Var] = []
+    post_order_visit(e, lambda x: found.append(x) if isinstance(x, Var) and id(x) in names
+                     else None)
+    return found[0] if found else None
+
+
+def _match_load(a: ProducerLoad, b: ProducerLoad, inner: set[int]) -> str:
+    """`a` matches `b` on its trailing dims; its leading indices are fixed by outer loops."""
+    na, nb = a.producer.ndim, b.producer.ndim
+    if na < nb:
+        return (f"'{a.producer.name}' has {na} dims, fewer than intrinsic input "
+                f"'{b.producer.name}' with {nb}")
+    for d, idx in enumerate(a.indices[:na - nb]):
+        v = _uses(idx, inner)
+        if v is not None:
+            return (f"dim {d} of '{a.producer.name}' (index '{idx}') uses '{v.name}', an "
+                    f"axis under the tensorized one; the intrinsic covers only the last {nb} "
+                    f"dims of '{a.producer.name}', so the other dims must be fixed by the "
+                    "enclosing loops (reorder that axis outside)")
+    return ""
+
+
+def _same_shape(a: PrimExpr, b: PrimExpr, inner: set[int]) -> str:
     """Structural match up to tensors and index expressions."""
     if isinstance(a, ProducerLoad) and isinstance(b, ProducerLoad):
-        return "" if a.producer.ndim == b.producer.ndim else (
-            f"'{a.producer.name}' has {a.producer.ndim} dims, intrinsic input "
-            f"'{b.producer.name}' has {b.producer.ndim}")
+        return _match_load(a, b, inner)
     if type(a) is not type(b):
         return f"the computation has '{a}' where the intrinsic has '{b}'"
     if isinstance(a, (IntImm, FloatImm)) and a.value != b.value:  # type: ignore[attr-defined]
@@ -127,7 +163,7 @@ def _same_shape(a: PrimExpr, b: PrimExpr) -> str:
     if len(ca) != len(cb):
         return f"'{a}' and '{b}' differ in shape"
     for x, y in zip(ca, cb):
-        why = _same_shape(x, y)
+        why = _same_shape(x, y, inner)
         if why:
             return why
     return ""

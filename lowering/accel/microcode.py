@@ -14,8 +14,12 @@ for the reset and the ALU) depend only on the tiling: they are generated once, l
 one LOAD, and reused by every tile, the GEMM's two loops walking the tile's rows and
 columns by their index factors.
 
+A tile already on chip is not loaded again: with one reduction step the weight tile of
+an output column stays for every row tile; of rows-outermost and columns-outermost the
+tile order that loads fewer bytes is taken.
+
 With `double_buffer` each on-chip buffer is split into two halves (VTA's two virtual
-threads): reduction steps alternate input/weight halves and output tiles alternate
+threads): new input and weight tiles alternate halves and output tiles alternate
 accumulator halves, so the load module fetches step s + 1 while the GEMM of step s runs
 and the store of one tile overlaps the next tile's compute. The dependency tokens come
 from lowering.accel.deps, from what each instruction reads and writes.
@@ -68,11 +72,28 @@ class Plan:
         """Micro-op index of the one-micro-op kernel at accumulator half ha."""
         return ha
 
-    def gemm_kernel(self, h: int, ha: int) -> tuple[int, int]:
-        """[bgn, end) of the GEMM kernel for input/weight half h, accumulator half ha."""
+    def gemm_kernel(self, hi: int, hw: int, ha: int) -> tuple[int, int]:
+        """[bgn, end) of the GEMM kernel for input half hi, weight half hw, accumulator
+        half ha."""
         tk = self.tile[2]
-        bgn = self.halves + (h * self.halves + ha) * tk
+        bgn = self.halves + ((hi * self.halves + hw) * self.halves + ha) * tk
         return bgn, bgn + tk
+
+
+def split_buffers(env: Env, layer: str, tiling: object, needs: tuple[int, int, int],
+                  double_buffer: bool) -> tuple[int, tuple[int, int, int]]:
+    """(halves, INP/WGT/ACC elements per half), checking that `needs` (elements of each
+    a tile takes) fit; the error names the layer kind and the tiling."""
+    halves = 2 if double_buffer else 1
+    depth = (env.depth("INP") // halves, env.depth("WGT") // halves,
+             env.depth("ACC") // halves)
+    for buf, need, have in zip(("input", "weight", "accumulator"), needs, depth):
+        if need > have:
+            raise CodegenError(
+                f"{layer} on the accelerator: {tiling} needs {need} {buf} elements, the "
+                f"{buf} buffer holds {have}" + (" per half" if halves == 2 else "")
+                + "; use smaller tiles" + (" or no double buffering" if halves == 2 else ""))
+    return halves, depth
 
 
 def plan(env: Env, m: int, n: int, k: int, tiling: Tiling, double_buffer: bool = True
@@ -89,20 +110,14 @@ def plan(env: Env, m: int, n: int, k: int, tiling: Tiling, double_buffer: bool =
         blocks.append(size // c)
         tile.append(t // c)
     tm, tn, tk = tile
-    halves = 2 if double_buffer else 1
-    half_depth = tuple(env.depth(b) // halves for b in ("INP", "WGT", "ACC"))
-    for (buf, need), have in zip((("input", tm * tk), ("weight", tn * tk),
-                                  ("accumulator", tm * tn)), half_depth):
-        if need > have:
-            raise CodegenError(
-                f"dense on the accelerator: a {tiling} needs {need} {buf} elements, the "
-                f"{buf} buffer holds {have}" + (" per half" if halves == 2 else "")
-                + "; use smaller tiles" + (" or no double buffering" if halves == 2 else ""))
+    halves, half_depth = split_buffers(env, "dense", tiling, (tm * tk, tn * tk, tm * tn),
+                                       double_buffer)
     inp_h, wgt_h, acc_h = half_depth
     uops = [Uop(ha * acc_h, 0, 0) for ha in range(halves)]
-    for h in range(halves):
-        for ha in range(halves):
-            uops += [Uop(ha * acc_h, h * inp_h + kk, h * wgt_h + kk) for kk in range(tk)]
+    for hi in range(halves):
+        for hw in range(halves):
+            for ha in range(halves):
+                uops += [Uop(ha * acc_h, hi * inp_h + kk, hw * wgt_h + kk) for kk in range(tk)]
     if len(uops) > env.UOP_BUFF_DEPTH:
         raise CodegenError(f"dense on the accelerator: {len(uops)} micro-ops exceed the "
                            f"micro-op buffer's {env.UOP_BUFF_DEPTH}; use a smaller tile_k")
@@ -120,22 +135,27 @@ def dense(p: Plan, a_base: int, w_base: int, c_base: int, uop_base: int, *,
     out: list[Insn] = [Load(mem=MemType.UOP, sram_base=0, dram_base=uop_base, y_size=1,
                             x_size=len(p.uops), x_stride=len(p.uops))]
     tile_loops = dict(iter_out=tm, iter_in=tn, dst_factor_out=tn, dst_factor_in=1)
-    step = 0
-    tiles = [(i, j) for i in range(mb // tm) for j in range(nb // tn)]
+    orders = ([(i, j) for i in range(mb // tm) for j in range(nb // tn)],
+              [(i, j) for j in range(nb // tn) for i in range(mb // tm)])
+    tiles = min(orders, key=lambda o: _load_bytes(p, o))
+    inp = _Halves(p.halves)
+    wgt = _Halves(p.halves)
     for t, (i, j) in enumerate(tiles):
         ha = t % p.halves
         acc_uop = p.acc_kernel(ha)
         out.append(Gemm(reset=True, uop_bgn=acc_uop, uop_end=acc_uop + 1, **tile_loops))
         for s in range(kb // tk):
-            h = step % p.halves
-            step += 1
-            out.append(Load(mem=MemType.INP, sram_base=h * inp_h,
-                            dram_base=a_base + i * tm * kb + s * tk, y_size=tm, x_size=tk,
-                            x_stride=kb))
-            out.append(Load(mem=MemType.WGT, sram_base=h * wgt_h,
-                            dram_base=w_base + j * tn * kb + s * tk, y_size=tn, x_size=tk,
-                            x_stride=kb))
-            bgn, end = p.gemm_kernel(h, ha)
+            hi, new = inp.place((i, s))
+            if new:
+                out.append(Load(mem=MemType.INP, sram_base=hi * inp_h,
+                                dram_base=a_base + i * tm * kb + s * tk, y_size=tm,
+                                x_size=tk, x_stride=kb))
+            hw, new = wgt.place((j, s))
+            if new:
+                out.append(Load(mem=MemType.WGT, sram_base=hw * wgt_h,
+                                dram_base=w_base + j * tn * kb + s * tk, y_size=tn,
+                                x_size=tk, x_stride=kb))
+            bgn, end = p.gemm_kernel(hi, hw, ha)
             out.append(Gemm(uop_bgn=bgn, uop_end=end, src_factor_out=tk, wgt_factor_in=tk,
                             **tile_loops))
         tail = [(AluOp.SHR, shift)] if shift else []
@@ -148,6 +168,36 @@ def dense(p: Plan, a_base: int, w_base: int, c_base: int, uop_base: int, *,
                          y_size=tm, x_size=tn, x_stride=nb))
     out.append(Finish())
     return insert_dependencies(out, p.uops)
+
+
+def _load_bytes(p: Plan, tiles: list[tuple[int, int]]) -> int:
+    """Input and weight bytes the tile order `tiles` loads, reused tiles not counted."""
+    tm, tn, tk = p.tile
+    inp, wgt = _Halves(p.halves), _Halves(p.halves)
+    total = 0
+    for i, j in tiles:
+        for s in range(p.blocks[2] // tk):
+            total += inp.place((i, s))[1] * tm * tk * p.env.INP_ELEM_BYTES
+            total += wgt.place((j, s))[1] * tn * tk * p.env.WGT_ELEM_BYTES
+    return total
+
+
+class _Halves:
+    """Which tile each half of a buffer holds: a tile found there is reused, a new one
+    goes to the half the last GEMM did not read (so its load overlaps that GEMM)."""
+
+    def __init__(self, halves: int) -> None:
+        self.held: list[object] = [None] * halves
+        self.last = halves - 1
+
+    def place(self, key: object) -> tuple[int, bool]:
+        """(the half holding `key`, whether it must be loaded there)."""
+        if key in self.held:
+            self.last = self.held.index(key)
+            return self.last, False
+        self.last = (self.last + 1) % len(self.held)
+        self.held[self.last] = key
+        return self.last, True
 
 
 def pack(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
@@ -181,4 +231,4 @@ def run_dense(env: Env, a: np.ndarray, w: np.ndarray, tiling: Tiling, *,
     return unpack(c, m // env.BATCH, n // env.BLOCK_OUT), stats, insns
 
 
-__all__ = ["Plan", "Tiling", "dense", "pack", "plan", "run_dense", "unpack"]
+__all__ = ["Plan", "Tiling", "dense", "pack", "plan", "run_dense", "split_buffers", "unpack"]

@@ -201,6 +201,30 @@ def run(insns: Sequence[Insn], dram: np.ndarray | Dram, env: Env | None = None) 
             raise _error(insns, n, f.what, f.fix) from None
         read += r
         written += w
+    return _stats(insns, timeline, read, written)
+
+
+def profile(insns: Sequence[Insn], env: Env) -> Stats:
+    """The Stats `run` would report, from the cycle model and the DMA sizes alone (no
+    data moves), for layers too large to execute functionally.
+
+        >>> from lowering.accel.isa import Gemm
+        >>> profile([Gemm(reset=True, uop_bgn=0, uop_end=2, iter_out=3)], Env()).total_cycles
+        6
+    """
+    read = written = 0
+    for insn in insns:
+        if isinstance(insn, Dma):
+            nbytes = insn.y_size * insn.x_size * env.elem_bytes(insn.mem.name)
+            if isinstance(insn, Store):
+                written += nbytes
+            else:
+                read += nbytes
+    return _stats(insns, timing(insns, env), read, written)
+
+
+def _stats(insns: Sequence[Insn], timeline: tuple[tuple[int, int], ...], read: int,
+           written: int) -> Stats:
     busy = dict.fromkeys(MODULES, 0)
     counts: dict[str, int] = {}
     gemm = alu = 0
@@ -229,4 +253,4 @@ def _deadlock(insns: Sequence[Insn], blocked: list[int], tokens: dict, popped: d
                   others)
 
 
-__all__ = ["MODULES", "Stats", "cost", "module_of", "run", "timing"]
+__all__ = ["MODULES", "Stats", "cost", "module_of", "profile", "run", "timing"]

@@ -10,6 +10,7 @@ import lowering
 import tensor_expr as te
 from schedule import apply_json, create_schedule, decl_tensor_intrin
 from tessel_errors import LoweringError, ScheduleError
+from tests.schedule.test_primitives import packed_gemm
 
 
 def _matmul(n=64):
@@ -190,6 +191,42 @@ def test_tensorize_of_a_nest_that_does_not_match():
     io2, ii2 = s[C].split(ii, factor=4)
     with _raises("the computation has '(A[i] * 2.0)' where the intrinsic has '(a[i] + b[i])'"):
         s[C].tensorize(ii2, vadd)
+
+
+def test_tensorize_of_a_leading_dim_iterated_under_the_axis():
+    gemm, A, B, C, ko, ki = packed_gemm(j_blocks=4)
+    s = create_schedule(C)
+    i, j, x, y = C.op.axis
+    # j (a leading dim of C and B) has the intrinsic's extent 4 but is not a trailing dim
+    s[C].reorder(i, x, ko, j, y, ki)
+    with _raises("the output 'C' must match the intrinsic's 2 dims in its last 2 axes; "
+                 "axis 'j' is iterated under the tensorized axis"):
+        s[C].tensorize(j, gemm)
+
+
+def _rowsum4x8():
+    a = te.placeholder((4, 8), name="a")
+    kk = te.reduce_axis((0, 8), name="kk")
+    return decl_tensor_intrin(te.compute((4,), lambda x: te.sum(a[x, kk], axis=kk), name="c"),
+                              "rowsum4x8")
+
+
+def test_tensorize_of_an_input_whose_leading_index_uses_the_nest():
+    A = te.placeholder((4, 4, 8), name="A")
+    k = te.reduce_axis((0, 8), name="k")
+    C = te.compute((4,), lambda x: te.sum(A[x, x, k], axis=k), name="C")
+    s = create_schedule(C)
+    with _raises("dim 0 of 'A' (index 'x') uses 'x', an axis under the tensorized one"):
+        s[C].tensorize(C.op.axis[0], _rowsum4x8())
+
+
+def test_tensorize_of_an_input_with_fewer_dims_than_the_intrinsic():
+    A = te.placeholder((8,), name="A")
+    k = te.reduce_axis((0, 8), name="k")
+    C = te.compute((4,), lambda x: te.sum(A[k], axis=k), name="C")
+    s = create_schedule(C)
+    with _raises("'A' has 1 dims, fewer than intrinsic input 'a' with 2"):
+        s[C].tensorize(C.op.axis[0], _rowsum4x8())
 
 
 def test_cache_read_for_a_stage_that_does_not_read_it():

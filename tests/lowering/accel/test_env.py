@@ -75,3 +75,28 @@ def test_gemm_refuses_a_nest_of_another_shape():
     s, args, ii = tiled_gemm(Env(), 2, 32, 48)  # 16-wide tiles against an 8-wide core
     with pytest.raises(ScheduleError, match="accel_gemm"):
         s[args[2]].tensorize(ii, Env("accel -block=8").gemm)
+
+
+def test_gemm_tensorizes_a_conv2d_in_the_packed_6d_layouts():
+    """data[N/B, C/16, H, W, B, 16] and kernel[O/16, C/16, KH, KW, 16, 16], as VTA packs
+    them: the intrinsic covers the two trailing dims, the loops fix the four leading ones."""
+    env = Env("accel -batch=4")
+    b, blk = env.BATCH, env.BLOCK_IN
+    D = te.placeholder((1, 2, 5, 5, b, blk), "int8", name="D")
+    K = te.placeholder((3, 2, 3, 3, blk, blk), "int8", name="K")
+    ic = te.reduce_axis((0, 2), name="ic")
+    kh = te.reduce_axis((0, 3), name="kh")
+    kw = te.reduce_axis((0, 3), name="kw")
+    ii = te.reduce_axis((0, blk), name="ii")
+    O = te.compute(
+        (1, 3, 3, 3, b, blk),
+        lambda n, oc, y, x, bn, bo: te.sum(
+            D[n, ic, y + kh, x + kw, bn, ii].astype("int32")
+            * K[oc, ic, kh, kw, bo, ii].astype("int32"), axis=[ic, kh, kw, ii]), name="O")
+    s = create_schedule(O)
+    n, oc, y, x, bn, bo = O.op.axis
+    s[O].reorder(n, oc, y, x, ic, kh, kw, bn, bo, ii)
+    s[O].tensorize(bn, env.gemm)
+    text = str(lowering.lower(s, [D, K, O]))
+    assert ("accel_gemm(O[0, oc, y, x, 0, 0], D[0, ic, (y + kh), (x + kw), 0, 0], "
+            "K[oc, ic, kh, kw, 0, 0])") in text

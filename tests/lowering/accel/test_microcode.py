@@ -60,9 +60,29 @@ def test_micro_op_kernels_depend_on_the_tiling_only_and_load_once():
     small = plan(env, 2, 32, 64, Tiling(1, 16, 32))
     large = plan(env, 8, 128, 256, Tiling(1, 16, 32))
     assert small.uops == large.uops
-    assert len(large.uops) == 2 + 4 * 2  # acc micro-ops per half + a GEMM kernel per pair
+    assert len(large.uops) == 2 + 8 * 2  # acc micro-ops per half + a kernel per half triple
     _, _, insns = run_dense(env, *operands(8, 128, 256), Tiling(1, 16, 32))
     assert sum(isinstance(i, Load) and i.mem is MemType.UOP for i in insns) == 1
+
+
+def test_tiles_on_chip_are_reused_instead_of_loaded_again():
+    # one reduction step and two column tiles, one per weight half: each operand tile
+    # is loaded once, though every row tile meets both column tiles
+    a, w = operands(8, 64, 32)
+    c, stats, insns = run_dense(Env(), a, w, Tiling(1, 32, 32))
+    np.testing.assert_array_equal(c, reference(a, w).astype(np.int8))
+    assert sum(isinstance(i, Load) and i.mem is MemType.WGT for i in insns) == 2
+    assert sum(isinstance(i, Load) and i.mem is MemType.INP for i in insns) == 8
+    assert stats.dram_bytes_read == 64 * 32 + 8 * 32 + 4 * len(plan(
+        Env(), 8, 64, 32, Tiling(1, 32, 32)).uops)
+
+
+def test_the_tile_order_keeps_the_larger_operand_on_chip():
+    a, w = operands(4, 64, 32)   # 4 row and 4 column tiles: weight tiles are the big ones
+    c, _, insns = run_dense(Env(), a, w, Tiling(1, 16, 32))
+    np.testing.assert_array_equal(c, reference(a, w).astype(np.int8))
+    assert sum(isinstance(i, Load) and i.mem is MemType.WGT for i in insns) == 4
+    assert sum(isinstance(i, Load) and i.mem is MemType.INP for i in insns) == 4 * 4
 
 
 def test_the_stream_encodes_to_instruction_words():
