@@ -174,6 +174,24 @@ def @main(%xs: List[{_t(1, D)}], %h0: {_t(1, H)}, %c0: {_t(1, H)}, %w_ih: {_t(4 
     return Model(f"lstm_h{H}", _parse(text), params)
 
 
+def small_cnn(batch: int | str = "?", seed: int = 0) -> Model:
+    """Two 3x3 convs (16, 32 channels, the second strided), ReLU, the spatial mean and a
+    dense layer to 10 classes on (batch, 3, 32, 32): with batch "?" the VM compiles it once
+    with symbolic-extent kernels; with a number, relay_ir.build specialises it."""
+    text = f"""
+def @main(%x: Tensor[({batch}, 3, 32, 32), float32], %w1: {_t(16, 3, 3, 3)},
+          %w2: {_t(32, 16, 3, 3)}, %w3: {_t(10, 32)}) {{
+  let %a = nn.relu(nn.conv2d(%x, %w1, padding=[1, 1], channels=16, kernel_size=[3, 3]));
+  let %b = nn.relu(nn.conv2d(%a, %w2, strides=[2, 2], padding=[1, 1], channels=32,
+                             kernel_size=[3, 3]));
+  nn.dense(mean(%b, axis=[2, 3]), %w3)
+}}
+"""
+    rng = np.random.default_rng(seed)
+    params = _weights(rng, {"w1": (16, 3, 3, 3), "w2": (32, 16, 3, 3), "w3": (10, 32)}, 27)
+    return Model(f"cnn_b{batch}", relay_ir.parse(text), params)
+
+
 def random_tree(rng: np.random.Generator, nodes: int, input_size: int) -> Tree:
     """A random rose tree of exactly `nodes` nodes, each holding a (1, input_size) vector;
     every node after the first hangs under a random earlier one, so fan-out and depth vary
@@ -215,4 +233,4 @@ def list_items(value: ConstructorValue) -> list[Any]:
 
 
 __all__ = ["Model", "Tree", "char_rnn", "list_items", "list_lstm", "list_value",
-           "random_tree", "tree_lstm", "tree_value"]
+           "random_tree", "small_cnn", "tree_lstm", "tree_value"]

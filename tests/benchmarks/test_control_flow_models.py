@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+import relay_ir
 import relay_ir.vm as vm
 from benchmarks.control_flow_models import (
     char_rnn,
@@ -12,6 +13,7 @@ from benchmarks.control_flow_models import (
     list_lstm,
     list_value,
     random_tree,
+    small_cnn,
     tree_lstm,
     tree_value,
 )
@@ -59,3 +61,13 @@ def test_random_tree_has_exactly_the_nodes_asked_for():
     rng = seeded_rng()
     for nodes in (1, 2, 20, 60):
         assert random_tree(rng, nodes, 3).size() == nodes
+
+
+def test_the_question_mark_batch_cnn_gives_builds_result_at_two_batches():
+    rng = seeded_rng()
+    model = small_cnn(seed=int(rng.integers(1 << 30)))
+    machine = vm.VirtualMachine(vm.compile(model.module, params=model.params))
+    for batch in (1, 3):
+        x = rng.standard_normal((batch, 3, 32, 32)).astype("float32")
+        want = relay_ir.build(small_cnn(batch).module, params=model.params).run(x=x)
+        np.testing.assert_allclose(machine.run(x), want, rtol=1e-4, atol=1e-5)
