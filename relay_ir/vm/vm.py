@@ -55,9 +55,11 @@ class VMProfile:
     kernels: ProfileTable
     functions: ProfileTable
     calls: dict[str, int]
+    instructions: int = 0  # executed, kernel calls included: the VM's own work
 
     def __str__(self) -> str:
-        return f"kernels:\n{self.kernels}\n\nfunctions:\n{self.functions}"
+        return (f"kernels:\n{self.kernels}\n\nfunctions:\n{self.functions}\n\n"
+                f"{self.instructions} instructions")
 
 
 class VirtualMachine:
@@ -112,6 +114,8 @@ class VirtualMachine:
         while True:
             ins = code[pc]
             kind = type(ins)
+            if timer:
+                timer.instructions += 1
             if kind is B.InvokePacked:
                 self._invoke_packed(ins, regs, timer)
             elif kind is B.AllocStorage:
@@ -280,6 +284,7 @@ class _Timer:
         self.function_time: dict[str, float] = {}
         self.calls: dict[str, int] = {}
         self.current: str | None = None
+        self.instructions = 0
         self.since = time.perf_counter()
 
     def enter(self, name: str, call: bool = True) -> None:
@@ -304,7 +309,7 @@ class _Timer:
         kernels = ProfileTable([ProfileRow(k, self.kernel_shape[k], t)
                                 for k, t in self.kernel_time.items()])
         funcs = ProfileTable([ProfileRow(f, (), t) for f, t in self.function_time.items()])
-        return VMProfile(kernels, funcs, dict(self.calls))
+        return VMProfile(kernels, funcs, dict(self.calls), self.instructions)
 
 
 __all__ = ["VMClosure", "VMProfile", "VirtualMachine"]

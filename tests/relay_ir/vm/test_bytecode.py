@@ -8,6 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+import relay_ir
 import relay_ir.vm as vm
 from relay_ir.vm import bytecode as B
 from tests.relay_ir.programs import PROGRAMS_BY_NAME
@@ -56,3 +57,11 @@ def test_profile_times_every_kernel_and_function():
     assert {r.group for r in prof.functions.rows} == {"main", "loop"}
     assert prof.calls == {"main": 1, "loop": 6}
     assert "fused_multiply_add" in str(prof)
+
+
+def test_profile_counts_every_executed_instruction():
+    exe = vm.compile(relay_ir.parse("def @main(%x: Tensor[(3,), float32]) {"
+                                    " exp(negative(%x)) }"))
+    straight_line = len(exe.functions[exe.function_index["main"]].instructions)
+    prof = vm.VirtualMachine(exe).profile(np.ones(3, "float32"))
+    assert prof.instructions == straight_line
