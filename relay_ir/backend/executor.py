@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from lowering.kernel import array_address
 from relay_ir.backend.memory_plan import (
     MemoryPlan,
     check_fits_in_memory,
@@ -82,7 +83,7 @@ class KernelFn:
 
     def __call__(self, arrays: Sequence[np.ndarray]) -> None:
         """Run on C-contiguous arrays of the kernel's parameter shapes, in order."""
-        self.call_pointers(self._ptrs(*[a.ctypes.data for a in arrays]))
+        self.call_pointers(self._ptrs(*[array_address(a) for a in arrays]))
 
     def pointer_array(self) -> Any:
         """A ctypes array of the kernel's parameter count, for `call_pointers`."""
@@ -130,6 +131,17 @@ def kernel_fn(kernel: Any, specs: Sequence[Spec]) -> KernelFn | DeviceKernelFn:
 ALIGN = 64
 
 
+def aligned_bytes(n: int) -> np.ndarray:
+    """`n` uninitialised bytes (uint8) starting at an ALIGN-byte boundary.
+
+        >>> aligned_bytes(100).ctypes.data % ALIGN
+        0
+    """
+    raw = np.empty(n + ALIGN, np.uint8)
+    start = -array_address(raw) % ALIGN
+    return raw[start:start + n]
+
+
 def aligned_empty(shape: Sequence[int], dtype: Any) -> np.ndarray:
     """An uninitialised C-contiguous array whose data starts at an ALIGN-byte boundary.
 
@@ -137,10 +149,7 @@ def aligned_empty(shape: Sequence[int], dtype: Any) -> np.ndarray:
         0
     """
     dt = np.dtype(dtype)
-    n = dt.itemsize * math.prod(shape)
-    raw = np.empty(n + ALIGN, np.uint8)
-    start = -raw.ctypes.data % ALIGN
-    return raw[start:start + n].view(dt).reshape(tuple(shape))
+    return aligned_bytes(dt.itemsize * math.prod(shape)).view(dt).reshape(tuple(shape))
 
 
 def aligned(a: np.ndarray) -> np.ndarray:
@@ -266,7 +275,6 @@ class GraphPlan:
                 self.kernels[s.kernel]([env[v] for v in s.inputs] +
                                        [env[v] for v in s.outputs])
             return env
-        from lowering.kernel import array_address
 
         addr = {v: array_address(env[v]) for v in self._per_run}
         for k, ptrs, patch in self._calls(env):

@@ -21,11 +21,14 @@ Three kinds, one calling convention (`kernel(args)`, the inputs then the output 
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from lowering.kernel import array_address
+from relay_ir.backend.executor import KernelFn
 from relay_ir.backend.lower_group import flatten_types
 from relay_ir.expr import Call, Function, Var
 from relay_ir.ty import TupleType, is_dynamic
@@ -34,7 +37,8 @@ from tessel_errors import KernelArgumentError
 Spec = tuple[tuple[int, ...], str]
 
 
-def _check(name: str, arrays: Sequence[Any], specs: Sequence[Spec]) -> list[np.ndarray]:
+def _check(name: str, arrays: Sequence[Any], specs: Sequence[tuple[tuple[int, ...], Any]]
+           ) -> list[np.ndarray]:
     # The VM's values come from kernels, constants and the caller's ADT fields: a wrong
     # shape here would make the kernel read out of bounds, so it is checked, not trusted.
     out = []
@@ -45,7 +49,8 @@ def _check(name: str, arrays: Sequence[Any], specs: Sequence[Spec]) -> list[np.n
             raise KernelArgumentError(
                 f"kernel '{name}': input {k} must be {dtype}{list(shape)}, got {got} (a value "
                 "whose shape the type system could not prove)")
-        out.append(a if a.flags.c_contiguous and a.flags.aligned else
+        flags = a.flags
+        out.append(a if flags.c_contiguous and flags.aligned else
                    np.require(a, requirements="CA"))
     return out
 
@@ -63,16 +68,27 @@ class StaticKernel:
         self.name, self.fn, self.group = name, fn, group
         self.in_specs = [(tuple(s), str(d)) for s, d in in_specs]
         self.out_specs = [(tuple(s), str(d)) for s, d in out_specs]
+        self._checks = [(s, np.dtype(d)) for s, d in self.in_specs]
+        self._pointers = ctypes.c_void_p * max(1, len(self.in_specs) + len(self.out_specs))
 
     @classmethod
     def of_group(cls, group: Any, fn: Any) -> StaticKernel:
         """The kernel of a compiled GroupKernel and its KernelFn."""
         return cls(group.name, group.in_specs, group.out_specs, fn, group)
 
-    def __call__(self, args: list[Any]) -> list[np.ndarray] | None:
+    def __call__(self, args: list[Any], known: dict[int, int] | None = None
+                 ) -> list[np.ndarray] | None:
+        """Run on `args` (inputs, then the output arrays, written in place); `known` maps
+        id() of arrays whose address is already known (the executable's read-only
+        constants, whose address would otherwise cost a slow lookup every call)."""
         n = len(self.in_specs)
-        ins = _check(self.name, args[:n], self.in_specs)
-        self.fn(ins + args[n:])
+        arrays = _check(self.name, args[:n], self._checks) + args[n:]
+        if not isinstance(self.fn, KernelFn):
+            self.fn(arrays)
+            return None
+        known = known or {}
+        self.fn.call_pointers(self._pointers(
+            *[known.get(id(a)) or array_address(a) for a in arrays]))
         return None
 
 

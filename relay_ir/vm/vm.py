@@ -19,14 +19,13 @@ recursion of any depth runs in one.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from relay_ir.backend.executor import aligned_empty, bind_by_name, check_inputs
+from relay_ir.backend.executor import aligned_bytes, bind_by_name, check_inputs
 from relay_ir.backend.profile import ProfileRow, ProfileTable
 from relay_ir.interpreter import ConstructorValue, RefValue, _short
 from relay_ir.vm import bytecode as B
@@ -76,6 +75,10 @@ class VirtualMachine:
         self.tags = {(c.belong_to.name, c.name_hint): k
                      for k, c in enumerate(exe.constructors)}
         self._timer: _Timer | None = None
+        # the constants are read-only (a caller must not change one returned to it), and
+        # a read-only array's address costs a slow lookup: kernels get them from here
+        self._known = {id(c): c.ctypes.data for c in exe.constants
+                       if isinstance(c, np.ndarray) and c.size}
 
     # entry points
 
@@ -111,21 +114,33 @@ class VirtualMachine:
         timer = self._timer
         if timer:
             timer.enter(fn.name)
+        # the loop's hot names as locals: an instruction costs a few hundred nanoseconds,
+        # and attribute lookups were a visible part of it
+        constants, kernels, known = self.exe.constants, self.exe.kernels, self._known
+        InvokePacked, AllocStorage, AllocTensor, LoadConst = \
+            B.InvokePacked, B.AllocStorage, B.AllocTensor, B.LoadConst
+        empty, uint8, ndarray = np.empty, np.uint8, np.ndarray
         while True:
             ins = code[pc]
             kind = type(ins)
             if timer:
                 timer.instructions += 1
-            if kind is B.InvokePacked:
-                self._invoke_packed(ins, regs, timer)
-            elif kind is B.AllocStorage:
+            if kind is InvokePacked:
+                kernel = kernels[ins.kernel]
+                if timer or kernel.dynamic:
+                    self._invoke_packed(ins, regs, timer)
+                else:
+                    kernel([regs[r] for r in ins.args], known)
+            elif kind is AllocStorage:
                 # numpy's own allocation is 16-byte aligned: enough below a cache line
-                regs[ins.dst] = np.empty(ins.size, np.uint8) if ins.alignment <= 16 else \
-                    aligned_empty((ins.size,), "uint8")
-            elif kind is B.AllocTensor:
-                regs[ins.dst] = _view(regs[ins.storage], ins)
-            elif kind is B.LoadConst:
-                regs[ins.dst] = self.exe.constants[ins.index]
+                regs[ins.dst] = empty(ins.size, uint8) if ins.alignment <= 16 else \
+                    aligned_bytes(ins.size)
+            elif kind is AllocTensor:
+                # np.ndarray over the storage's buffer is 3x cheaper than slicing, view and
+                # reshape, and still refuses a tensor that would run past the storage
+                regs[ins.dst] = ndarray(ins.shape, ins.dtype, regs[ins.storage], ins.offset)
+            elif kind is LoadConst:
+                regs[ins.dst] = constants[ins.index]
             elif kind is B.LoadConsti:
                 regs[ins.dst] = ins.val
             elif kind is B.Move:
@@ -207,7 +222,7 @@ class VirtualMachine:
         kernel = self.exe.kernels[ins.kernel]
         args = [regs[r] for r in ins.args]
         t0 = time.perf_counter() if timer else 0.0
-        outs = kernel(args)
+        outs = kernel(args, self._known) if not kernel.dynamic else kernel(args)
         if timer:
             timer.kernel(kernel.name, time.perf_counter() - t0, outs or args[-1:])
         if outs is not None:
@@ -222,11 +237,6 @@ class VirtualMachine:
         if tag is None:
             return -2  # a constructor no code of this executable tests for: no clause matches
         return tag
-
-
-def _view(storage: np.ndarray, ins: B.AllocTensor) -> np.ndarray:
-    n = math.prod(ins.shape) * np.dtype(ins.dtype).itemsize
-    return storage[ins.offset:ins.offset + n].view(ins.dtype).reshape(ins.shape)
 
 
 def _scalar(v: Any) -> Any:
