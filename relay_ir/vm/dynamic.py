@@ -16,7 +16,11 @@ another), compiles for the concrete shapes instead, as relay_ir.build does; a wa
 so once per group.
 
 Symbolic kernels get the plain schedule (injective stages inlined, nothing tiled or
-vectorized): the templates and group schedules need constant extents.
+vectorized): the templates and group schedules need constant extents. So a group whose
+only `?` is a batch that its ops keep apart (relay_ir.vm.batch_split: a conv, a dense, a
+pool, elementwise ops) runs instead once per image with the kernel built for batch 1,
+templates and tuning records included: one kernel for every batch size still, at the
+specialised kernel's speed per image.
 
     >>> import relay_ir, relay_ir.vm
     >>> mod = relay_ir.parse("def @main(%x: Tensor[(?, 2), float32]) { exp(%x) }")
@@ -32,11 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from relay_ir.backend.executor import aligned_empty, kernel_fn
+from relay_ir.backend.executor import aligned, aligned_empty, kernel_fn
 from relay_ir.backend.lower_group import _evaluate, _flat, flatten_types, lower_group
 from relay_ir.expr import Function, Var
 from relay_ir.transform.rewrite import substitute
 from relay_ir.ty import TensorType, TupleType, Type
+from relay_ir.vm.batch_split import has_batch, per_image
 from relay_ir.vm.kernels import StaticKernel
 from tessel_errors import KernelArgumentError, RelayError, RelayRuntimeError, TesselError
 
@@ -56,8 +61,12 @@ class DynamicKernel:
         self.num_outputs = len(flatten_types(fn.body.checked_type))
         self.out_specs_by_shape: dict[Shapes, list[tuple[tuple[int, ...], str]]] = {}
         self.by_pattern: dict[tuple[Any, ...], Any] = {}  # pattern -> lowering.Kernel/None
-        self.by_shape: dict[Shapes, StaticKernel] = {}  # the concrete-shape fallback
+        # the concrete-shape kernels (the fallback, and the per-image batch-1 kernel), by
+        # shapes and constant params
+        self.by_shape: dict[tuple[Shapes, frozenset[int]], StaticKernel] = {}
+        self.packed: dict[tuple[int, Any], np.ndarray] = {}
         self.warned = False
+        self.per_image = per_image(fn)
 
     # shape functions and the gradual check
 
@@ -92,19 +101,53 @@ class DynamicKernel:
 
     # running
 
-    def __call__(self, args: list[Any]) -> list[np.ndarray]:
+    def __call__(self, args: list[Any], known: dict[int, int] | None = None
+                 ) -> list[np.ndarray]:
         ins = args[:len(args) - self.num_outputs]
         if not all(isinstance(a, np.ndarray) for a in ins) or len(ins) != len(self.in_types):
             raise KernelArgumentError(f"kernel '{self.name}' takes {len(self.in_types)} tensors")
         ins = [np.require(a, requirements="CA") for a in ins]
         shapes = tuple(tuple(a.shape) for a in ins)
         outs = [aligned_empty(s, d) for s, d in self.out_specs(shapes)]
+        if self.per_image and self._run_per_image(ins, shapes, outs, known):
+            return outs
         kernel = self.symbolic(shapes)
         if kernel is not None:
             kernel(*ins, *outs)
         else:
             self.concrete(shapes)(list(ins) + outs)
         return outs
+
+    def _run_per_image(self, ins: list[np.ndarray], shapes: Shapes, outs: list[np.ndarray],
+                       known: dict[int, int] | None) -> bool:
+        """Run the batch-1 kernel on every image; False (nothing run) when the batched
+        inputs disagree on the batch, which the symbolic path then reports. The
+        executable's constants (their ids in `known`) are the kernel's constant params,
+        packed once into the template's layout and kept."""
+        batched = [has_batch(t) for t in self.in_types]
+        sizes = {s[0] for s, b in zip(shapes, batched) if b}
+        if len(sizes) != 1:
+            return False
+        one = tuple((1, *s[1:]) if b else s for s, b in zip(shapes, batched))
+        flat = len(self.in_types) == len(self.fn.params)  # param k is input k
+        consts = frozenset(k for k, (a, b) in enumerate(zip(ins, batched))
+                           if flat and not b and known and id(a) in known)
+        kernel = self.concrete(one, consts)
+        packs = kernel.group.prepack if kernel.group is not None else {}
+        fixed = [self._packed(a, packs[k]) if k in packs else a for k, a in enumerate(ins)]
+        for i in range(sizes.pop()):
+            kernel([a[i:i + 1] if b else a for a, b in zip(fixed, batched)] +
+                   [o[i:i + 1] for o in outs], known)
+        return True
+
+    def _packed(self, const: np.ndarray, pack: Any) -> np.ndarray:
+        # keyed by the constant's id: the executable keeps its constants alive, so the id
+        # names one array for as long as this kernel exists
+        key = (id(const), pack)
+        hit = self.packed.get(key)
+        if hit is None:
+            hit = self.packed[key] = aligned(np.asarray(pack(const)))
+        return hit
 
     def pattern(self, shapes: Shapes) -> tuple[Any, ...]:
         """Per input dim: its constant, or the class of its value among the `?` dims."""
@@ -160,16 +203,19 @@ class DynamicKernel:
                 self.warned = True
             return None
 
-    def concrete(self, shapes: Shapes) -> StaticKernel:
-        """The group lowered for these concrete shapes, as relay_ir.build lowers it."""
-        hit = self.by_shape.get(shapes)
+    def concrete(self, shapes: Shapes, consts: frozenset[int] = frozenset()
+                 ) -> StaticKernel:
+        """The group lowered for these concrete shapes, as relay_ir.build lowers it;
+        `consts`: the params that are constants at the call (packed once, see
+        lower_group)."""
+        hit = self.by_shape.get((shapes, consts))
         if hit is None:
             spec_fn = self.specialise(shapes)
             with self.tuning_source.opened() as scope:
-                group = lower_group(spec_fn, self.target, frozenset(), scope)
+                group = lower_group(spec_fn, self.target, consts, scope)
             hit = StaticKernel.of_group(group, kernel_fn(group.kernel, group.in_specs +
                                                          group.out_specs))
-            self.by_shape[shapes] = hit
+            self.by_shape[(shapes, consts)] = hit
         return hit
 
 

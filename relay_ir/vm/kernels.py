@@ -110,7 +110,7 @@ class InterpretedGroup:
         self.fn, self.name = fn, f"{name} (interpreted)"
         self.num_outputs = len(flatten_types(fn.body.checked_type))
 
-    def __call__(self, args: list[Any]) -> list[Any]:
+    def __call__(self, args: list[Any], known: dict[int, int] | None = None) -> list[Any]:
         from relay_ir.interpreter import Closure, Interpreter
 
         it = iter(args[:len(args) - self.num_outputs])
@@ -149,7 +149,7 @@ class OpKernel:
         params = tuple(Var(f"a{i}") for i in range(len(self.call.args)))
         return Function(params, Call(self.call.op, params, self.call.attrs))
 
-    def __call__(self, args: list[Any]) -> list[Any]:
+    def __call__(self, args: list[Any], known: dict[int, int] | None = None) -> list[Any]:
         from relay_ir.interpreter import evaluate_op
 
         return [evaluate_op(self.call, list(args[:-1]))]

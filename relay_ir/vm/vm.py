@@ -128,7 +128,7 @@ class VirtualMachine:
             if kind is InvokePacked:
                 kernel = kernels[ins.kernel]
                 if timer or kernel.dynamic:
-                    self._invoke_packed(ins, regs, timer)
+                    self._invoke_packed(ins, regs, timer, known)
                 else:
                     kernel([regs[r] for r in ins.args], known)
             elif kind is AllocStorage:
@@ -218,11 +218,12 @@ class VirtualMachine:
                 raise RelayRuntimeError(f"the VM has no case for instruction {ins.opcode}")
             pc += 1
 
-    def _invoke_packed(self, ins: B.InvokePacked, regs: list[Any], timer: Any) -> None:
+    def _invoke_packed(self, ins: B.InvokePacked, regs: list[Any], timer: Any,
+                       known: dict[int, int]) -> None:
         kernel = self.exe.kernels[ins.kernel]
         args = [regs[r] for r in ins.args]
         t0 = time.perf_counter() if timer else 0.0
-        outs = kernel(args, self._known) if not kernel.dynamic else kernel(args)
+        outs = kernel(args, known)
         if timer:
             timer.kernel(kernel.name, time.perf_counter() - t0, outs or args[-1:])
         if outs is not None:

@@ -1,0 +1,58 @@
+"""relay_ir.vm.batch_split: which `?`-batch groups run once per image with the batch-1
+kernel, and that doing so gives the symbolic kernel's results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import relay_ir
+import relay_ir.vm as vm
+from relay_ir.transform.infer_type import InferType
+from relay_ir.vm.batch_split import per_image
+from tests.rng import seeded_rng
+
+
+def _main(text: str):
+    return InferType()(relay_ir.parse(text))["main"]
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("nn.softmax(%x, axis=1)", True),
+    ("nn.softmax(%x, axis=0)", False),
+    ("sum(%x, axis=[1])", True),
+    ("sum(%x, axis=[0])", False),
+    ("nn.relu(add(%x, %x))", True),
+    ("reshape(%x, newshape=[-1])", False),
+])
+def test_an_op_runs_per_image_only_when_it_keeps_images_apart(body, expected):
+    fn = _main(f"def @main(%x: Tensor[(?, 4), float32]) {{ {body} }}")
+    assert per_image(fn) is expected
+
+
+def test_a_group_with_a_question_mark_past_the_batch_is_not_split():
+    fn = _main("def @main(%x: Tensor[(2, ?), float32]) { exp(%x) }")
+    assert not per_image(fn)
+
+
+def test_a_question_mark_batch_cnn_on_the_vm_matches_build_at_several_batches():
+    text = """
+def @main(%x: Tensor[(B, 3, 8, 8), float32], %w: Tensor[(8, 3, 3, 3), float32],
+          %d: Tensor[(5, 8), float32]) {
+  let %a = nn.relu(nn.conv2d(%x, %w, padding=[1, 1], channels=8, kernel_size=[3, 3]));
+  nn.dense(mean(%a, axis=[2, 3]), %d)
+}
+"""
+    rng = seeded_rng()
+    params = {"w": rng.standard_normal((8, 3, 3, 3)).astype("float32"),
+              "d": rng.standard_normal((5, 8)).astype("float32")}
+    machine = vm.VirtualMachine(vm.compile(relay_ir.parse(text.replace("B", "?")),
+                                           params=params))
+    for batch in (1, 3, 0):
+        x = rng.standard_normal((batch, 3, 8, 8)).astype("float32")
+        lib = relay_ir.build(relay_ir.parse(text.replace("B", str(batch))), params=params) \
+            if batch else None
+        got = machine.run(x)
+        assert got.shape == (batch, 5)
+        if lib is not None:
+            np.testing.assert_allclose(got, lib.run(x=x), rtol=1e-5, atol=1e-5)
