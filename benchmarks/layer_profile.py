@@ -87,10 +87,10 @@ def gap_table(pairs: list[tuple[LayerTime | None, LayerTime | None]], top: int =
     """The `top` matched convs with the largest Tessel - ORT time, and the unmatched count."""
     both = [(t, o) for t, o in pairs if t is not None and o is not None]
     both.sort(key=lambda p: p[1].us - p[0].us)
-    lines = [f"{'tessel kernel':<44} {'ort node':<34} {'out':>8} {'weight':>8} "
+    lines = [f"{'tessel kernel':<44} {'ort node':<42} {'out':>8} {'weight':>8} "
              f"{'tessel us':>9} {'ort us':>8} {'gap us':>8} {'ratio':>6}"]
     for t, o in both[:top]:
-        lines.append(f"{t.name:<44} {o.name:<34} {t.out_elems:>8} {t.weight_elems:>8} "
+        lines.append(f"{t.name:<44} {o.name:<42} {t.out_elems:>8} {t.weight_elems:>8} "
                      f"{t.us:>9.1f} {o.us:>8.1f} {t.us - o.us:>8.1f} "
                      f"{t.us / max(o.us, 1e-9):>6.2f}")
     lost = len(pairs) - len(both)
