@@ -1,10 +1,15 @@
 """Batch-1 latency of ResNet-18, ResNet-50, MobileNetV2 and ResNeXt-26 (grouped convs)
-with Tessel's default schedules (relay_ir.build, no tuning; also with layout propagation
-off, "tessel NCHW") beside ONNX Runtime (and torch if installed): medians of repeats after
-warm-up, ratios printed, the load average before each model.
+with Tessel's default schedules (relay_ir.build; also with layout propagation off,
+"tessel NCHW"; with --db, "tessel tuned" built with that tuning database) beside ONNX
+Runtime and PyTorch eager and TorchScript frozen (benchmarks.onnx_torch ports, if torch
+is installed), all on Tessel's thread count. Outputs are checked against ONNX Runtime
+first; then --rounds interleaved rounds (each runs every system once per model), the
+median over rounds of each round's median, ratios to ONNX Runtime, and per model the
+convs with the largest gap to ONNX Runtime's profile (benchmarks.layer_profile).
 
     python -m benchmarks.models                      # all four at 224x224
-    python -m benchmarks.models --models resnet18 --repeat 5
+    python -m benchmarks.models --models resnet18 --db r18.db --repeat 5
+    python -m benchmarks.models --models resnet18 --image 32 --width 8 --repeat 1 --rounds 1
 
 ResNet-18 and MobileNetV2 are built with onnx.helper and random weights
 (tests/e2e/onnx_models.py); ResNet-50 is the onnx wheel's light_resnet50 graph with
@@ -27,17 +32,18 @@ from lowering.kernel import num_threads
 from relay_ir.frontend.onnx import from_onnx
 
 
-def _model(name: str) -> Any:
+def _model(name: str, args: Any) -> Any:
     import onnx
 
     from tests.e2e import onnx_models
 
+    size = {"image": args.image, **({"width": args.width} if args.width else {})}
     if name == "resnet18":
-        return onnx_models.resnet18()
+        return onnx_models.resnet18(**size)
     if name == "mobilenet_v2":
-        return onnx_models.mobilenet_v2()
+        return onnx_models.mobilenet_v2(**size)
     if name == "resnext26":  # the grouped-conv model: 32 groups in every 3x3 conv
-        return onnx_models.resnext26()
+        return onnx_models.resnext26(image=args.image)
     if name == "resnet50":
         path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data",
                             "light", "light_resnet50.onnx")
@@ -83,54 +89,104 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-30))
 
 
-def bench(name: str, repeat: int, pause: float) -> dict[str, float]:
-    """Seconds per inference of one model with Tessel, ONNX Runtime (and torch)."""
-    model = _model(name)
-    print(f"\n{name}: load average {os.getloadavg()[0]:.2f}")
-    t0 = time.perf_counter()
+def _runners(model: Any, lib: Any, nchw: Any, tuned: Any, feeds: dict[str, Any]
+             ) -> dict[str, Callable[[], Any]]:
+    """Each system's run of one model (torch ports via benchmarks.tuned_model)."""
+    from benchmarks.tuned_model import torch_runners  # it imports this module
+
+    sess = ort_session(model, num_threads())
+    runners: dict[str, Callable[[], Any]] = {
+        "onnxruntime": lambda: sess.run(None, feeds)[0],
+        "tessel": lambda: lib.run(**feeds),
+        "tessel NCHW": lambda: nchw.run(**feeds)}
+    if tuned is not None:
+        runners["tessel tuned"] = lambda: tuned.run(**feeds)
+    runners.update(torch_runners(model, next(iter(feeds.values())), num_threads()))
+    return runners
+
+
+def _ort_profile(model: Any, feeds: dict[str, Any], repeat: int, folder: str) -> str:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = num_threads()
+    opts.enable_profiling = True
+    opts.profile_file_prefix = os.path.join(folder, "ort")
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+    for _ in range(repeat + 1):
+        sess.run(None, feeds)
+    return sess.end_profiling()
+
+
+def prepare(name: str, db: str | None, tolerance: float, args: Any) -> dict[str, Any]:
+    """Build one model (untuned, NCHW, tuned with `db`) and check every system's output
+    against ORT's; returns its runners, the untuned library and the feeds."""
+    model = _model(name, args)
     mod, params = from_onnx(model)
+    t0 = time.perf_counter()
     lib = relay_ir.build(mod, params=params)
-    print(f"  tessel build: {time.perf_counter() - t0:.1f} s, {len(lib.plan.steps)} kernel "
-          f"calls, {lib.kernels_compiled} kernels compiled, memory plan peak "
-          f"{lib.memory_plan.peak_bytes / 2**20:.1f} MiB of "
-          f"{lib.memory_plan.total_bytes / 2**20:.1f} MiB intermediates")
-    rng = np.random.default_rng(0)
-    feeds = {n: rng.standard_normal(s).astype(dt) for n, s, dt in lib.input_specs}
+    print(f"\n{name}: tessel build {time.perf_counter() - t0:.1f} s, {len(lib.plan.steps)} "
+          f"kernel calls, memory plan peak {lib.memory_plan.peak_bytes / 2**20:.1f} MiB")
     with relay_ir.transform.PassContext(disabled_pass=["AlterOpLayout"]):
         nchw = relay_ir.build(mod, params=params)
-    print(f"  layout changes: {len(lib.layout_changes)} (NCHW between convs: "
-          f"{len(nchw.layout_changes)})")
-    out: dict[str, float] = {}
-    out["tessel"] = median_seconds(lambda: lib.run(**feeds), repeat)
-    out["tessel NCHW"] = median_seconds(lambda: nchw.run(**feeds), repeat)
-    time.sleep(pause)  # let the other runtime's idle workers settle (FACTS.md)
-    sess = ort_session(model, num_threads())
-    out["onnxruntime"] = median_seconds(lambda: sess.run(None, feeds), repeat)
-    want = sess.run(None, feeds)[0]
-    got = lib.run(**feeds)
-    err = relative_error(got, want)
-    print(f"  relative error vs onnxruntime: {err:.2e}")
-    try:
-        import torch  # noqa: F401
-        print("  torch is installed but this benchmark has no torch port of the models yet")
-    except ImportError:
-        print("  torch: not installed")
-    for k, v in out.items():
-        ratio = v / out["onnxruntime"]
-        print(f"  {k:<12} {v * 1e3:8.2f} ms   {ratio:5.2f}x onnxruntime")
-    return out
+    tuned = relay_ir.build(mod, params=params, tuning_db=db) if db else None
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.standard_normal(s).astype(dt) for n, s, dt in lib.input_specs}
+    runners = _runners(model, lib, nchw, tuned, feeds)
+    want = runners["onnxruntime"]()
+    for k, fn in runners.items():
+        err = relative_error(np.asarray(fn()), want)
+        print(f"  {k:<15} relative error vs onnxruntime {err:.1e}")
+        if not err <= tolerance:
+            raise SystemExit(f"{name}: {k} differs from onnxruntime by {err:.1e}")
+    return {"model": model, "runners": runners, "lib": lib, "feeds": feeds}
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
-    """Run the benchmark and print figures; returns seconds per model and runtime."""
+    """Run the benchmark and print figures; returns seconds per model and system.
+
+        >>> main(["--models", "resnet18", "--image", "32", "--width", "8",
+        ...       "--repeat", "1", "--rounds", "1"])  # doctest: +SKIP
+    """
+    import tempfile
+
+    from benchmarks.layer_profile import gap_table, match, ort_convs, tessel_convs
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+",
                     default=["resnet18", "resnet50", "mobilenet_v2", "resnext26"])
+    ap.add_argument("--db", default=None, help="tuning database: adds 'tessel tuned'")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--pause", type=float, default=0.3)
+    ap.add_argument("--top", type=int, default=10, help="rows of the per-conv gap table")
+    ap.add_argument("--image", type=int, default=224, help="input side (not resnet50)")
+    ap.add_argument("--width", type=int, default=None, help="first-stage channels")
+    ap.add_argument("--tolerance", type=float, default=1e-3)
     args = ap.parse_args(argv)
-    print(f"batch 1, 224x224, threads {num_threads()}")
-    return {m: bench(m, args.repeat, args.pause) for m in args.models}
+    print(f"batch 1, {args.image}x{args.image}, threads {num_threads()}")
+    models = {m: prepare(m, args.db, args.tolerance, args) for m in args.models}
+    per_round: dict[str, dict[str, list[float]]] = {m: {} for m in models}
+    for r in range(args.rounds):  # interleaved: every system once per model per round
+        print(f"round {r + 1}: load average {os.getloadavg()[0]:.2f}", flush=True)
+        for m, got in models.items():
+            for k, fn in got["runners"].items():
+                time.sleep(args.pause)  # let the previous runtime's workers go idle
+                per_round[m].setdefault(k, []).append(median_seconds(fn, args.repeat))
+    out = {}
+    for m, got in models.items():
+        secs = {k: statistics.median(v) for k, v in per_round[m].items()}
+        out[m] = secs
+        print(f"\n{m}: median over {args.rounds} rounds of medians of {args.repeat}")
+        for k, v in secs.items():
+            print(f"  {k:<15} {v * 1e3:9.2f} ms   {v / secs['onnxruntime']:5.2f}x onnxruntime")
+        with tempfile.TemporaryDirectory() as tmp:
+            theirs = ort_convs(_ort_profile(got["model"], got["feeds"], args.repeat, tmp))
+        ours = tessel_convs(got["lib"], got["feeds"], args.repeat)
+        print(gap_table(match(ours, theirs), args.top))
+    return out
 
 
 if __name__ == "__main__":

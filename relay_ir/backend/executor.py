@@ -25,6 +25,7 @@ import numpy as np
 
 from lowering.kernel import array_address
 from relay_ir.backend.memory_plan import (
+    PAGE,
     MemoryPlan,
     check_fits_in_memory,
     format_bytes,
@@ -219,13 +220,15 @@ class GraphPlan:
         threads running one model at once never share a buffer."""
         views = getattr(self._local, "views", None)
         if views is None:
-            blocks = [aligned_empty((n // 4 + 1,), np.float32)
-                      for n in self.memory_plan.block_bytes]
+            # one page-aligned arena: the planned offsets fix each buffer's page offset
+            plan = self.memory_plan
+            raw = np.empty(plan.arena_bytes + PAGE, np.uint8)
+            arena = raw[-raw.ctypes.data % PAGE:]
             views = {}
-            for v, b in zip(self._temps, self.memory_plan.storage_of):
+            for v, b in zip(self._temps, plan.storage_of):
                 val = self.values[v]
-                raw = blocks[b].view(np.uint8)[:_nbytes(val)]
-                views[v] = raw.view(val.dtype).reshape(val.shape)
+                off = plan.block_offsets[b]
+                views[v] = arena[off:off + _nbytes(val)].view(val.dtype).reshape(val.shape)
             self._local.views = views
         return views
 

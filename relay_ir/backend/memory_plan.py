@@ -10,10 +10,30 @@ Greedy best fit in program order: a value takes the smallest free storage block 
 holds it (or grows the largest free one, or opens a new block); blocks are released after
 the value's last reader has run, so a kernel never writes into storage that one of its
 inputs still occupies.
+
+All blocks live in one arena (one allocation per calling thread, page-aligned): block b
+starts at `plan.block_offsets[b]`. Buffers that start at the same address modulo 4 KiB
+alias in the L1 cache sets and in the load/store unit's 4 KiB address check (a load
+waits for an unrelated store to the same page offset), so a kernel reading one planned
+buffer while writing another at the same page offset runs slower, and separately
+allocated blocks land on such offsets by chance (large mallocs all start 16 bytes past a
+page): the same model built twice ran 20-30% apart. The planner skews each block's start
+by a different number of cache lines (SKEW_LINES apart), so up to 64 blocks start at
+distinct page offsets; TESSEL_PLAN_SKEW=0 (or skew=False) lays blocks on page boundaries
+instead, to measure what the skew does.
+
+    >>> plan = plan_memory([(0, 1, 8192), (1, 2, 8192), (2, 3, 8192)])
+    >>> [off % PAGE for off in plan.block_offsets]
+    [0, 576]
+    >>> print(plan.table())  # doctest: +NORMALIZE_WHITESPACE
+    block   offset   offset % 4096   bytes   values
+    0            0               0    8192   0 2
+    1         8768             576    8192   1
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -21,6 +41,8 @@ from tessel_errors import ResourceError
 from tessel_target import host_memory_bytes
 
 ALIGN = 64  # bytes: vector loads of every buffer start on a cache line
+PAGE = 4096  # bytes: addresses equal modulo PAGE alias (cache sets, 4 KiB store check)
+SKEW_LINES = 9  # cache lines between block starts: odd, so 64 blocks reach 64 offsets
 
 
 @dataclass
@@ -30,11 +52,34 @@ class MemoryPlan:
     storage_of: list[int]
     block_bytes: list[int]
     value_bytes: list[int] = field(default_factory=list)
+    block_offsets: list[int] = field(default_factory=list)
 
     @property
     def peak_bytes(self) -> int:
-        """Bytes of all storage blocks together (what the executor allocates)."""
+        """Bytes of all storage blocks together (the arena holds them plus skew padding)."""
         return sum(self.block_bytes)
+
+    @property
+    def arena_bytes(self) -> int:
+        """Bytes of the arena the executor allocates: the end of the last block."""
+        return max((o + n for o, n in zip(self.block_offsets, self.block_bytes)), default=0)
+
+    @property
+    def offsets(self) -> list[int]:
+        """Each value's byte offset in the arena (that of its block)."""
+        return [self.block_offsets[b] for b in self.storage_of]
+
+    def table(self) -> str:
+        """Blocks with offset, offset modulo the page, bytes and the values they hold:
+        `print(lib.memory_plan.table())` shows whether buffers share a page offset."""
+        held: dict[int, list[str]] = {}
+        for v, b in enumerate(self.storage_of):
+            held.setdefault(b, []).append(str(v))
+        lines = ["block   offset   offset % 4096   bytes   values"]
+        for b, (off, n) in enumerate(zip(self.block_offsets, self.block_bytes)):
+            lines.append(f"{b:<5} {off:>8} {off % PAGE:>15} {n:>7}   "
+                         f"{' '.join(held.get(b, []))}")
+        return "\n".join(lines)
 
     @property
     def total_bytes(self) -> int:
@@ -50,8 +95,31 @@ def _aligned(n: int) -> int:
     return max(ALIGN, -(-n // ALIGN) * ALIGN)
 
 
-def plan_memory(values: Sequence[tuple[int, int, int]]) -> MemoryPlan:
-    """Plan storage for values given as (defining step, last reading step, bytes).
+def block_offsets(block_bytes: Sequence[int], skew: bool | None = None) -> list[int]:
+    """Arena offsets of blocks laid out in order: block b starts at the first offset past
+    block b-1 that is (b * SKEW_LINES) % 64 cache lines past a page boundary (skew), or at
+    the next page boundary (skew=False). skew=None reads TESSEL_PLAN_SKEW (default on).
+
+        >>> block_offsets([100, 100, 100])
+        [0, 576, 1152]
+        >>> block_offsets([100, 100], skew=False)
+        [0, 4096]
+    """
+    if skew is None:
+        skew = os.environ.get("TESSEL_PLAN_SKEW", "1") != "0"
+    offsets, end = [], 0
+    for b, n in enumerate(block_bytes):
+        want = (b * SKEW_LINES * ALIGN) % PAGE if skew else 0
+        off = end + (want - end) % PAGE
+        offsets.append(off)
+        end = off + n
+    return offsets
+
+
+def plan_memory(values: Sequence[tuple[int, int, int]], skew: bool | None = None
+                ) -> MemoryPlan:
+    """Plan storage for values given as (defining step, last reading step, bytes); the
+    blocks' arena offsets as block_offsets(skew) lays them out.
 
     `plan_memory([(0, 1, 512), (1, 2, 512)]).peak_bytes == 1024`
     """
@@ -80,7 +148,8 @@ def plan_memory(values: Sequence[tuple[int, int, int]]) -> MemoryPlan:
         free.discard(b)
         storage_of[v] = b
         busy.append((max(end, start), b))
-    return MemoryPlan(storage_of, blocks, [_aligned(int(v[2])) for v in values])
+    return MemoryPlan(storage_of, blocks, [_aligned(int(v[2])) for v in values],
+                      block_offsets(blocks, skew))
 
 
 def format_bytes(n: int) -> str:

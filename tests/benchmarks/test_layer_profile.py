@@ -1,0 +1,46 @@
+"""benchmarks.layer_profile on a tiny ResNet-18: every conv of ORT's profile is matched to
+one of Tessel's, keyed by output and weight size; no timing checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
+
+import relay_ir  # noqa: E402
+from benchmarks.layer_profile import gap_table, match, ort_convs, tessel_convs  # noqa: E402
+from relay_ir.frontend.onnx import from_onnx  # noqa: E402
+from tests.e2e.onnx_models import resnet18  # noqa: E402
+from tests.rng import seeded_rng  # noqa: E402
+
+
+def test_every_conv_of_a_tiny_resnet18_is_matched(tmp_path: Path) -> None:
+    model = resnet18(image=32, width=16, classes=10)  # 16 channels: no block padding
+    x = seeded_rng().standard_normal((1, 3, 32, 32)).astype(np.float32)
+    opts = ort.SessionOptions()
+    opts.enable_profiling = True
+    opts.profile_file_prefix = str(tmp_path / "ort")
+    sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+    for _ in range(2):
+        sess.run(None, {"input": x})
+    theirs = ort_convs(sess.end_profiling())
+    mod, params = from_onnx(model)
+    ours = tessel_convs(relay_ir.build(mod, params=params), {"input": x}, repeat=1)
+    n_convs = sum(n.op_type == "Conv" for n in model.graph.node)
+    assert len(theirs) == len(ours) == n_convs == 20
+    pairs = match(ours, theirs)
+    assert all(t is not None and o is not None for t, o in pairs)
+    assert all((t.out_elems, t.weight_elems) == (o.out_elems, o.weight_elems)
+               for t, o in pairs)
+    assert gap_table(pairs, top=3).splitlines()[-1] == "20 convs matched, 0 unmatched"
+
+
+def test_a_conv_without_partner_is_reported_unmatched() -> None:
+    from benchmarks.layer_profile import LayerTime
+
+    pairs = match([LayerTime("a", 8, 9, 1.0)], [LayerTime("b", 8, 18, 1.0)])
+    assert pairs == [(LayerTime("a", 8, 9, 1.0), None), (None, LayerTime("b", 8, 18, 1.0))]
