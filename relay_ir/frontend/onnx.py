@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 
 from relay_ir.builder import const, var
-from relay_ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
+from relay_ir.expr import Call, Constant, Expr, Function, Let, Tuple, TupleGetItem, Var
 from relay_ir.frontend import (  # noqa: F401  (importing registers the converters)
+    onnx_control_flow,
     onnx_misc_ops,
     onnx_nn_ops,
     onnx_tensor_ops,
@@ -117,7 +118,7 @@ def _default_opset(model: Any) -> int:
 def _check_supported(graph: Any) -> None:
     """One error listing every unsupported op type and its first node, before converting."""
     first: dict[str, tuple[str, int]] = {}
-    for i, n in enumerate(graph.node):
+    for i, n in _all_nodes(graph):
         key = n.op_type if n.domain in _DEFAULT_DOMAINS else f"{n.domain}::{n.op_type}"
         if (n.domain not in _DEFAULT_DOMAINS or n.op_type not in CONVERTERS) and key not in first:
             first[key] = (n.name, i)
@@ -132,23 +133,52 @@ def _check_supported(graph: Any) -> None:
     )
 
 
+def _all_nodes(graph: Any) -> Any:
+    """(index in its own graph, node) of every node, those of subgraphs (If branches, Loop
+    and Scan bodies) included, depth first."""
+    from onnx import AttributeProto
+
+    for i, n in enumerate(graph.node):
+        yield i, n
+        for a in n.attribute:
+            if a.type == AttributeProto.GRAPH:
+                yield from _all_nodes(a.g)
+
+
 class _GraphConverter:
-    """Walks the (topologically sorted) graph once; see the module docstring."""
+    """Walks the (topologically sorted) graph once; see the module docstring.
+
+    A subgraph (an If branch, a Loop or Scan body) is walked by a child converter
+    (`subgraph`): its inputs are given as relay Vars, and a name it does not define is
+    looked up in the enclosing converters (an outer-scope value), let-bound once outside
+    the control flow (`wrap`) so it is computed once, not per iteration."""
 
     def __init__(self, graph: Any, opset: int, shape: dict[str, Any],
-                 dtype: str | Mapping[str, str]) -> None:
+                 dtype: str | Mapping[str, str], parent: _GraphConverter | None = None,
+                 inputs: Sequence[tuple[str, Var]] = ()) -> None:
         self.graph = graph
         self.opset = opset
+        self.parent = parent
         self.exprs: dict[str, Expr] = {}
-        self.statics: dict[str, np.ndarray] = {}
-        self.from_initializer: set[str] = set()
+        self.statics: dict[str, np.ndarray] = dict(parent.statics) if parent else {}
+        self.from_initializer: set[str] = set(parent.from_initializer) if parent else set()
         self.init_order: dict[str, int] = {}
         self.params: dict[str, np.ndarray] = {}
         self.param_vars: dict[str, Var] = {}
         self.types: dict[Expr, Type] = {}
+        self.captures: list[tuple[Var, Expr]] = []
         self.folding = False
         self.used: set[str] | None = None
-        self.statics.update(read_initializers(graph))
+        own = read_initializers(graph)
+        self.statics.update(own)
+        if parent is not None:  # a subgraph's own initializers are constants of its body
+            self.from_initializer -= set(own)
+            for name, v in inputs:
+                self.statics.pop(name, None)  # an input shadows an outer value
+                self.exprs[name] = v
+                self.types[v] = v.type_annotation
+            self.inputs = [v for _, v in inputs]
+            return
         for k, init in enumerate(graph.initializer):
             self.from_initializer.add(init.name)
             self.init_order[init.name] = k
@@ -196,13 +226,7 @@ class _GraphConverter:
     # --- the walk ------------------------------------------------------------------------
 
     def convert(self) -> tuple[IRModule, dict[str, np.ndarray]]:
-        known = set(self.exprs) | set(self.statics)
-        for i in topological_order(self.graph, known):
-            proto = self.graph.node[i]
-            check_node(proto, i, self.opset)
-            node = OnnxNode.from_proto(proto, i, self.opset)
-            self._convert_node(node)
-        outs = [self.expr(o.name, None) for o in self.graph.output]
+        outs = self.convert_outputs()
         if not outs:
             raise OnnxImportError("the graph has no outputs")
         body = outs[0] if len(outs) == 1 else Tuple(tuple(outs))
@@ -211,14 +235,48 @@ class _GraphConverter:
         mod = IRModule.from_expr(Function(params, body))
         return mod, {n: self.params[n] for n in order}
 
+    def convert_outputs(self) -> list[Expr]:
+        """Convert every node; the relay expressions of the graph's outputs, in order."""
+        known = set(self.exprs) | set(self.statics)
+        for i in topological_order(self.graph, known):
+            proto = self.graph.node[i]
+            check_node(proto, i, self.opset)
+            node = OnnxNode.from_proto(proto, i, self.opset)
+            self._convert_node(node)
+        return [self.expr(o.name, None) for o in self.graph.output]
+
+    def subgraph(self, graph: Any, inputs: Sequence[tuple[str, Var]]) -> _GraphConverter:
+        """A converter for `graph` nested in this one: `inputs` bind its graph inputs by
+        name; other names it reads resolve here (and further out)."""
+        return _GraphConverter(graph, self.opset, {}, "float32", self, inputs)
+
+    def wrap(self, body: Expr) -> Expr:
+        """`body` inside lets of the outer values this subgraph captured."""
+        for v, e in reversed(self.captures):
+            body = Let(v, e, body)
+        return body
+
+    def _capture(self, name: str, node: OnnxNode | None) -> Expr:
+        assert self.parent is not None
+        e = self.parent.expr(name, node)
+        if not isinstance(e, (Var, Constant)):
+            v = var(f"outer_{name}", self.parent.type_of(e))
+            self.captures.append((v, e))
+            e = v
+        self.types[e] = self.parent.type_of(e)
+        self.exprs[name] = e
+        return e
+
     def _convert_node(self, node: OnnxNode) -> None:
         fn = CONVERTERS[node.op_type]
         present = [n for n in node.inputs if n]
         for n in present:
-            if n not in self.exprs and n not in self.statics:
+            if n not in self.exprs and n not in self.statics and not self._outer(n):
                 raise node.error(f"input {n!r} is not produced by any node, initializer "
                                  f"or graph input")
-        fold = bool(present) and all(self._foldable(n) for n in present)
+        # a node with subgraphs reads outer values its inputs do not list: never folded
+        fold = (bool(present) and all(self._foldable(n) for n in present)
+                and not node.has_subgraphs())
         self.folding = fold
         try:
             result = fn(self, node)
@@ -275,8 +333,12 @@ class _GraphConverter:
     def _is_used(self, name: str) -> bool:
         if self.used is None:
             self.used = {o.name for o in self.graph.output}
-            self.used.update(i for n in self.graph.node for i in n.input)
+            self.used.update(i for _, n in _all_nodes(self.graph) for i in n.input)
         return name in self.used
+
+    def _outer(self, name: str) -> bool:
+        p = self.parent
+        return p is not None and (name in p.exprs or name in p.statics or p._outer(name))
 
     # --- the interface converters use ----------------------------------------------------
 
@@ -285,6 +347,8 @@ class _GraphConverter:
         if name in self.exprs:
             return self.exprs[name]
         if name not in self.statics:
+            if self._outer(name):
+                return self._capture(name, node)
             where = node.where() if node else "graph output"
             raise OnnxImportError(f"{where}: value {name!r} is not defined")
         value = self.statics[name]
@@ -292,6 +356,8 @@ class _GraphConverter:
             e: Expr = const(value)
             self.types[e] = TensorType(value.shape, value.dtype.name)
             return e
+        if self.parent is not None:  # an outer weight: a parameter of @main
+            return self._capture(name, node)
         v = var(name, TensorType(tuple(int(d) for d in value.shape), value.dtype.name))
         self.types[v] = v.type_annotation
         self.param_vars[name] = v

@@ -111,6 +111,12 @@ class OnnxNode:
         label = f'"{self.name}"' if self.name else "<unnamed>"
         return f"node {label} ({self.op_type}, index {self.index})"
 
+    def has_subgraphs(self) -> bool:
+        """Whether an attribute holds a graph (If branches, a Loop or Scan body)."""
+        from onnx import GraphProto
+
+        return any(isinstance(v, GraphProto) for v in self.attrs.values())
+
     def attr(self, name: str, default: Any = None) -> Any:
         """An attribute's value, or `default` when the node does not set it."""
         return self.attrs.get(name, default)

@@ -138,3 +138,43 @@ def check_op_arguments(op: Any, values: Sequence[Any], attrs: Any) -> None:
         raise RelayRuntimeError(
             f"{op.name}: {where}{e.message} (at run time, with arguments {shown})"
         ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class RelaxShapeAttrs:
+    """Attributes of runtime.relax_shape: the dims typed `?` from here on."""
+
+    axes: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        freeze_fields(self, "axes")
+
+
+def _relax_shape_rel(types: list[Type], attrs: RelaxShapeAttrs) -> Type:
+    t = tensor_arg(types, 0)
+    if any(not 0 <= a < t.ndim for a in attrs.axes):
+        raise RelationError(f"relax_shape axes {list(attrs.axes)} are out of range for rank "
+                            f"{t.ndim}", arg=0, got=t)
+    return TensorType(tuple(ANY if i in attrs.axes else d for i, d in enumerate(t.shape)),
+                      t.dtype)
+
+
+relax_shape_op = register_op("runtime.relax_shape", RelaxShapeAttrs, 1,
+                             "the value unchanged, typed with some dims `?`")
+ARG_NAMES[relax_shape_op] = ("data",)
+TYPE_RELATIONS[relax_shape_op] = _relax_shape_rel
+REFERENCES[relax_shape_op] = lambda x, attrs: np.asarray(x)
+PATTERNS[relax_shape_op] = OpPattern.OPAQUE
+
+
+def relax_shape(data: Expr, axes: Sequence[int]) -> Call:
+    """`data` typed with dims `axes` as `?` (the gradual upcast): the start of a value whose
+    extent changes from one recursive call to the next, such as an ONNX Loop's scan output
+    growing by one row an iteration. Type inference never binds those dims to the value's
+    own extents, and FoldConstant leaves the call in place.
+
+        >>> from relay_ir.builder import const
+        >>> relax_shape(const(np.zeros((0, 3), "float32")), [0]).attrs.axes
+        (0,)
+    """
+    return make_call(relax_shape_op, [data], axes=tuple(int(a) for a in axes))

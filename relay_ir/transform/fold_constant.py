@@ -31,6 +31,8 @@ from relay_ir.ty import TensorType
 from tessel_errors import TesselError
 
 DEFAULT_MAX_ELEMENTS = 1 << 20
+# folding would drop what the call is for: its result type (the `?` dims it introduces)
+KEPT_OPS = {"runtime.relax_shape"}
 
 
 def _as_expr(value: object) -> Expr | None:
@@ -86,7 +88,7 @@ def fold_constant(expr: Expr, max_elements: int = DEFAULT_MAX_ELEMENTS) -> Expr:
             return new.tuple_value.fields[new.index]
         if isinstance(new, If) and isinstance(new.cond, Constant) and new.cond.data.size == 1:
             return new.true_branch if bool(new.cond.data.reshape(())) else new.false_branch
-        if isinstance(new, Call) and isinstance(new.op, Op):
+        if isinstance(new, Call) and isinstance(new.op, Op) and new.op.name not in KEPT_OPS:
             if all(_is_const(a) for a in new.args) and not _too_big(old, max_elements):
                 return _fold_call(new, max_elements)
         return new

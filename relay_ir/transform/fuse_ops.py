@@ -42,7 +42,7 @@ DEFAULT_MAX_DEPTH = 256
 # Ops that compute nothing a kernel would: they stay plain calls, outside every group (as
 # Relay's TNonComputational ops). A run-time shape check inside a Primitive function would
 # make the function's parameter look refined and the caller grow a second check.
-NON_COMPUTATIONAL = {"runtime.check_shape"}
+NON_COMPUTATIONAL = {"runtime.check_shape", "runtime.relax_shape"}
 
 
 # --- 1. the indexed forward graph --------------------------------------------------------

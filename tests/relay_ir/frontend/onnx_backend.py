@@ -11,9 +11,9 @@ frozen as initializers, as a serving system specialises on those values.
     outputs = rep.run([x])          # a list of numpy arrays, one per graph output
 
 TesselCompiledBackend runs the same import through relay_ir.build (target "llvm") and the
-compiled model, so the suite checks the generated kernels. Only where build rejects the program
-as not dataflow (control flow, ADTs, ...) does it fall back to the interpreter; the reason is
-kept in TesselCompiledBackend.fallbacks[model graph name], so a test can count it as skipped.
+compiled model, so the suite checks the generated kernels. Where build rejects the program
+as not dataflow (If, Loop, Scan), it is compiled with relay_ir.vm.compile and run by the VM;
+the reason is kept in TesselCompiledBackend.vm_runs[model graph name].
 
     rep = TesselCompiledBackend.prepare(model)
     outputs = rep.run([x])          # compiled kernels
@@ -31,6 +31,7 @@ from onnx import numpy_helper
 from onnx.backend.base import Backend, BackendRep
 
 import relay_ir
+import relay_ir.vm
 from relay_ir.frontend import NonStaticInput, UnsupportedOnnxOps, from_onnx
 from tessel_errors import RelayError
 
@@ -128,7 +129,8 @@ class TesselCompiledRep(TesselRep):
         self.compiled: dict[int, Any] = {}  # id(mod) -> CompiledModel (kept with its module)
 
     def execute(self, mod: Any, params: dict[str, np.ndarray], feeds: dict[str, Any]) -> Any:
-        """The compiled model's outputs; the interpreter's where build rejects the program."""
+        """The compiled model's outputs; where build rejects the program as not dataflow
+        (If, Loop, Scan), relay_ir.vm.compile's, run by the VM."""
         key = id(mod)
         if key not in self.compiled:
             try:
@@ -136,17 +138,15 @@ class TesselCompiledRep(TesselRep):
             except RelayError as e:
                 if _NOT_DATAFLOW not in str(e):
                     raise
-                TesselCompiledBackend.fallbacks[self.model.graph.name] = str(e)
-                self.compiled[key] = (mod, None)
-        lib = self.compiled[key][1]
-        if lib is None:
-            return super().execute(mod, params, feeds)
-        return lib.run(**feeds)
+                TesselCompiledBackend.vm_runs[self.model.graph.name] = str(e)
+                exe = relay_ir.vm.compile(mod, target="llvm", params=params)
+                self.compiled[key] = (mod, relay_ir.vm.VirtualMachine(exe))
+        return self.compiled[key][1].run(**feeds)  # a CompiledModel or a VirtualMachine
 
 
 class TesselCompiledBackend(TesselBackend):
     """ONNX import, relay_ir.build(target="llvm"), then the compiled model, as a backend."""
 
     rep_class = TesselCompiledRep
-    # model graph name -> why build rejected it (the interpreter ran it instead)
-    fallbacks: dict[str, str] = {}
+    # model graph name -> why build rejected it (the VM ran it instead)
+    vm_runs: dict[str, str] = {}
