@@ -9,6 +9,7 @@ import tensor_expr as te
 from lowering.accel import Env
 from lowering.accel.isa import Alu, AluOp, Gemm, Load, MemType, Store, Uop
 from schedule import create_schedule
+from tensor_expr.intrin import shift_right
 from tessel_errors import ScheduleError
 from tests.rng import seeded_rng
 
@@ -247,3 +248,19 @@ def test_kinds_of_instructions_in_a_stream_are_the_isa_s():
     f = lowering.build(s, list(args), target="accel")
     assert all(isinstance(i, (Load, Store, Gemm, Alu)) for i in f.instructions[:-1])
     assert any(isinstance(i, Alu) and i.op is AluOp.MAX for i in f.instructions)
+
+
+@pytest.mark.parametrize("threads", [1, 2], ids=["one-thread", "two-cthreads"])
+def test_the_alu_tail_shifts_applies_relu_and_clips_in_place(threads):
+    env = Env()
+    tail = (lambda x: shift_right(x, 7), lambda x: te.max(x, 0),
+            lambda x: te.min(te.max(x, -128), 127))
+    s, args = blocked(env, 2, 4, 4, 1, 2, 2, threads=threads, tail=tail)
+    f = lowering.build(s, list(args), target="accel")
+    a, w, c = operands(*args)
+    f(a, w, c)
+    want = np.clip(np.maximum(np.right_shift(reference(a, w), 7), 0), -128, 127)
+    np.testing.assert_array_equal(c, want.astype(np.int8))
+    alus = [i.op for i in f.instructions if isinstance(i, Alu)]
+    # per output tile (virtual threads interleave their tiles' instructions)
+    assert sorted(alus) == sorted([AluOp.SHR, AluOp.MAX, AluOp.MAX, AluOp.MIN] * 4)
