@@ -40,6 +40,10 @@ def build(sch_or_func: Any, args: Any = None, target: Any = "llvm", name: str = 
     `f = build(s, [A, B, C], target="llvm"); f(a, b, c)`
     """
     t = Target.parse(target)
+    if t.kind == "accel":
+        from lowering.accel.build import build as accel_build
+
+        return accel_build(sch_or_func, args, t, name)
     if isinstance(sch_or_func, lir.PrimFunc):
         func = sch_or_func
     else:
@@ -57,8 +61,8 @@ def build(sch_or_func: Any, args: Any = None, target: Any = "llvm", name: str = 
         return cuda.build(func, t)
     if t.kind != "llvm":
         raise CodegenError(
-            f"build() compiles for the CPU ('llvm') and NVIDIA GPUs ('cuda'); target '{t}' "
-            f"has its own backend (lowering.{t.kind})")
+            f"build() compiles for the CPU ('llvm'), NVIDIA GPUs ('cuda') and the "
+            f"accelerator ('accel'), not '{t}'")
     return _compile(func, t)
 
 

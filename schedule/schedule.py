@@ -336,9 +336,12 @@ def _topo_order(outputs: Sequence[Operation]) -> list[Operation]:
 
 
 def _check_scope(st: Stage, prim: str, scope: Any) -> None:
-    if scope not in ("global", "local", "shared"):
+    # "local.<tag>" names a backend's own on-chip memory (the accelerator's
+    # env.inp_scope = "local.inp_buffer"), as TVM tags scopes
+    if scope not in ("global", "local", "shared") and not (
+            isinstance(scope, str) and scope.startswith("local.") and len(scope) > 6):
         raise st._err(prim, f"unknown storage scope {scope!r}",
-                      legal="scopes are: global, local, shared")
+                      legal="scopes are: global, local, shared, local.<tag>")
 
 
 def _copy_iv(iv: IterVar) -> IterVar:

@@ -368,9 +368,9 @@ class Stage:
     # convenience for cache_read / cache_write on the stage's schedule
     def set_scope(self, scope: str) -> None:
         """Set the storage scope of this stage's buffer ("global", "local", "shared")."""
-        if scope not in ("global", "local", "shared"):
-            raise self._err("set_scope", f"unknown storage scope {scope!r}",
-                            legal="scopes are: global, local, shared")
+        from schedule.schedule import _check_scope
+
+        _check_scope(self, "set_scope", scope)
         self._record("set_scope", scope=scope)
         self.scope = scope
 

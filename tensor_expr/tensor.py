@@ -265,9 +265,10 @@ def reduce_axis(dom: Any, name: str = "rv") -> IterVar:
 
 
 def thread_axis(tag: str, name: str | None = None) -> IterVar:
-    """A GPU thread or block index to bind a loop to: `te.thread_axis("threadIdx.x")`."""
+    """A GPU thread or block index to bind a loop to: `te.thread_axis("threadIdx.x")`;
+    "cthread" is the accelerator's virtual thread (VTA's name)."""
     legal = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
-             "threadIdx.z", "vthread")
+             "threadIdx.z", "vthread", "cthread")
     if tag not in legal:
         raise TensorExprError(f"unknown thread tag {tag!r}; expected one of {', '.join(legal)}")
     return IterVar(None, Var(name or tag), IterType.THREAD, tag)
