@@ -1,0 +1,114 @@
+"""Every distinct conv of ResNet-18 (batch 1) on its own: Tessel (default schedules and,
+with --db, tuned) against ONNX Runtime on the same single-conv model in the same run,
+GFLOP/s each and the ratio, medians after warm-up. Outputs are checked against ORT first.
+
+    python -m benchmarks.conv_layers                       # 224x224, untuned
+    python -m benchmarks.conv_layers --db r18.db           # also tuned
+    python -m benchmarks.conv_layers --image 32 --width 8 --repeat 1   # tiny
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper, shape_inference
+
+import relay_ir
+from benchmarks.models import median_seconds, ort_session, relative_error
+from lowering.kernel import num_threads
+from relay_ir.frontend.onnx import from_onnx
+
+
+def distinct_convs(model: onnx.ModelProto) -> list[dict[str, Any]]:
+    """The model's convs with distinct (input shape, weight shape, strides, pads, group),
+    in graph order: each a dict of those and the weight array."""
+    inferred = shape_inference.infer_shapes(model)
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+              for v in [*inferred.graph.value_info, *inferred.graph.input]}
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    seen, out = set(), []
+    for n in model.graph.node:
+        if n.op_type != "Conv":
+            continue
+        at = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+        w = inits[n.input[1]]
+        conv = {"input": tuple(shapes[n.input[0]]), "weight": w.shape,
+                "strides": tuple(at.get("strides", [1, 1])),
+                "pads": tuple(at.get("pads", [0, 0, 0, 0])), "group": int(at.get("group", 1))}
+        key = tuple(conv.values())
+        if key not in seen:
+            seen.add(key)
+            out.append({**conv, "w": w})
+    return out
+
+
+def conv_model(c: dict[str, Any]) -> onnx.ModelProto:
+    """A one-node ONNX model of conv `c` (its weight as an initializer)."""
+    node = helper.make_node("Conv", ["input", "w"], ["y"], kernel_shape=list(c["weight"][2:]),
+                            strides=list(c["strides"]), pads=list(c["pads"]), group=c["group"])
+    graph = helper.make_graph(
+        [node], "conv", [helper.make_tensor_value_info("input", TensorProto.FLOAT,
+                                                       list(c["input"]))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(c["w"].astype(np.float32), "w")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+def flop(c: dict[str, Any], out_shape: tuple[int, ...]) -> int:
+    """Multiply-adds x 2 of conv `c` producing `out_shape`."""
+    return 2 * math.prod(out_shape) * math.prod(c["weight"][1:])
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    """Run the benchmark (see the module docstring); returns a row per distinct conv."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--db", default=None, help="tuning database: adds 'tessel tuned'")
+    ap.add_argument("--image", type=int, default=224)
+    ap.add_argument("--width", type=int, default=64)
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--tolerance", type=float, default=1e-3)
+    a = ap.parse_args(argv)
+    from tests.e2e.onnx_models import resnet18
+
+    convs = distinct_convs(resnet18(image=a.image, width=a.width))
+    print(f"ResNet-18 {a.image}x{a.image} width {a.width}: {len(convs)} distinct convs, "
+          f"threads {num_threads()}; GFLOP/s, ratio = tessel / onnxruntime (> 1: faster)")
+    rng = np.random.default_rng(0)
+    rows = []
+    for c in convs:
+        model = conv_model(c)
+        mod, params = from_onnx(model)
+        libs = {"tessel": relay_ir.build(mod, params=params)}
+        if a.db:
+            libs["tessel tuned"] = relay_ir.build(mod, params=params, tuning_db=a.db)
+        x = rng.standard_normal(c["input"]).astype(np.float32)
+        sess = ort_session(model, num_threads())
+        want = sess.run(None, {"input": x})[0]
+        runs = {"onnxruntime": lambda sess=sess, x=x: sess.run(None, {"input": x})}
+        for k, lib in libs.items():
+            err = relative_error(lib.run(input=x), want)
+            if not err <= a.tolerance:
+                raise SystemExit(f"conv {c['input']}*{c['weight']}: {k} differs from "
+                                 f"onnxruntime by {err:.1e}")
+            runs[k] = lambda lib=lib, x=x: lib.run(input=x)
+        gf = {k: flop(c, want.shape) / median_seconds(fn, a.repeat, a.warmup) / 1e9
+              for k, fn in runs.items()}
+        row = {"input": c["input"], "weight": c["weight"], "stride": c["strides"][0],
+               "gflops": gf}
+        rows.append(row)
+        print(f"  {'x'.join(map(str, c['input'])):>14} * {'x'.join(map(str, c['weight'])):<14}"
+              f" s{row['stride']}  " + "  ".join(
+                  f"{k} {v:7.1f}" + (f" ({v / gf['onnxruntime']:.2f})" if k != "onnxruntime"
+                                     else "") for k, v in gf.items()), flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,22 @@
+"""benchmarks.conv_layers at a tiny size: each distinct conv of ResNet-18 is built alone,
+its output checked against ORT (main stops otherwise) and timed; no timing checked."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
+
+from benchmarks.conv_layers import distinct_convs, main  # noqa: E402
+from tests.e2e.onnx_models import resnet18  # noqa: E402
+
+
+def test_resnet18_has_eleven_distinct_convs() -> None:
+    # stem 7x7; per stage a 3x3; stages 2-4 add a stride-2 3x3 and a 1x1 shortcut
+    assert len(distinct_convs(resnet18(image=32, width=8))) == 11
+
+
+def test_tiny_run_checks_and_times_every_conv() -> None:
+    rows = main(["--image", "32", "--width", "8", "--repeat", "1", "--warmup", "1"])
+    assert len(rows) == 11
+    assert all(set(r["gflops"]) == {"onnxruntime", "tessel"} for r in rows)
