@@ -32,7 +32,11 @@ KNOWN_FAILURES = {
     r"FLOAT8E4M3|FLOAT8E5M2FNUZ|INT4|UINT4|INT2|UINT2|FLOAT4|E8M0|e8m0":
         "float8 (but E5M2), float4, int4 and int2 element types",
     r"test_cast(like)?_FLOAT(16)?_to_FLOAT8E5M2": "saturating casts to float8 E5M2",
-    r"_bfloat16|bf16": "bfloat16 constants (numpy has no bfloat16)",
+    # the expanded range case builds its bfloat16 values from float ops the interpreter has
+    r"_bfloat16(?!_type_positive_delta_expanded)|bf16": "bfloat16 constants (numpy has no "
+                                                      "bfloat16)",
+    r"test_loop11": "a Slice whose bounds change per iteration (no dynamic strided_slice)",
+    r"test_scan_sum": "opset-8 Scan (batch axis, sequence_lens) is refused; opset 9+ converts",
     r"pool_3d_": "3-D pooling (relay_ir has 2-D pooling only)",
     r"training": "training mode (Dropout, BatchNormalization)",
     r"_string": "string tensors",
