@@ -39,7 +39,12 @@ import numpy as np
 
 from lowering import ir as lir
 from lowering.passes.storage_sync import BARRIER, storage_sync
-from lowering.passes.thread_allreduce import ALLREDUCE, allreduce_args, lower_thread_allreduce
+from lowering.passes.thread_allreduce import (
+    ALLREDUCE,
+    allreduce_args,
+    allreduce_form,
+    lower_thread_allreduce,
+)
 from tensor_expr import expr as E
 from tensor_expr.arith import simplify
 from tensor_expr.dtype import is_float, is_uint
@@ -441,8 +446,7 @@ class _Kernel:
             pad = line[:line.index(marker)]
             ctype = _C_TYPES[dtype]
             axis = tag[-1]
-            whole_warps = threads % 32 == 0 or threads == ext
-            if axis == "x" and ext <= 32 and ext & (ext - 1) == 0 and whole_warps:
+            if allreduce_form(tag, ext, block) == "warp":
                 mask = "0xffffffffu" if threads >= 32 else f"{(1 << threads) - 1:#x}u"
                 lines = [f"{{ {ctype} v = {red}[0];",
                          f"  for (int off = {ext // 2}; off > 0; off >>= 1) "

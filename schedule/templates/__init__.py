@@ -36,7 +36,10 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
   per thread; knobs tile_y, tile_x (threads per block axis), tile_k.
 - conv2d_nchw.cuda: direct, shared-memory input window and kernel slice per channel step;
   knobs tile_co, tile_oh, tile_ow (threads), tile_rc. depthwise_conv2d_nchw.cuda: tile_c,
-  tile_oh, tile_ow. Other GPU groups use the generic GPU schedule
+  tile_oh, tile_ow.
+- pool2d.cuda (knobs threads, unroll_window), softmax.cuda (one block per row, its
+  reductions across the threads: threads), reduce.cuda (mode serial / cross, threads);
+  attrs as their x86 namesakes'. Other GPU groups use the generic GPU schedule
   (schedule.templates.cuda_generic).
 
 `template_for(family, target)` names the template a target uses for an op family:
@@ -82,6 +85,7 @@ Intermediate injective stages of the chain are inlined into the output stage.
 from schedule.templates import (  # noqa: F401  (fill TEMPLATES)
     cuda_conv2d,
     cuda_dense,
+    cuda_reduce,
     x86_conv2d,
     x86_conv2d_nchwc,
     x86_dense,

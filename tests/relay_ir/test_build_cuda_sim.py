@@ -42,9 +42,17 @@ def test_a_small_cnn_with_pooling_softmax_and_reductions_to_a_scalar() -> None:
     got, want = lib.run(x=x, w=w), relay_ir.interpret(mod, x, w)
     for g, r in zip(got, want):
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5)
-    schedules = dict(lib.group_schedules)
-    assert schedules.pop("fused_conv2d_relu") == "conv2d_nchw.cuda"
-    assert set(schedules.values()) == {"gpu generic"}
+    assert dict(lib.group_schedules) == {
+        "fused_conv2d_relu": "conv2d_nchw.cuda", "fused_max_pool2d": "pool2d.cuda",
+        "fused_global_avg_pool2d": "reduce.cuda", "fused_reshape": "gpu generic",
+        "fused_softmax": "softmax.cuda", "fused_sum": "reduce.cuda",
+        "fused_mean": "reduce.cuda"}
+
+
+def test_cpu_groups_of_the_reduction_family_keep_their_group_schedules() -> None:
+    schedules = dict(relay_ir.build(relay_ir.parse(SMALL_CNN), target="llvm").group_schedules)
+    assert schedules["fused_max_pool2d"] == "reduce"
+    assert schedules["fused_softmax"] == "softmax"
 
 
 def test_every_kernel_of_a_gpu_model_is_cuda_c() -> None:
@@ -66,4 +74,4 @@ def test_dense_and_batch_matmul_groups_take_the_cuda_templates() -> None:
     schedules = dict(relay_ir.build(P.transformer_block(), target="cuda -sim").group_schedules)
     assert schedules["fused_dense"] == "dense.cuda"
     assert schedules["fused_batch_matmul"] == "batch_matmul.cuda"
-    assert schedules["fused_softmax"] == "gpu generic"
+    assert schedules["fused_softmax"] == "softmax.cuda"
