@@ -84,6 +84,7 @@ Intermediate injective stages of the chain are inlined into the output stage.
 
 from schedule.templates import (  # noqa: F401  (fill TEMPLATES)
     cuda_conv2d,
+    cuda_conv2d_gemm,
     cuda_dense,
     cuda_reduce,
     x86_conv2d,
