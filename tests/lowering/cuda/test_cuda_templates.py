@@ -143,7 +143,7 @@ def test_the_target_picks_the_template_of_a_family() -> None:
     assert template_for("dense", "cuda") == "dense.cuda"
     assert template_for("batch_matmul", "cuda -sim") == "batch_matmul.cuda"
     assert template_for("conv2d", "llvm") == "conv2d_NCHWc.x86"
-    assert template_for("conv2d", "cuda") == "conv2d_nchw.cuda"
+    assert template_for("conv2d", "cuda") == "conv2d_nchw_gemm.cuda"
     assert template_for("conv2d_NCHWc", "cuda") is None
 
 
