@@ -7,7 +7,8 @@ script on the same GPU in the same run (CUDA events, medians of repeats after wa
 1. peak fp32 FLOP/s: a kernel of independent FMA chains; peak bandwidth: a copy kernel;
 2. GEMM 4096^3 fp32 and fp16 (dense.cuda, tuned on this GPU; target for fp32: >= 60% of
    the measured peak);
-3. a ResNet-18 conv layer (64 -> 64, 3x3, 56x56) as relay_ir.build compiles it;
+3. a ResNet-18 conv layer (64 -> 64, 3x3, 56x56), untuned, as an implicit GEMM (build's
+   default on a GPU) and direct, so the run shows which is faster before tuning;
 4. a fused elementwise chain over 64M floats (target >= 80% of the measured bandwidth);
 5. ResNet-18 end to end, batch 1 and 16.
 
@@ -136,20 +137,19 @@ def tuned_gemm(size: int, trials: int, repeat: int, dtype: str = "float32"
     return 2.0 * size ** 3 / t, str(best.config if best is not None else "fallback")
 
 
-def conv_layer(repeat: int) -> float:
-    """FLOP/s of ResNet-18's 64->64 3x3 conv at 56x56 (batch 1) as relay_ir.build makes it."""
-    import relay_ir
+def conv_layer(repeat: int, template: str) -> float:
+    """FLOP/s of ResNet-18's 64->64 3x3 conv at 56x56 (batch 1) through `template`
+    (conv2d_nchw_gemm.cuda, the implicit GEMM build uses by default, or conv2d_nchw.cuda,
+    direct), default config."""
+    import lowering
     from lowering.cuda import to_device
+    from schedule.templates import instantiate
 
-    mod = relay_ir.parse("""
-def @main(%x: Tensor[(1, 64, 56, 56), float32], %w: Tensor[(64, 64, 3, 3), float32]) {
-  nn.conv2d(%x, %w, padding=[1, 1])
-}""")
-    lib = relay_ir.build(mod, target="cuda")
-    kernel = lib.plan.kernels[0].kernel
+    args = [((1, 64, 56, 56), "float32"), ((64, 64, 3, 3), "float32")]
+    s, tensors = instantiate(template, args, {"padding": 1}, target="cuda")
+    kernel = lowering.build(s, tensors, target="cuda")
     rng = np.random.default_rng(0)
-    dev = [to_device(rng.standard_normal(s).astype("float32"))
-           for s in ((1, 64, 56, 56), (64, 64, 3, 3))]
+    dev = [to_device(rng.standard_normal(shape).astype("float32")) for shape, _ in args]
     dev.append(to_device(np.zeros((1, 64, 56, 56), "float32")))
     t = kernel.time(*dev, number=5, repeat=repeat)
     return 2.0 * 64 * 56 * 56 * 64 * 9 / t
@@ -306,10 +306,14 @@ def main(argv: list[str] | None = None) -> int:
                 + f"; best config {cfg}")
 
     def conv() -> str:
-        flops = conv_layer(opts.repeat)
-        frac = flops / results["flops"] if "flops" in results else float("nan")
-        return (f"{flops / 1e12:.3f} TFLOP/s = {frac:.1%} of peak (conv2d_nchw.cuda, "
-                f"untuned)" + _versus(flops, torch_conv(opts.repeat), "cuDNN"))
+        peer = torch_conv(opts.repeat)
+        parts = []
+        for template in ("conv2d_nchw_gemm.cuda", "conv2d_nchw.cuda"):
+            flops = conv_layer(opts.repeat, template)
+            frac = flops / results["flops"] if "flops" in results else float("nan")
+            parts.append(f"{template} untuned {flops / 1e12:.3f} TFLOP/s = {frac:.1%} of "
+                         "peak" + _versus(flops, peer, "cuDNN"))
+        return " | ".join(parts)
 
     def chain() -> str:
         bw = fused_chain(opts.repeat)

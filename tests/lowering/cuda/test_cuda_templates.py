@@ -34,6 +34,11 @@ def _conv_ref(x: np.ndarray, w: np.ndarray, pad: int = 1, groups: int = 1) -> np
 CASES = {
     "conv2d_nchw.cuda": ([((1, 4, 6, 7), "float32"), ((6, 4, 3, 3), "float32")],
                          {"padding": 1}, _conv_ref),
+    "conv2d_nchw_gemm.cuda": ([((1, 4, 6, 7), "float32"), ((6, 4, 3, 3), "float32")],
+                              {"padding": 1}, _conv_ref),
+    "conv2d_nchw_gemm.cuda strided": ([((2, 3, 9, 7), "float32"), ((5, 3, 3, 3), "float32")],
+                                      {"padding": 1, "strides": 2},
+                                      lambda x, w: _conv_ref(x, w)[:, :, ::2, ::2]),
     "depthwise_conv2d_nchw.cuda": ([((1, 4, 6, 7), "float32"), ((4, 1, 3, 3), "float32")],
                                    {"padding": 1},
                                    lambda x, w: _conv_ref(x, w, groups=4)),
@@ -138,7 +143,7 @@ def test_the_target_picks_the_template_of_a_family() -> None:
     assert template_for("dense", "cuda") == "dense.cuda"
     assert template_for("batch_matmul", "cuda -sim") == "batch_matmul.cuda"
     assert template_for("conv2d", "llvm") == "conv2d_NCHWc.x86"
-    assert template_for("conv2d", "cuda") == "conv2d_nchw.cuda"
+    assert template_for("conv2d", "cuda") == "conv2d_nchw_gemm.cuda"
     assert template_for("conv2d_NCHWc", "cuda") is None
 
 
