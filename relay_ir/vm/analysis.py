@@ -189,19 +189,41 @@ class FunctionInfo:
         d = self.defs[r]
         return d[0] if len(d) == 1 else None
 
+    def aliases(self, r: int) -> set[int] | None:
+        """The registers that may come to hold the tensor in `r` (r itself, a Move's
+        destination, a GetField read of an elided tuple holding it), or None when it may
+        outlive its last use in this function: it is returned, passed to a call, stored in
+        a value, reshaped, or given to a kernel that may return it (anything but a static
+        kernel's argument, an If test, a Fatal message or ShapeOf)."""
+        seen: set[int] = set()
+        todo = [r]
+        while todo:
+            x = todo.pop()
+            if x in seen:
+                continue
+            seen.add(x)
+            for pc in self.uses[x]:
+                ins = self.code[pc]
+                if isinstance(ins, B.InvokePacked) and self.static_kernel(ins.kernel):
+                    continue
+                if isinstance(ins, (B.If, B.Fatal, B.ShapeOf)):
+                    continue
+                if isinstance(ins, B.Move):
+                    todo.append(ins.dst)
+                    continue
+                if isinstance(ins, B.AllocADT) and self.only_field_read(ins.dst):
+                    for use in self.uses[ins.dst]:
+                        get = self.code[use]
+                        if ins.fields[get.index] == x:
+                            todo.append(get.dst)
+                    continue
+                return None
+        return seen
+
     def escapes(self, r: int) -> bool:
-        """Whether the tensor in `r` may outlive its last use in this function: it is
-        returned, passed to a call, stored in a value, moved, reshaped, or given to a
-        kernel that may return it (anything but a static kernel's argument, an If test, a
-        Fatal message or ShapeOf)."""
-        for pc in self.uses[r]:
-            ins = self.code[pc]
-            if isinstance(ins, B.InvokePacked) and self.static_kernel(ins.kernel):
-                continue
-            if isinstance(ins, (B.If, B.Fatal, B.ShapeOf)):
-                continue
-            return True
-        return False
+        """Whether the tensor in `r` may outlive its last use in this function (see
+        `aliases`)."""
+        return self.aliases(r) is None
 
     def static_storages(self) -> dict[int, StaticStorage]:
         """The AllocStorage pcs whose buffer may be allocated once: every tensor over it
@@ -218,12 +240,12 @@ class FunctionInfo:
             ok = True
             for use in self.uses[ins.dst]:
                 t = self.code[use]
-                if not isinstance(t, B.AllocTensor) or self.single_def(t.dst) != use or \
-                        self.escapes(t.dst):
+                names = self.aliases(t.dst) if isinstance(t, B.AllocTensor) else None
+                if names is None or self.single_def(t.dst) != use:
                     ok = False
                     break
                 tensors.append(use)
-                last = max([last, use, *self.uses[t.dst]])
+                last = max([last, use, *(pc for x in names for pc in self.uses[x])])
             if ok and tensors and not any(pc < c < last for c in calls):
                 out[pc] = StaticStorage(pc, ins.size, ins.alignment, tensors)
         return out

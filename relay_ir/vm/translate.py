@@ -40,6 +40,7 @@ loop (which times functions), kernel calls are timed and executed instructions c
 
 from __future__ import annotations
 
+import ctypes
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,8 +49,10 @@ import numpy as np
 
 from relay_ir.backend.executor import KernelFn, aligned_bytes
 from relay_ir.vm import bytecode as B
+from relay_ir.vm import native
 from relay_ir.vm.analysis import FunctionInfo, plain_functions
 from relay_ir.vm.kernels import StaticKernel
+from relay_ir.vm.native import ALIGNED, C_CONTIGUOUS
 
 
 @dataclass(frozen=True)
@@ -65,9 +68,11 @@ class _Tensor:
 RUNTIME = ("_CV", "_Clo", "_Gen", "_KNOWN", "_NEVER", "_NP", "_Ref", "_T",
            "_arity", "_bad_closure", "_chk", "_fatal", "_field", "_fresh", "_kfail",
            "_ndarray", "_no_case", "_perf", "_ref", "_reshape", "_scalar", "_shape_of",
-           "_storage", "_tag")
+           "_storage", "_tag", "_VMCALL", "_empty")
 
 _INT, _ADT = "int", "adt"  # a register holding a Python int / a checked ConstructorValue
+_NATIVE_FLAGS = C_CONTIGUOUS | ALIGNED
+_SMALL = 1024  # bytes: a fresh tensor below this takes numpy's 16-byte alignment
 
 
 @dataclass
@@ -113,6 +118,8 @@ class Translation:
         self.kernels = exe.kernels
         self.env: dict[str, Any] = {}
         self._names: dict[Any, str] = {}
+        self.closures: set[int] = set()  # functions whose capture-free closure is shared
+        self.native = native.available()
         self._kept: list[Any] = []
         self.statics: dict[str, Static] = {}
         self.pointers: list[tuple[str, int, list[Any]]] = []
@@ -123,6 +130,7 @@ class Translation:
         for i in range(len(self.functions)):
             body += _FunctionText(self, i).lines()
         names = sorted({*self.env, *RUNTIME, *self.pointer_names(),
+                        *(f"CLO{f}" for f in self.closures),
                         *(n for st in self.statics.values() for n in st.names())})
         lines = ["def _make(env):"]
         lines += [f"    {n} = env[{n!r}]" for n in names]
@@ -145,6 +153,8 @@ class Translation:
         env.update(runtime)
         for st in self.statics.values():
             env.update(st.make())
+        for f in self.closures:
+            env[f"CLO{f}"] = runtime["_Clo"](f, ())
         for name, k, entries in self.pointers:
             fn = self.kernels[k].fn
             arr = fn.pointer_array()
@@ -288,7 +298,12 @@ class _FunctionText:
         elif isinstance(ins, B.AllocADT):
             self.alloc_adt(ins)
         elif isinstance(ins, B.AllocClosure):
-            if not (info.known_closure(ins.dst) and info.only_called(ins.dst)):
+            if info.known_closure(ins.dst) and info.only_called(ins.dst):
+                pass  # every call through it is direct
+            elif not ins.captured:  # immutable and the same every time: made once
+                self.emit(f"r{ins.dst} = CLO{int(ins.func)}")
+                self.tr.closures.add(int(ins.func))
+            else:
                 caps = "".join(f"r{c}, " for c in ins.captured)
                 self.emit(f"r{ins.dst} = _Clo({int(ins.func)}, ({caps}))")
         elif isinstance(ins, (B.Invoke, B.InvokeClosure)):
@@ -360,6 +375,11 @@ class _FunctionText:
         fused = storage_pc is not None and storage_pc >= 0 and \
             isinstance(self.fn.instructions[storage_pc], B.AllocStorage) and \
             self.fresh_tensor(storage_pc) is ins
+        if fused and self.tr.native and _nbytes(shape, dtype) < _SMALL:
+            # numpy's own allocation; its address is read at the kernel call
+            self.emit(f"r{ins.dst} = _empty({shape!r}, {dt})")
+            self.fact(ins.dst, _Tensor(shape, dtype, f"id(r{ins.dst})"))
+            return
         if fused:
             self.emit(f"r{ins.dst}, a{ins.dst} = _fresh({shape!r}, {dt}, "
                       f"{_nbytes(shape, dtype)})")
@@ -389,33 +409,54 @@ class _FunctionText:
     def static_call(self, pc: int, k: int, kernel: StaticKernel, ins: tuple[int, ...],
                     outs: tuple[int, ...]) -> None:
         knm = self.kernel_env(k, kernel)
+        pname = f"P{self.index}_{pc}"
         entries: list[Any] = []
         sets: list[str] = []
-        for i, (r, (shape, dtype)) in enumerate(zip(ins, kernel.in_specs)):
+        rows: list[tuple[int, bool, tuple[int, ...], Any, int]] = []
+        objects: list[int] = []  # the registers of the object rows, in row order
+        checks: list[tuple[int, Any]] = []  # (row, check_tensor spec) of unproven inputs
+        native = self.tr.native
+        slots = [(r, i, spec, True) for i, (r, spec) in enumerate(zip(ins, kernel.in_specs))]
+        slots += [(r, len(ins) + j, spec, False) for j, (r, spec) in
+                  enumerate(zip(outs, kernel.out_specs))]
+        for r, i, (shape, dtype), is_input in slots:
             f = self.facts.get(r)
             dt = np.dtype(dtype)
-            if not (isinstance(f, _Tensor) and f.shape == tuple(shape) and f.dtype == dt):
-                spec = self.env("SP", (tuple(shape), dt, _strides(tuple(shape), dt), i,
-                                       kernel.name))
-                self.emit(f"r{r}, a{r} = _chk(r{r}, {spec})")
-                f = _Tensor(tuple(shape), dt, f"a{r}")
+            shape = tuple(int(d) for d in shape)
+            if is_input and not (isinstance(f, _Tensor) and f.shape == shape and f.dtype == dt):
+                spec = (shape, dt, _strides(shape, dt), i, kernel.name)
+                if native:  # checked in native code at the call (relay_ir.vm.native)
+                    checks.append((len(rows), spec))
+                    rows.append((i, True, shape, dt, _NATIVE_FLAGS))
+                    objects.append(r)
+                    sets.append(f"{pname}[{i}] = id(r{r})")
+                    entries.append(None)
+                    self.fact(r, _Tensor(shape, dt, f"id(r{r})"))
+                    continue
+                self.emit(f"r{r}, a{r} = _chk(r{r}, {self.env('SP', spec)})")
+                f = _Tensor(shape, dt, f"a{r}")
                 self.fact(r, f)
+            assert isinstance(f, _Tensor)
             entries.append(self.entry(f.addr))
             if entries[-1] is None:
-                sets.append(f"{{P}}[{i}] = {f.addr}")
-        for j, r in enumerate(outs, start=len(ins)):
-            f = self.facts[r]
-            entries.append(self.entry(f.addr))
-            if entries[-1] is None:
-                sets.append(f"{{P}}[{j}] = {f.addr}")
-        pname = f"P{self.index}_{pc}"
+                sets.append(f"{pname}[{i}] = {f.addr}")
+                if f.addr.startswith("id("):
+                    rows.append((i, False, shape, None, 0))
+                    objects.append(int(f.addr[4:-1]))
         self.tr.pointers.append((pname, k, entries))
-        for s in sets:
-            self.emit(s.format(P=pname))
+        self.out += sets
         if self.tr.profile:
             self.emit("t0_ = _perf()")
-        self.emit(f"t_ = F{knm}({pname}, D{knm})")
-        self.emit(f"if t_: _kfail(K{knm}, t_)")
+        if rows:
+            table = self.env("TB", _Site(kernel, rows, checks))
+            regs = "".join(f"r{r}, " for r in objects)
+            self.emit(f"t_ = _VMCALL(FA{knm}, {pname}, D{knm}, {table}.table.array, "
+                      f"{len(rows)})")
+            self.emit("if t_:")
+            self.emit(f"    {regs}= {table}.retry(t_, {pname}, ({regs}))")
+        else:
+            self.emit(f"t_ = F{knm}({pname}, D{knm})")
+            self.emit(f"if t_: _kfail(K{knm}, t_)")
         if self.tr.profile:
             self.emit(f"_T.kernel(K{knm}.name, _perf() - t0_, "
                       f"[{', '.join(f'r{r}' for r in outs)}])")
@@ -433,6 +474,7 @@ class _FunctionText:
         if f"K{knm}" not in self.tr.env:
             self.tr.env[f"K{knm}"] = kernel
             self.tr.env[f"F{knm}"] = kernel.fn._fn
+            self.tr.env[f"FA{knm}"] = ctypes.cast(kernel.fn._fn, ctypes.c_void_p).value
             self.tr.env[f"D{knm}"] = kernel.fn._dims
         return knm
 
@@ -544,6 +586,39 @@ class _FunctionText:
         self.emit(f"r{ins.dst} = {call}")
         self.emit(f"if r{ins.dst}.__class__ is _Gen:")
         self.emit(f"    r{ins.dst} = yield r{ins.dst}")
+
+
+class _Site:
+    """A call site's object rows (relay_ir.vm.native.Table) and what a refusal needs: the
+    Python check of its unproven inputs, then the kernel called with plain addresses."""
+
+    def __init__(self, kernel: StaticKernel, rows: list[Any], checks: list[tuple[int, Any]]
+                 ) -> None:
+        from relay_ir.vm.native import Table
+
+        self.kernel, self.rows, self.checks = kernel, rows, dict(checks)
+        self.table = Table(rows)
+
+    def retry(self, rc: int, slots: Any, objects: tuple[Any, ...]) -> tuple[Any, ...]:
+        """After `tessel_vm_call` returned rc: a kernel's own failure is raised; a refused
+        argument is checked in Python (a clear error, or a contiguous copy) and the kernel
+        run with the addresses; the objects come back (copies where one was made)."""
+        from relay_ir.vm.runtime import check_tensor, kernel_failed
+
+        if rc > 0:
+            kernel_failed(self.kernel, rc)
+        out = list(objects)
+        for row, (slot, *_) in enumerate(self.rows):
+            spec = self.checks.get(row)
+            if spec is not None:
+                out[row], addr = check_tensor(out[row], spec)
+            else:
+                addr = out[row].ctypes.data
+            slots[slot] = addr
+        rc = self.kernel.fn._fn(slots, self.kernel.fn._dims)
+        if rc:
+            kernel_failed(self.kernel, rc)
+        return tuple(out)
 
 
 def _strides(shape: tuple[int, ...], dtype: np.dtype) -> tuple[int, ...]:

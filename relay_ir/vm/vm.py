@@ -34,6 +34,7 @@ import numpy as np
 from relay_ir.backend.executor import bind_by_name, check_inputs
 from relay_ir.backend.profile import ProfileRow, ProfileTable
 from relay_ir.interpreter import ConstructorValue, RefValue
+from relay_ir.vm import native
 from relay_ir.vm import runtime as R
 from relay_ir.vm.translate import Translation
 from tessel_errors import KernelArgumentError, RelayRuntimeError
@@ -138,7 +139,8 @@ class VirtualMachine:
             "_kfail": R.kernel_failed, "_ndarray": np.ndarray, "_no_case": R.no_case,
             "_perf": time.perf_counter, "_ref": R.ref, "_reshape": R.reshape,
             "_scalar": R.scalar, "_shape_of": R.shape_of, "_storage": R.storage,
-            "_tag": self._tags,
+            "_tag": self._tags, "_empty": np.empty,
+            "_VMCALL": native.caller() if native.available() else None,
         }
 
     def _bad_closure(self, clo: Any, nargs: int, caller: str) -> RelayRuntimeError:
