@@ -318,6 +318,7 @@ class _FunctionText:
             self.emit(f"r{ins.dst} = _shape_of(r{ins.tensor})")
         elif isinstance(ins, B.ReshapeTensor):
             self.emit(f"r{ins.dst} = _reshape(r{ins.tensor}, r{ins.shape_reg})")
+            self.reshape_fact(ins)
         elif isinstance(ins, B.Fatal):
             msg = self.env("M", ins.message)
             value = "None" if ins.value is None else f"r{ins.value}"
@@ -325,6 +326,22 @@ class _FunctionText:
         else:
             op = self.env("M", getattr(ins, "opcode", type(ins).__name__))
             self.emit(f"raise _no_case({op})")
+
+    def reshape_fact(self, ins: B.ReshapeTensor) -> None:
+        """A reshape of a proven tensor to a constant shape of as many elements is that
+        tensor's data (a view: it is contiguous) under the new shape."""
+        src = self.facts.get(ins.tensor)
+        d = self.info.single_def(ins.shape_reg)
+        if not isinstance(src, _Tensor) or d is None or d < 0 or \
+                not isinstance(self.fn.instructions[d], B.LoadConst):
+            return
+        shape = self.tr.exe.constants[self.fn.instructions[d].index]
+        if not (isinstance(shape, np.ndarray) and shape.ndim == 1 and shape.dtype.kind == "i"):
+            return
+        new = tuple(int(x) for x in shape)
+        if min(new, default=0) >= 0 and math.prod(new) == math.prod(src.shape):
+            addr = src.addr if not src.addr.startswith("id(") else f"id(r{ins.dst})"
+            self.fact(ins.dst, _Tensor(new, src.dtype, addr))
 
     def fname(self) -> str:
         return self.env("N", self.fn.name)
