@@ -15,7 +15,7 @@
   its own closure on entry from the captured values.
 - A fused group's call allocates its outputs (one storage each) and InvokePacked's the
   group's kernel; groups with `?` dims return fresh outputs instead. A group that only
-  reshapes (reshape, squeeze, expand_dims, batch_flatten of static shapes) is a
+  reshapes (reshape, squeeze, expand_dims of static shapes) is a
   ReshapeTensor: the same data under the new shape, no kernel and no copy.
 
     >>> import relay_ir, relay_ir.vm
@@ -340,7 +340,7 @@ class FunctionCompiler:
 
 
 # ops whose result is their input's data, in order, under another shape
-VIEW_OPS = frozenset({"reshape", "squeeze", "expand_dims", "nn.batch_flatten"})
+VIEW_OPS = frozenset({"reshape", "squeeze", "expand_dims"})
 
 
 def view_shape(fn: Function) -> tuple[int, ...] | None:
