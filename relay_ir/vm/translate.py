@@ -16,10 +16,13 @@ instructions out as Python:
   one buffer per instruction allocated when the VM is made (relay_ir.vm.analysis): no
   allocation and no address lookup at run time.
 - Calls: a function whose calls are loops on itself or calls of such functions is a
-  plain Python function called directly (`plain_functions`); every other one is a
-  generator that yields the generator of each callee it waits for and returns the one it
-  tail-calls, so the VM's frame loop (not Python's stack) holds the frames and recursion
-  of any depth runs; a tail call of a function to itself is a loop.
+  plain Python function called directly (`plain_functions`). Every other one is made
+  twice: a direct version `d<i>(depth, ...)` calling its callees as Python functions, and
+  a generator `f<i>` that yields the generator of each callee it waits for and returns
+  the one it tail-calls. Runs start in the direct versions; a call nested DEPTH deep runs
+  its callee's generator under the frame loop (relay_ir.vm.runtime.run_frames), which
+  holds the frames from there on, so recursion of any depth runs and the Python stack
+  stays bounded. A tail call of a function to itself is a loop.
 - A closure whose contents the bytecode shows (an AllocClosure in the same function) is
   called directly and not built when nothing else uses it; a tuple read only by GetField
   is not built either.
@@ -34,8 +37,8 @@ loop (which times functions), kernel calls are timed and executed instructions c
     >>> import relay_ir, relay_ir.vm
     >>> exe = relay_ir.vm.compile(relay_ir.parse(
     ...     "def @main(%x: Tensor[(2,), float32]) { negative(exp(%x)) }"))
-    >>> print(Translation(exe).source.split("def f0")[1].splitlines()[0])
-    (r0):
+    >>> print(Translation(exe).source.split("def d0")[1].splitlines()[0])
+    (dp_, r0):
 """
 
 from __future__ import annotations
@@ -68,7 +71,10 @@ class _Tensor:
 RUNTIME = ("_CV", "_Clo", "_Gen", "_KNOWN", "_NEVER", "_NP", "_Ref", "_T",
            "_arity", "_bad_closure", "_chk", "_fatal", "_field", "_fresh", "_kfail",
            "_ndarray", "_no_case", "_perf", "_ref", "_reshape", "_scalar", "_shape_of",
-           "_storage", "_tag", "_VMCALL", "_empty")
+           "_storage", "_tag", "_VMCALL", "_empty", "_run")
+# nested direct calls before a call goes through the frame loop instead (bounds the Python
+# stack a recursion takes)
+DEPTH = 200
 
 _INT, _ADT = "int", "adt"  # a register holding a Python int / a checked ConstructorValue
 _NATIVE_FLAGS = C_CONTIGUOUS | ALIGNED
@@ -122,40 +128,47 @@ class Translation:
         self.native = native.available()
         self._kept: list[Any] = []
         self.statics: dict[str, Static] = {}
-        self.pointers: list[tuple[str, int, list[Any]]] = []
+        self.pointers: dict[str, tuple[int, list[Any]]] = {}  # by name: kernel, entries
         self.infos = [FunctionInfo(f, lambda k: not getattr(self.kernels[k], "dynamic", True))
                       for f in self.functions]
         self.plain = [False] * len(self.functions) if profile else plain_functions(self.infos)
         body: list[str] = []
         for i in range(len(self.functions)):
             body += _FunctionText(self, i).lines()
+            if not profile:
+                body += _FunctionText(self, i, direct=True).lines()
         names = sorted({*self.env, *RUNTIME, *self.pointer_names(),
                         *(f"CLO{f}" for f in self.closures),
                         *(n for st in self.statics.values() for n in st.names())})
         lines = ["def _make(env):"]
         lines += [f"    {n} = env[{n!r}]" for n in names]
-        lines.append("    _FN = []")
+        lines.append("    _FN, _FD = [], []")
         lines += ["    " + ln for ln in body]
         fns = ", ".join(f"f{i}" for i in range(len(self.functions)))
-        lines += [f"    _FN[:] = [{fns}]", "    return _FN"]
+        lines.append(f"    _FN[:] = [{fns}]")
+        if not profile:
+            lines.append("    _FD[:] = [" + ", ".join(f"d{i}" for i in range(len(self.functions)))
+                         + "]")
+        lines.append("    return _FN, _FD")
         self.source = "\n".join(lines) + "\n"
         namespace: dict[str, Any] = {}
         exec(compile(self.source, "<tessel-vm>", "exec"), namespace)  # noqa: S102
         self._make = namespace["_make"]
 
     def pointer_names(self) -> list[str]:
-        return [p[0] for p in self.pointers]
+        return list(self.pointers)
 
-    def instantiate(self, runtime: dict[str, Any]) -> list[Any]:
-        """The functions (index = VM function index) with fresh temporaries' buffers and
-        pointer arrays; `runtime` supplies the RUNTIME names."""
+    def instantiate(self, runtime: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+        """The generator (or plain) versions and the direct versions of the functions
+        (index = VM function index; no direct versions when profiling), with fresh
+        temporaries' buffers and pointer arrays; `runtime` supplies the RUNTIME names."""
         env = dict(self.env)
         env.update(runtime)
         for st in self.statics.values():
             env.update(st.make())
         for f in self.closures:
             env[f"CLO{f}"] = runtime["_Clo"](f, ())
-        for name, k, entries in self.pointers:
+        for name, (k, entries) in self.pointers.items():
             fn = self.kernels[k].fn
             arr = fn.pointer_array()
             for i, e in enumerate(entries):
@@ -182,8 +195,8 @@ class Translation:
 class _FunctionText:
     """Emits one function."""
 
-    def __init__(self, tr: Translation, index: int) -> None:
-        self.tr, self.index = tr, index
+    def __init__(self, tr: Translation, index: int, direct: bool = False) -> None:
+        self.tr, self.index, self.direct = tr, index, direct
         self.fn = tr.functions[index]
         self.info = tr.infos[index]
         self.out: list[str] = []
@@ -201,14 +214,15 @@ class _FunctionText:
                 self.static_views[t] = vname
             tr.statics[name] = static
         self.loops = False
-        self.generator = not tr.plain[index]
+        self.generator = not tr.plain[index] and not direct
 
     # text
 
     def lines(self) -> list[str]:
         info = self.info
         params = ", ".join(f"r{i}" for i in range(self.fn.num_params))
-        head = [f"def f{self.index}({params}):"]
+        head = [f"def d{self.index}(dp_, {params}):" if self.direct else
+                f"def f{self.index}({params}):"]
         blocks: list[list[str]] = []
         ends: list[dict[int, Any]] = []
         for k, (start, end) in enumerate(info.blocks):
@@ -460,7 +474,7 @@ class _FunctionText:
                 if f.addr.startswith("id("):
                     rows.append((i, False, shape, None, 0))
                     objects.append(int(f.addr[4:-1]))
-        self.tr.pointers.append((pname, k, entries))
+        self.tr.pointers[pname] = (k, entries)
         self.out += sets
         if self.tr.profile:
             self.emit("t0_ = _perf()")
@@ -583,7 +597,12 @@ class _FunctionText:
             self.emit("continue")
             return
         call = f"f{func}({args})"
-        if tail:
+        if self.direct and not tr.plain[func]:
+            # a Python call while the depth allows, else the frame loop takes over
+            dargs = f"dp_ + 1, {args}" if args else "dp_ + 1"
+            call = f"(d{func}({dargs}) if dp_ < {DEPTH} else _run({call}))"
+            self.emit(f"return {call}" if tail else f"r{ins.dst} = {call}")
+        elif tail:
             self.emit(f"return {call}")
         elif tr.plain[func]:
             self.emit(f"r{ins.dst} = {call}")
@@ -597,6 +616,11 @@ class _FunctionText:
         self.emit(f"if c_.__class__ is not _Clo or len(c_.captured) + {n} != _NP[c_.func]:")
         self.emit(f"    raise _bad_closure(c_, {n}, {self.fname()})")
         call = f"_FN[c_.func](*c_.captured{args})"
+        if self.direct:
+            call = (f"(_FD[c_.func](dp_ + 1, *c_.captured{args}) if dp_ < {DEPTH} "
+                    f"else _run({call}))")
+            self.emit(f"return {call}" if ins.tail else f"r{ins.dst} = {call}")
+            return
         if ins.tail:
             self.emit(f"return {call}")
             return

@@ -6,10 +6,11 @@ captured values). So a VM result compares with the interpreter's directly.
 
 The bytecode runs translated: each VM function becomes a Python function once per VM
 (relay_ir.vm.translate), with no dispatch per instruction, shapes the compiler proved left
-unchecked and kernels called through prepared pointer arrays. Functions that recurse run
-as generators under one frame loop (relay_ir.vm.runtime.run_frames): a call waiting on a
-deeper one costs a list entry, not Python stack, so a non-tail recursion 10^4 deep runs,
-and a tail call replaces its caller's frame, so a tail recursion of any depth runs in one.
+unchecked and kernels called through prepared pointer arrays. Calls are Python calls up to
+a depth (translate.DEPTH); deeper, functions run as generators under one frame loop
+(relay_ir.vm.runtime.run_frames): a call waiting on a deeper one costs a list entry, not
+Python stack, so a non-tail recursion 10^4 deep runs, and a tail call replaces its
+caller's frame, so a tail recursion of any depth runs in one.
 Each thread running a VM gets its own instance of the functions (their temporaries'
 buffers and pointer arrays), so two threads may run one VM at once.
 
@@ -99,15 +100,15 @@ class VirtualMachine:
         index, values = self._entry(name, args, kwargs)
         funcs = getattr(self._local, "funcs", None)
         if funcs is None:
-            funcs = self._local.funcs = self.translation().instantiate(self._runtime(None))
-        return R.run_frames(funcs[index](*values), MAX_FRAMES, self._where)
+            funcs = self._local.funcs = self.translation().instantiate(self._runtime(None))[1]
+        return funcs[index](0, *values)
 
     def profile(self, *args: Any, **kwargs: Any) -> VMProfile:
         """Run @main once, timing every kernel call and every function's own time (every
         call goes through the frame loop, so each is seen)."""
         index, values = self._entry("main", args, kwargs)
         timer = _Timer()
-        funcs = self.translation(profile=True).instantiate(self._runtime(timer))
+        funcs = self.translation(profile=True).instantiate(self._runtime(timer))[0]
         R.run_frames_timed(funcs[index](*values), MAX_FRAMES, self._where, timer)
         return timer.report()
 
@@ -126,6 +127,9 @@ class VirtualMachine:
                                       f"are {', '.join('@' + n for n in self.exe.params)}")
         return self.exe.function_index[name], _bind(name, self.exe.params[name], args, kwargs)
 
+    def _run_frames(self, first: Any) -> Any:
+        return R.run_frames(first, MAX_FRAMES, self._where)
+
     def _where(self, gen: Any) -> str:
         return self.functions[int(gen.gi_code.co_name[1:])].name
 
@@ -141,6 +145,7 @@ class VirtualMachine:
             "_scalar": R.scalar, "_shape_of": R.shape_of, "_storage": R.storage,
             "_tag": self._tags, "_empty": np.empty,
             "_VMCALL": native.caller() if native.available() else None,
+            "_run": self._run_frames,
         }
 
     def _bad_closure(self, clo: Any, nargs: int, caller: str) -> RelayRuntimeError:
