@@ -33,17 +33,20 @@ _empty = np.empty
 _uint8 = np.uint8
 
 
-def run_frames(first: Any, limit: int, where: Any = None) -> Any:
+def run_frames(first: Any, limit: int, where: Any = None, timer: Any = None) -> Any:
     """Run a VM function's generator (or take a plain function's value) to its result.
 
     A generator yields the generator of a callee it waits for (pushed on the frame stack)
     and returns either its value or, for a tail call, the callee's generator (which takes
     its place). `limit` bounds the frames waiting; `where(gen)` names a frame's function
-    for the error."""
+    (for the error, and for `timer`, told which function runs: on a call, a tail call and
+    a return, as VirtualMachine.profile wants)."""
     if first.__class__ is not Gen:
         return first
     stack: list[Any] = []
     gen, send = first, None
+    if timer:
+        timer.enter(where(gen))
     while True:
         try:
             r = gen.send(send)
@@ -51,10 +54,16 @@ def run_frames(first: Any, limit: int, where: Any = None) -> Any:
             r = stop.value
             if r.__class__ is Gen:
                 gen, send = r, None
+                if timer:
+                    timer.enter(where(gen))
                 continue
             if not stack:
+                if timer:
+                    timer.leave()
                 return r
             gen, send = stack.pop(), r
+            if timer:
+                timer.enter(where(gen), call=False)
             continue
         stack.append(gen)
         if len(stack) > limit:
@@ -63,38 +72,8 @@ def run_frames(first: Any, limit: int, where: Any = None) -> Any:
                 f"the program recursed deeper than the VM allows ({limit:,} frames, in "
                 f"@{name}); is the recursion unbounded?")
         gen, send = r, None
-
-
-def run_frames_timed(first: Any, limit: int, where: Any, timer: Any) -> Any:
-    """run_frames telling `timer` which function runs (enter on a call, a tail call and a
-    return), for VirtualMachine.profile."""
-    if first.__class__ is not Gen:
-        return first
-    stack: list[Any] = []
-    gen, send = first, None
-    timer.enter(where(gen))
-    while True:
-        try:
-            r = gen.send(send)
-        except StopIteration as stop:
-            r = stop.value
-            if r.__class__ is Gen:
-                gen, send = r, None
-                timer.enter(where(gen))
-                continue
-            if not stack:
-                timer.leave()
-                return r
-            gen, send = stack.pop(), r
-            timer.enter(where(gen), call=False)
-            continue
-        stack.append(gen)
-        if len(stack) > limit:
-            raise RelayRuntimeError(
-                f"the program recursed deeper than the VM allows ({limit:,} frames, in "
-                f"@{where(gen)}); is the recursion unbounded?")
-        gen, send = r, None
-        timer.enter(where(gen))
+        if timer:
+            timer.enter(where(gen))
 
 
 # checks and accessors
@@ -216,5 +195,5 @@ class Tags:
 
 
 __all__ = ["Gen", "Tags", "arity", "check_tensor", "fatal", "field", "fresh",
-           "kernel_failed", "no_case", "ref", "reshape", "run_frames", "run_frames_timed",
+           "kernel_failed", "no_case", "ref", "reshape", "run_frames",
            "scalar", "shape_of", "storage"]

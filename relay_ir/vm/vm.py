@@ -109,7 +109,7 @@ class VirtualMachine:
         index, values = self._entry("main", args, kwargs)
         timer = _Timer()
         funcs = self.translation(profile=True).instantiate(self._runtime(timer))[0]
-        R.run_frames_timed(funcs[index](*values), MAX_FRAMES, self._where, timer)
+        R.run_frames(funcs[index](*values), MAX_FRAMES, self._where, timer)
         return timer.report()
 
     def translation(self, profile: bool = False) -> Translation:
