@@ -172,28 +172,29 @@ def arity(name: str, expected: int, got: int) -> RelayRuntimeError:
     return RelayRuntimeError(f"@{name} expects {expected} argument(s), got {got}")
 
 
-class Tags:
-    """GetTag: a constructor value's tag in the executable's constructor table, matched by
-    type and constructor name (a loaded executable has its own Constructor objects)."""
+def tag_reader(constructors: list[Any]) -> Any:
+    """GetTag: a function giving a constructor value's tag in the executable's constructor
+    table, matched by type and constructor name (a loaded executable has Constructor
+    objects of its own), each constructor object looked up by name once."""
+    by_name = {(c.belong_to.name, c.name_hint): k for k, c in enumerate(constructors)}
+    seen: dict[Any, int] = {}  # Constructor (hashed by identity) -> tag
 
-    def __init__(self, constructors: list[Any]) -> None:
-        self.by_name = {(c.belong_to.name, c.name_hint): k for k, c in enumerate(constructors)}
-        self.seen: dict[int, tuple[Any, int]] = {}  # id(ctor) -> (ctor, tag)
-
-    def __call__(self, value: Any) -> int:
-        if value.__class__ is not ConstructorValue and not isinstance(value, ConstructorValue):
+    def tag(value: Any) -> int:
+        if value.__class__ is ConstructorValue:
+            hit = seen.get(value.constructor)
+            if hit is not None:
+                return hit
+        if not isinstance(value, ConstructorValue):
             raise RelayRuntimeError(f"a match expects an ADT value, got "
                                     f"{type(value).__name__}")
         c = value.constructor
-        hit = self.seen.get(id(c))
-        if hit is not None and hit[0] is c:
-            return hit[1]
         # a constructor no code of this executable tests for: -2, no clause matches
-        tag = self.by_name.get((c.belong_to.name, c.name_hint), -2)
-        self.seen[id(c)] = (c, tag)  # keeps c alive, so its id names it
-        return tag
+        seen[c] = by_name.get((c.belong_to.name, c.name_hint), -2)
+        return seen[c]
+
+    return tag
 
 
-__all__ = ["Gen", "Tags", "arity", "check_tensor", "fatal", "field", "fresh",
+__all__ = ["Gen", "arity", "check_tensor", "fatal", "field", "fresh",
            "kernel_failed", "no_case", "ref", "reshape", "run_frames",
-           "scalar", "shape_of", "storage"]
+           "scalar", "shape_of", "storage", "tag_reader"]

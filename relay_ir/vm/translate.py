@@ -186,8 +186,8 @@ class Translation:
             key = (prefix, id(value))
             self._kept.append(value)
         n = self._names.get(key)
-        if n is None:
-            n = self._names[key] = f"{prefix}{len(self.env)}"
+        if n is None:  # "_": the fixed names (C3, D3, P3_4, S3_4_5, ...) never have it there
+            n = self._names[key] = f"{prefix}_{len(self.env)}"
             self.env[n] = value
         return n
 
@@ -479,10 +479,10 @@ class _FunctionText:
         if self.tr.profile:
             self.emit("t0_ = _perf()")
         if rows:
-            table = self.env("TB", _Site(kernel, rows, checks))
+            site = _Site(kernel, rows, checks)
+            table, rows_array = self.env("TB", site), self.env("TA", site.table.array)
             regs = "".join(f"r{r}, " for r in objects)
-            self.emit(f"t_ = _VMCALL(FA{knm}, {pname}, D{knm}, {table}.table.array, "
-                      f"{len(rows)})")
+            self.emit(f"t_ = _VMCALL(FA{knm}, {pname}, D{knm}, {rows_array}, {len(rows)})")
             self.emit("if t_:")
             self.emit(f"    {regs}= {table}.retry(t_, {pname}, ({regs}))")
         else:

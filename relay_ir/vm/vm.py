@@ -85,7 +85,7 @@ class VirtualMachine:
         # a read-only array's address costs a slow lookup: kernels get them from here
         self._known = {id(c): c.ctypes.data for c in exe.constants
                        if isinstance(c, np.ndarray) and c.size}
-        self._tags = R.Tags(exe.constructors)
+        self._tags = R.tag_reader(exe.constructors)
         self._translations: dict[bool, Translation] = {}
         self._local = threading.local()
 
