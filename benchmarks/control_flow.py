@@ -1,7 +1,8 @@
 """The Relay VM against PyTorch eager and TorchScript on the Relay paper's control-flow
 models (benchmarks/control_flow_models.py): CharRNN (hidden 128/256, 32/64 steps),
 Child-Sum TreeLSTM (hidden 150, random trees of 20-60 nodes), an LSTM over a List; a
-`?`-batch CNN compiled once by the VM against relay_ir.build's kernels built per batch;
+`?`-batch CNN compiled once by the VM (split per image, and as plain symbolic-extent
+kernels) against relay_ir.build's kernels built per batch;
 and the VM's own time per instruction. Systems are timed in interleaved rounds (each round
 times every system once per model; the figure is the median over rounds of each round's
 median), wall clock and, beside it, the process's CPU time, the steadier figure on a
@@ -44,6 +45,7 @@ from benchmarks.control_flow_models import (
     tree_value,
 )
 from lowering.kernel import num_threads
+from relay_ir.vm.dynamic import DynamicKernel
 
 TOLERANCE = 1e-4
 
@@ -294,25 +296,33 @@ def bench_list_lstm(steps: int, hidden: int = 256) -> Row:
 
 
 def bench_dynamic_cnn(batches: tuple[int, ...], repeat: int, rounds: int) -> list[dict]:
+    """The ?-batch CNN on the VM (groups split per image, relay_ir.vm.batch_split), on a
+    VM whose every ?-group is one symbolic-extent kernel (the split turned off), and as
+    relay_ir.build compiles it for each batch."""
     rng = np.random.default_rng(4)
     model = small_cnn()
     machine = _machine(model)
+    symbolic = _machine(model)
+    for k in symbolic.exe.kernels:
+        if isinstance(k, DynamicKernel):
+            k.per_image = False
     rows = []
     for batch in batches:
         lib = relay_ir.build(small_cnn(batch).module, params=model.params)
         x = rng.standard_normal((batch, 3, 32, 32)).astype("float32")
-        diff = float(np.abs(machine.run(x) - lib.run(x=x)).max())
+        diff = max(float(np.abs(m.run(x) - lib.run(x=x)).max()) for m in (machine, symbolic))
         print(f"  ?-batch CNN b{batch}: VM vs build max |diff| {diff:.2e}")
         if diff > TOLERANCE:
             raise SystemExit(f"?-batch CNN: the VM's output differs from build's by {diff:.2e}")
         rows.append(Row(f"batch {batch}", {"vm": lambda x=x: machine.run(x),
+                                           "symbolic": lambda x=x: symbolic.run(x),
                                            "build": lambda x=x, lib=lib: lib.run(x=x)},
                         (machine, (x,))))
     for _ in range(rounds):
         for r in rows:
             r.time_round(repeat)
-    return [{"batch": b, "vm": r.wall("vm"), "build": r.wall("build")}
-            for b, r in zip(batches, rows)]
+    return [{"batch": b, "vm": r.wall("vm"), "symbolic": r.wall("symbolic"),
+             "build": r.wall("build")} for b, r in zip(batches, rows)]
 
 
 def overhead(machine: vm.VirtualMachine, args: tuple, total: float) -> tuple[int, float,
@@ -381,10 +391,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         n, share, per = overhead(machine, args, one)
         print(f"{r.name:<36} {n:7d} {share * 100:9.1f}% {per * 1e6:9.2f}")
     cnn = bench_dynamic_cnn((1, 2) if a.tiny else (1, 3, 8), repeat, rounds)
-    print(f"\n{'?-batch CNN':<36} {'VM ms':>9} {'build ms':>9} {'VM/build':>8}")
+    print(f"\n{'?-batch CNN (VM: per image)':<36} {'VM ms':>9} {'symb. ms':>9} "
+          f"{'build ms':>9} {'VM/build':>8} {'symb./build':>11}")
     for c in cnn:
-        print(f"{'batch ' + str(c['batch']):<36} {_ms(c['vm'])} {_ms(c['build'])} "
-              f"{c['vm'] / c['build']:8.2f}")
+        print(f"{'batch ' + str(c['batch']):<36} {_ms(c['vm'])} {_ms(c['symbolic'])} "
+              f"{_ms(c['build'])} {c['vm'] / c['build']:8.2f} "
+              f"{c['symbolic'] / c['build']:11.2f}")
     print(f"load average {os.getloadavg()[0]:.2f}")
     return {"rows": [{"name": r.name, **{s: r.wall(s) for s in r.runners},
                       **{f"{s}_cpu": r.cpu(s) for s in r.runners}} for r in rows],

@@ -84,4 +84,5 @@ def test_the_benchmark_runs_at_tiny_sizes_and_reports_every_system():
         for system in ("vm", "eager", "script"):
             assert row[system] > 0 and row[f"{system}_cpu"] >= 0
     assert [c["batch"] for c in result["cnn"]] == [1, 2]
+    assert all(c[s] > 0 for c in result["cnn"] for s in ("vm", "symbolic", "build"))
     assert isinstance(result["goal_met"], bool)
