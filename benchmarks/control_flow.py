@@ -325,13 +325,17 @@ def bench_dynamic_cnn(batches: tuple[int, ...], repeat: int, rounds: int) -> lis
              "build": r.wall("build")} for b, r in zip(batches, rows)]
 
 
-def overhead(machine: vm.VirtualMachine, args: tuple, total: float) -> tuple[int, float,
-                                                                               float]:
+def overhead(machine: vm.VirtualMachine, args: tuple, runs: int = 20) -> tuple[int, float,
+                                                                           float]:
     """Instructions of one run, the kernels' share of its time, and the VM's own time per
-    instruction ((untimed median - kernel time) / instructions; kernel time is the median
-    over five profiled runs)."""
-    profiles = [machine.profile(*args) for _ in range(5)]
-    kernels = statistics.median(p.kernels.total for p in profiles)
+    instruction: (run time - kernel time) / instructions, each the minimum over `runs`
+    runs (untimed, and profiled for the kernel time), the least disturbed figure of each
+    on a shared machine (their medians come from runs that other processes slowed
+    differently)."""
+    machine.run(*args)
+    total = min(_medians(lambda: machine.run(*args), 1)[0] for _ in range(runs))
+    profiles = [machine.profile(*args) for _ in range(runs)]
+    kernels = min(p.kernels.total for p in profiles)
     n = profiles[0].instructions
     return n, kernels / total, (total - kernels) / n
 
@@ -387,8 +391,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"{'us/instr':>9}")
     for r in rows:
         machine, args = r.profile
-        one = _medians(lambda m=machine, x=args: m.run(*x), max(repeat, 5))[0]
-        n, share, per = overhead(machine, args, one)
+        n, share, per = overhead(machine, args, 3 if a.tiny else 20)
         print(f"{r.name:<36} {n:7d} {share * 100:9.1f}% {per * 1e6:9.2f}")
     cnn = bench_dynamic_cnn((1, 2) if a.tiny else (1, 3, 8), repeat, rounds)
     print(f"\n{'?-batch CNN (VM: per image)':<36} {'VM ms':>9} {'symb. ms':>9} "
