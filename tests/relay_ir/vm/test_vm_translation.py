@@ -138,3 +138,20 @@ def test_threads_running_one_vm_at_once_get_their_own_results():
     for k in range(4):
         for value in got[k]:
             assert_values_close(value, want[k], p.rtol, p.atol)
+
+
+def test_closures_over_a_list_longer_than_the_direct_call_depth_match_the_interpreter():
+    # map recurses once per element: past translate.DEPTH its calls (and the closure
+    # calls inside) run as generators under the frame loop
+    from relay_ir.vm.translate import DEPTH
+
+    mod = prelude_main(
+        "let %m = @map(fn (%t: Tensor[(2,), float32]) { tanh(multiply(%t, %s)) }, %xs);"
+        "(@foldl(fn (%a: Tensor[(2,), float32], %t: Tensor[(2,), float32]) "
+        "{ add(%a, %t) }, %s, %m), @length(%m))",
+        "%xs: List[Tensor[(2,), float32]], %s: Tensor[(2,), float32]")
+    rng = seeded_rng()
+    items = [rng.standard_normal(2).astype("float32") for _ in range(DEPTH + 150)]
+    s = rng.standard_normal(2).astype("float32")
+    got = vm.VirtualMachine(vm.compile(mod)).run(py_list(mod, items), s)
+    assert_values_close(got, interpret(mod, py_list(mod, items), s), 1e-4, 1e-4)
