@@ -192,4 +192,35 @@ class Table:
         self.array = (ctypes.c_int64 * max(1, len(data)))(*data)
 
 
-__all__ = ["ALIGNED", "C_CONTIGUOUS", "WRITEABLE", "Table", "available", "caller"]
+class CallSite:
+    """A call site's object rows (relay_ir.vm.native.Table) and what a refusal needs: the
+    Python check of its unproven inputs, then the kernel called with plain addresses."""
+
+    def __init__(self, kernel: Any, rows: list[Any], checks: list[tuple[int, Any]]) -> None:
+        self.kernel, self.rows, self.checks = kernel, rows, dict(checks)
+        self.table = Table(rows)
+
+    def retry(self, rc: int, slots: Any, objects: tuple[Any, ...]) -> tuple[Any, ...]:
+        """After `tessel_vm_call` returned rc: a kernel's own failure is raised; a refused
+        argument is checked in Python (a clear error, or a contiguous copy) and the kernel
+        run with the addresses; the objects come back (copies where one was made)."""
+        from relay_ir.vm.runtime import check_tensor, kernel_failed
+
+        if rc > 0:
+            kernel_failed(self.kernel, rc)
+        out = list(objects)
+        for row, (slot, *_) in enumerate(self.rows):
+            spec = self.checks.get(row)
+            if spec is not None:
+                out[row], addr = check_tensor(out[row], spec)
+            else:
+                addr = out[row].ctypes.data
+            slots[slot] = addr
+        entry, dims = self.kernel.fn.entry_point()
+        rc = entry(slots, dims)
+        if rc:
+            kernel_failed(self.kernel, rc)
+        return tuple(out)
+
+
+__all__ = ["ALIGNED", "C_CONTIGUOUS", "WRITEABLE", "CallSite", "Table", "available", "caller"]

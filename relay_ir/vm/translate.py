@@ -446,7 +446,6 @@ class _FunctionText:
         rows: list[tuple[int, bool, tuple[int, ...], Any, int]] = []
         objects: list[int] = []  # the registers of the object rows, in row order
         checks: list[tuple[int, Any]] = []  # (row, check_tensor spec) of unproven inputs
-        native = self.tr.native
         slots = [(r, i, spec, True) for i, (r, spec) in enumerate(zip(ins, kernel.in_specs))]
         slots += [(r, len(ins) + j, spec, False) for j, (r, spec) in
                   enumerate(zip(outs, kernel.out_specs))]
@@ -456,7 +455,7 @@ class _FunctionText:
             shape = tuple(int(d) for d in shape)
             if is_input and not (isinstance(f, _Tensor) and f.shape == shape and f.dtype == dt):
                 spec = (shape, dt, _strides(shape, dt), i, kernel.name)
-                if native:  # checked in native code at the call (relay_ir.vm.native)
+                if self.tr.native:  # checked in native code at the call (relay_ir.vm.native)
                     checks.append((len(rows), spec))
                     rows.append((i, True, shape, dt, _NATIVE_FLAGS))
                     objects.append(r)
@@ -479,7 +478,7 @@ class _FunctionText:
         if self.tr.profile:
             self.emit("t0_ = _perf()")
         if rows:
-            site = _Site(kernel, rows, checks)
+            site = native.CallSite(kernel, rows, checks)
             table, rows_array = self.env("TB", site), self.env("TA", site.table.array)
             regs = "".join(f"r{r}, " for r in objects)
             self.emit(f"t_ = _VMCALL(FA{knm}, {pname}, D{knm}, {rows_array}, {len(rows)})")
@@ -503,10 +502,11 @@ class _FunctionText:
     def kernel_env(self, k: int, kernel: StaticKernel) -> str:
         knm = str(k)
         if f"K{knm}" not in self.tr.env:
+            entry, dims = kernel.fn.entry_point()
             self.tr.env[f"K{knm}"] = kernel
-            self.tr.env[f"F{knm}"] = kernel.fn._fn
-            self.tr.env[f"FA{knm}"] = ctypes.cast(kernel.fn._fn, ctypes.c_void_p).value
-            self.tr.env[f"D{knm}"] = kernel.fn._dims
+            self.tr.env[f"F{knm}"] = entry
+            self.tr.env[f"FA{knm}"] = ctypes.cast(entry, ctypes.c_void_p).value
+            self.tr.env[f"D{knm}"] = dims
         return knm
 
     def generic_call(self, k: int, kernel: Any, ins: B.InvokePacked, n_in: int) -> None:
@@ -627,39 +627,6 @@ class _FunctionText:
         self.emit(f"r{ins.dst} = {call}")
         self.emit(f"if r{ins.dst}.__class__ is _Gen:")
         self.emit(f"    r{ins.dst} = yield r{ins.dst}")
-
-
-class _Site:
-    """A call site's object rows (relay_ir.vm.native.Table) and what a refusal needs: the
-    Python check of its unproven inputs, then the kernel called with plain addresses."""
-
-    def __init__(self, kernel: StaticKernel, rows: list[Any], checks: list[tuple[int, Any]]
-                 ) -> None:
-        from relay_ir.vm.native import Table
-
-        self.kernel, self.rows, self.checks = kernel, rows, dict(checks)
-        self.table = Table(rows)
-
-    def retry(self, rc: int, slots: Any, objects: tuple[Any, ...]) -> tuple[Any, ...]:
-        """After `tessel_vm_call` returned rc: a kernel's own failure is raised; a refused
-        argument is checked in Python (a clear error, or a contiguous copy) and the kernel
-        run with the addresses; the objects come back (copies where one was made)."""
-        from relay_ir.vm.runtime import check_tensor, kernel_failed
-
-        if rc > 0:
-            kernel_failed(self.kernel, rc)
-        out = list(objects)
-        for row, (slot, *_) in enumerate(self.rows):
-            spec = self.checks.get(row)
-            if spec is not None:
-                out[row], addr = check_tensor(out[row], spec)
-            else:
-                addr = out[row].ctypes.data
-            slots[slot] = addr
-        rc = self.kernel.fn._fn(slots, self.kernel.fn._dims)
-        if rc:
-            kernel_failed(self.kernel, rc)
-        return tuple(out)
 
 
 def _strides(shape: tuple[int, ...], dtype: np.dtype) -> tuple[int, ...]:
