@@ -88,6 +88,28 @@ class StaticStorage:
     size: int
     alignment: int
     tensors: list[int]  # the AllocTensor pcs over it
+    last: int  # the last instruction using one of its tensors
+
+
+def share_buffers(storages: list[StaticStorage]) -> list[list[StaticStorage]]:
+    """Temporaries grouped so that each group can live in one buffer: a temporary joins a
+    group whose every member's last use comes before its allocation. Jumps go forward, so
+    on every path a later pc runs later: the earlier tensors are dead by then.
+
+        >>> a, b, c = (StaticStorage(0, 8, 16, [1], 4), StaticStorage(2, 8, 16, [3], 6),
+        ...            StaticStorage(5, 4, 16, [6], 9))
+        >>> [[s.pc for s in g] for g in share_buffers([a, b, c])]
+        [[0, 5], [2]]
+    """
+    groups: list[list[StaticStorage]] = []
+    for st in sorted(storages, key=lambda s: s.pc):
+        for g in groups:
+            if g[-1].last < st.pc:
+                g.append(st)
+                break
+        else:
+            groups.append([st])
+    return groups
 
 
 class FunctionInfo:
@@ -245,9 +267,9 @@ class FunctionInfo:
                     ok = False
                     break
                 tensors.append(use)
-                last = max([last, use, *(pc for x in names for pc in self.uses[x])])
+                last = max([last, use, *(u for x in names for u in self.uses[x])])
             if ok and tensors and not any(pc < c < last for c in calls):
-                out[pc] = StaticStorage(pc, ins.size, ins.alignment, tensors)
+                out[pc] = StaticStorage(pc, ins.size, ins.alignment, tensors, last)
         return out
 
     def known_closure(self, r: int) -> B.AllocClosure | None:
@@ -334,4 +356,4 @@ def plain_functions(infos: list[FunctionInfo]) -> list[bool]:
 
 
 __all__ = ["PARAM", "FunctionInfo", "StaticStorage", "is_call", "plain_functions", "reads",
-           "writes"]
+           "share_buffers", "writes"]

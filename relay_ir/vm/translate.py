@@ -13,8 +13,9 @@ instructions out as Python:
 - Every static kernel call site owns a ctypes pointer array filled once with the addresses
   that never change (constants, temporaries), so a call sets only the others.
 - Temporaries (tensors that do not escape the function and die before any call) live in
-  one buffer per instruction allocated when the VM is made (relay_ir.vm.analysis): no
-  allocation and no address lookup at run time.
+  buffers allocated when the VM is made (relay_ir.vm.analysis), shared by temporaries of
+  one function whose instructions do not overlap: no allocation and no address lookup at
+  run time.
 - Calls: a function whose calls are loops on itself or calls of such functions is a
   plain Python function called directly (`plain_functions`). Every other one is made
   twice: a direct version `d<i>(depth, ...)` calling its callees as Python functions, and
@@ -53,7 +54,7 @@ import numpy as np
 from relay_ir.backend.executor import KernelFn, aligned_bytes
 from relay_ir.vm import bytecode as B
 from relay_ir.vm import native
-from relay_ir.vm.analysis import FunctionInfo, plain_functions
+from relay_ir.vm.analysis import FunctionInfo, plain_functions, share_buffers
 from relay_ir.vm.kernels import StaticKernel
 from relay_ir.vm.native import ALIGNED, C_CONTIGUOUS
 
@@ -203,15 +204,17 @@ class _FunctionText:
         self.facts: dict[int, Any] = {}
         self.statics = self.info.static_storages()
         self.static_views: dict[int, str] = {}  # AllocTensor pc -> view name
-        for pc, st in self.statics.items():
-            name = f"S{index}_{pc}"
-            static = Static(st.size, st.alignment)
-            for t in st.tensors:
-                ins = self.fn.instructions[t]
-                vname = f"{name}_{t}"
-                static.views.append((vname, tuple(int(d) for d in ins.shape),
-                                     np.dtype(ins.dtype), int(ins.offset)))
-                self.static_views[t] = vname
+        # temporaries whose instructions do not overlap share a buffer
+        for group in share_buffers(list(self.statics.values())):
+            name = f"S{index}_{group[0].pc}"
+            static = Static(max(st.size for st in group), max(st.alignment for st in group))
+            for st in group:
+                for t in st.tensors:
+                    ins = self.fn.instructions[t]
+                    vname = f"{name}_{t}"
+                    static.views.append((vname, tuple(int(d) for d in ins.shape),
+                                         np.dtype(ins.dtype), int(ins.offset)))
+                    self.static_views[t] = vname
             tr.statics[name] = static
         self.loops = False
         self.generator = not tr.plain[index] and not direct
