@@ -1,12 +1,16 @@
 """The Relay VM against PyTorch eager and TorchScript on the Relay paper's control-flow
 models (benchmarks/control_flow_models.py): CharRNN (hidden 128/256, 32/64 steps),
 Child-Sum TreeLSTM (hidden 150, random trees of 20-60 nodes), an LSTM over a List; a
-`?`-batch CNN compiled once by the VM against relay_ir.build's kernels built per batch;
-and the VM's own time per instruction. Medians of repeats after warm-up; torch runs on as
-many threads as Tessel's kernels (lowering.kernel.num_threads()).
+`?`-batch CNN compiled once by the VM (split per image, and as plain symbolic-extent
+kernels) against relay_ir.build's kernels built per batch;
+and the VM's own time per instruction. Systems are timed in interleaved rounds (each round
+times every system once per model; the figure is the median over rounds of each round's
+median), wall clock and, beside it, the process's CPU time, the steadier figure on a
+shared machine; torch runs on as many threads as Tessel's kernels (--threads sets both).
 
-    python -m benchmarks.control_flow            # everything
-    python -m benchmarks.control_flow --quick    # fewer sizes and repeats
+    python -m benchmarks.control_flow                 # everything
+    python -m benchmarks.control_flow --quick         # fewer sizes and rounds
+    python -m benchmarks.control_flow --threads 1     # one thread for Tessel and torch
 
 Before timing, each model's VM output is checked against torch's (max abs difference
 printed, 1e-4 required). Needs torch==2.13.0.
@@ -15,7 +19,11 @@ printed, 1e-4 required). Needs torch==2.13.0.
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,8 +44,8 @@ from benchmarks.control_flow_models import (
     tree_lstm,
     tree_value,
 )
-from benchmarks.models import median_seconds
 from lowering.kernel import num_threads
+from relay_ir.vm.dynamic import DynamicKernel
 
 TOLERANCE = 1e-4
 
@@ -190,20 +198,46 @@ def _check(name: str, got: Any, want: Any) -> float:
     return diff
 
 
-def _row(name: str, vm_run: Callable[[], Any], eager: Callable[[], Any],
-         script: Callable[[], Any], repeat: int) -> dict[str, float]:
-    with torch.inference_mode():
-        return {"name": name,  # type: ignore[dict-item]
-                "vm": median_seconds(vm_run, repeat),
-                "eager": median_seconds(eager, repeat),
-                "script": median_seconds(script, repeat, warmup=3)}
+@dataclass
+class Row:
+    """One model: its runners by system, and per round each system's (wall, CPU) median."""
+
+    name: str
+    runners: dict[str, Callable[[], Any]]
+    profile: tuple[Any, tuple]  # (VirtualMachine, args) for the overhead table
+    rounds: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+
+    def time_round(self, repeat: int) -> None:
+        with torch.inference_mode():
+            for system, fn in self.runners.items():
+                self.rounds.setdefault(system, []).append(_medians(fn, repeat))
+
+    def wall(self, system: str) -> float:
+        return statistics.median(w for w, _ in self.rounds[system])
+
+    def cpu(self, system: str) -> float:
+        return statistics.median(c for _, c in self.rounds[system])
+
+
+def _medians(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
+    """Median wall and process CPU time of `fn()` over `repeat` calls after a warm-up
+    call. CPU time counts the work of every thread of the process, not the time others'
+    processes took the cores, so on a loaded machine it is the steadier figure."""
+    fn()
+    walls, cpus = [], []
+    for _ in range(repeat):
+        c0, t0 = time.process_time(), time.perf_counter()
+        fn()
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def _machine(model: Model) -> vm.VirtualMachine:
     return vm.VirtualMachine(vm.compile(model.module, params=model.params))
 
 
-def bench_char_rnn(hidden: int, steps: int, repeat: int, vocab: int = 64) -> dict:
+def bench_char_rnn(hidden: int, steps: int, vocab: int = 64) -> Row:
     model = char_rnn(hidden=hidden, vocab=vocab)
     machine = _machine(model)
     rng = np.random.default_rng(1)
@@ -216,16 +250,16 @@ def bench_char_rnn(hidden: int, steps: int, repeat: int, vocab: int = 64) -> dic
     name = f"CharRNN h{hidden} x{steps}"
     with torch.inference_mode():
         _check(name, list_items(machine.run(n, h0, x0)), eager(steps, th, tx))
-    row = _row(name, lambda: machine.run(n, h0, x0), lambda: eager(steps, th, tx),
-               lambda: script(steps, th, tx), repeat)
-    return {**row, "profile": (machine, (n, h0, x0))}
+    return Row(name, {"vm": lambda: machine.run(n, h0, x0), "eager": lambda: eager(steps, th, tx),
+                      "script": lambda: script(steps, th, tx)}, (machine, (n, h0, x0)))
 
 
-def bench_tree_lstm(trees: int, repeat: int, hidden: int = 150) -> dict:
+def bench_tree_lstm(trees: int, hidden: int = 150, nodes: tuple[int, int] = (20, 60)) -> Row:
     model = tree_lstm(hidden=hidden, input_size=hidden)
     machine = _machine(model)
     rng = np.random.default_rng(2)
-    pytrees = [random_tree(rng, int(rng.integers(20, 61)), hidden) for _ in range(trees)]
+    pytrees = [random_tree(rng, int(rng.integers(nodes[0], nodes[1] + 1)), hidden)
+               for _ in range(trees)]
     values = [tree_value(model.module, t) for t in pytrees]
     eager = TreeLSTM(model.params).eval()
     script = torch.jit.script(ScriptTreeLSTM(model.params).eval())
@@ -236,14 +270,14 @@ def bench_tree_lstm(trees: int, repeat: int, hidden: int = 150) -> dict:
         for v, tt, (xs, kids) in zip(values, ttrees, orders):
             _check(name, machine.run(v), eager(tt))
             _check(name + " (script)", machine.run(v), script(xs, kids))
-    nodes = sum(t.size() for t in pytrees)
-    row = _row(f"{name} ({nodes} nodes)", lambda: [machine.run(v) for v in values],
-               lambda: [eager(t) for t in ttrees],
-               lambda: [script(xs, kids) for xs, kids in orders], repeat)
-    return {**row, "profile": (machine, (values[0],))}
+    total = sum(t.size() for t in pytrees)
+    return Row(f"{name} ({total} nodes)", {
+        "vm": lambda: [machine.run(v) for v in values],
+        "eager": lambda: [eager(t) for t in ttrees],
+        "script": lambda: [script(xs, kids) for xs, kids in orders]}, (machine, (values[0],)))
 
 
-def bench_list_lstm(steps: int, repeat: int, hidden: int = 256) -> dict:
+def bench_list_lstm(steps: int, hidden: int = 256) -> Row:
     model = list_lstm(hidden=hidden, input_size=hidden)
     machine = _machine(model)
     rng = np.random.default_rng(3)
@@ -256,75 +290,120 @@ def bench_list_lstm(steps: int, repeat: int, hidden: int = 256) -> dict:
     name = f"LSTM list h{hidden} x{steps}"
     with torch.inference_mode():
         _check(name, machine.run(value, h0, h0), eager(txs, th, th))
-    row = _row(name, lambda: machine.run(value, h0, h0), lambda: eager(txs, th, th),
-               lambda: script(txs, th, th), repeat)
-    return {**row, "profile": (machine, (value, h0, h0))}
+    return Row(name, {"vm": lambda: machine.run(value, h0, h0),
+                      "eager": lambda: eager(txs, th, th),
+                      "script": lambda: script(txs, th, th)}, (machine, (value, h0, h0)))
 
 
-def bench_dynamic_cnn(batches: tuple[int, ...], repeat: int) -> list[dict]:
+def bench_dynamic_cnn(batches: tuple[int, ...], repeat: int, rounds: int) -> list[dict]:
+    """The ?-batch CNN on the VM (groups split per image, relay_ir.vm.batch_split), on a
+    VM whose every ?-group is one symbolic-extent kernel (the split turned off), and as
+    relay_ir.build compiles it for each batch."""
     rng = np.random.default_rng(4)
     model = small_cnn()
     machine = _machine(model)
+    symbolic = _machine(model)
+    for k in symbolic.exe.kernels:
+        if isinstance(k, DynamicKernel):
+            k.per_image = False
     rows = []
     for batch in batches:
         lib = relay_ir.build(small_cnn(batch).module, params=model.params)
         x = rng.standard_normal((batch, 3, 32, 32)).astype("float32")
-        diff = float(np.abs(machine.run(x) - lib.run(x=x)).max())
+        diff = max(float(np.abs(m.run(x) - lib.run(x=x)).max()) for m in (machine, symbolic))
         print(f"  ?-batch CNN b{batch}: VM vs build max |diff| {diff:.2e}")
         if diff > TOLERANCE:
             raise SystemExit(f"?-batch CNN: the VM's output differs from build's by {diff:.2e}")
-        rows.append({"batch": batch, "vm": median_seconds(lambda x=x: machine.run(x), repeat),
-                     "build": median_seconds(lambda x=x, lib=lib: lib.run(x=x), repeat)})
-    return rows
+        rows.append(Row(f"batch {batch}", {"vm": lambda x=x: machine.run(x),
+                                           "symbolic": lambda x=x: symbolic.run(x),
+                                           "build": lambda x=x, lib=lib: lib.run(x=x)},
+                        (machine, (x,))))
+    for _ in range(rounds):
+        for r in rows:
+            r.time_round(repeat)
+    return [{"batch": b, "vm": r.wall("vm"), "symbolic": r.wall("symbolic"),
+             "build": r.wall("build")} for b, r in zip(batches, rows)]
 
 
-def overhead(machine: vm.VirtualMachine, args: tuple, total: float) -> tuple[int, float,
-                                                                               float]:
+def overhead(machine: vm.VirtualMachine, args: tuple, runs: int = 20) -> tuple[int, float,
+                                                                           float]:
     """Instructions of one run, the kernels' share of its time, and the VM's own time per
-    instruction ((untimed median - kernel time) / instructions)."""
-    prof = machine.profile(*args)
-    kernels = prof.kernels.total
-    return prof.instructions, kernels / total, (total - kernels) / prof.instructions
+    instruction: (run time - kernel time) / instructions, each the minimum over `runs`
+    runs (untimed, and profiled for the kernel time), the least disturbed figure of each
+    on a shared machine (their medians come from runs that other processes slowed
+    differently)."""
+    machine.run(*args)
+    total = min(_medians(lambda: machine.run(*args), 1)[0] for _ in range(runs))
+    profiles = [machine.profile(*args) for _ in range(runs)]
+    kernels = min(p.kernels.total for p in profiles)
+    n = profiles[0].instructions
+    return n, kernels / total, (total - kernels) / n
 
 
 def _ms(s: float) -> str:
     return f"{s * 1e3:9.3f}"
 
 
+SIZES = {  # (CharRNN (hidden, steps)s, trees, tree nodes, tree hidden, LSTM steps, hidden)
+    "full": ([(128, 32), (128, 64), (256, 32), (256, 64)], 8, (20, 60), 150, 32, 256),
+    "quick": ([(128, 32), (256, 64)], 3, (20, 60), 150, 32, 256),
+    "tiny": ([(8, 3)], 2, (3, 5), 6, 3, 8),
+}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
-    ap.add_argument("--repeat", type=int, default=None)
+    ap.add_argument("--tiny", action="store_true", help="tiny models (the test's run)")
+    ap.add_argument("--repeat", type=int, default=None, help="calls per round (median)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="interleaved rounds (each times every system once per model)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="threads for Tessel's kernels and torch (default: the CPUs)")
     a = ap.parse_args(argv)
-    repeat = a.repeat or (5 if a.quick else 20)
+    if a.threads is not None:
+        os.environ["TESSEL_NUM_THREADS"] = str(a.threads)  # read as kernels are made
+    size = "tiny" if a.tiny else "quick" if a.quick else "full"
+    repeat = a.repeat or (1 if a.tiny else 5 if a.quick else 10)
+    rounds = a.rounds or (1 if a.tiny else 3 if a.quick else 7)
     threads = num_threads()
     torch.set_num_threads(threads)
-    print(f"torch {torch.__version__}, {threads} thread(s) for Tessel and torch, "
-          f"median of {repeat}")
-    rnn_sizes = [(128, 32), (256, 64)] if a.quick else [(128, 32), (128, 64), (256, 32),
-                                                          (256, 64)]
-    rows = [bench_char_rnn(h, n, repeat) for h, n in rnn_sizes]
-    rows.append(bench_tree_lstm(3 if a.quick else 8, repeat))
-    rows.append(bench_list_lstm(32, repeat))
+    print(f"torch {torch.__version__}, {threads} thread(s) for Tessel and torch; median over "
+          f"{rounds} interleaved rounds of the median of {repeat} calls; load average "
+          f"{os.getloadavg()[0]:.2f}")
+    rnn, trees, nodes, tree_hidden, lstm_steps, lstm_hidden = SIZES[size]
+    rows = [bench_char_rnn(h, n, vocab=5 if a.tiny else 64) for h, n in rnn]
+    rows.append(bench_tree_lstm(trees, tree_hidden, nodes))
+    rows.append(bench_list_lstm(lstm_steps, lstm_hidden))
+    for _ in range(rounds):
+        for r in rows:
+            r.time_round(repeat)
     print(f"\n{'model':<36} {'VM ms':>9} {'eager ms':>9} {'script ms':>9} "
-          f"{'eager/VM':>8} {'script/VM':>9}")
+          f"{'eager/VM':>8} {'script/VM':>9} {'eager/VM cpu':>12}")
     for r in rows:
-        print(f"{r['name']:<36} {_ms(r['vm'])} {_ms(r['eager'])} {_ms(r['script'])} "
-              f"{r['eager'] / r['vm']:8.2f} {r['script'] / r['vm']:9.2f}")
+        print(f"{r.name:<36} {_ms(r.wall('vm'))} {_ms(r.wall('eager'))} "
+              f"{_ms(r.wall('script'))} {r.wall('eager') / r.wall('vm'):8.2f} "
+              f"{r.wall('script') / r.wall('vm'):9.2f} {r.cpu('eager') / r.cpu('vm'):12.2f}")
+    faster = all(r.wall("eager") > r.wall("vm") for r in rows)
+    print(f"goal (the VM faster than PyTorch eager on every model): "
+          f"{'met' if faster else 'NOT met'}")
     print(f"\n{'VM overhead (one run)':<36} {'instrs':>7} {'in kernels':>10} "
           f"{'us/instr':>9}")
     for r in rows:
-        machine, args = r["profile"]
-        one = median_seconds(lambda: machine.run(*args), repeat)  # noqa: B023
-        n, share, per = overhead(machine, args, one)
-        print(f"{r['name']:<36} {n:7d} {share * 100:9.1f}% {per * 1e6:9.2f}")
-    cnn = bench_dynamic_cnn((1, 3, 8), repeat)
-    print(f"\n{'?-batch CNN':<36} {'VM ms':>9} {'build ms':>9} {'VM/build':>8}")
-    for r in cnn:
-        print(f"{'batch ' + str(r['batch']):<36} {_ms(r['vm'])} {_ms(r['build'])} "
-              f"{r['vm'] / r['build']:8.2f}")
-    return {"rows": [{k: v for k, v in r.items() if k != "profile"} for r in rows],
-            "cnn": cnn}
+        machine, args = r.profile
+        n, share, per = overhead(machine, args, 3 if a.tiny else 20)
+        print(f"{r.name:<36} {n:7d} {share * 100:9.1f}% {per * 1e6:9.2f}")
+    cnn = bench_dynamic_cnn((1, 2) if a.tiny else (1, 3, 8), repeat, rounds)
+    print(f"\n{'?-batch CNN (VM: per image)':<36} {'VM ms':>9} {'symb. ms':>9} "
+          f"{'build ms':>9} {'VM/build':>8} {'symb./build':>11}")
+    for c in cnn:
+        print(f"{'batch ' + str(c['batch']):<36} {_ms(c['vm'])} {_ms(c['symbolic'])} "
+              f"{_ms(c['build'])} {c['vm'] / c['build']:8.2f} "
+              f"{c['symbolic'] / c['build']:11.2f}")
+    print(f"load average {os.getloadavg()[0]:.2f}")
+    return {"rows": [{"name": r.name, **{s: r.wall(s) for s in r.runners},
+                      **{f"{s}_cpu": r.cpu(s) for s in r.runners}} for r in rows],
+            "cnn": cnn, "goal_met": faster}
 
 
 if __name__ == "__main__":

@@ -90,6 +90,11 @@ class KernelFn:
         """A ctypes array of the kernel's parameter count, for `call_pointers`."""
         return self._ptrs()
 
+    def entry_point(self) -> tuple[Any, Any]:
+        """(the ctypes entry, the dims array) for a caller that fills its own pointer arrays
+        (the VM's translated code): `entry(ptrs, dims)` returns 0 or a check's number."""
+        return self._fn, self._dims
+
     def call_pointers(self, ptrs: Any) -> None:
         """Run on the data addresses in `ptrs` (of arrays of the parameter shapes)."""
         rc = self._fn(ptrs, self._dims)

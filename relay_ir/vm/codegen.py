@@ -14,7 +14,9 @@
   variables' registers. A function that calls itself through its let variable rebuilds
   its own closure on entry from the captured values.
 - A fused group's call allocates its outputs (one storage each) and InvokePacked's the
-  group's kernel; groups with `?` dims return fresh outputs instead.
+  group's kernel; groups with `?` dims return fresh outputs instead. A group that only
+  reshapes (reshape, squeeze, expand_dims of static shapes) is a
+  ReshapeTensor: the same data under the new shape, no kernel and no copy.
 
     >>> import relay_ir, relay_ir.vm
     >>> mod = relay_ir.parse("def @main(%x: (int32, int32)) { %x.1 }")
@@ -221,6 +223,12 @@ class FunctionCompiler:
 
     def call_group(self, call: Call) -> int:
         fn: Function = call.op  # type: ignore[assignment]
+        shape = view_shape(fn)
+        if shape is not None:  # no kernel: the same data under another shape
+            src = self.value(call.args[0])
+            const = np.asarray(shape, dtype="int64")
+            shape_reg = self.emit_dst(lambda d: B.LoadConst(self.ctx.constant(const), d))
+            return self.emit_dst(lambda d: B.ReshapeTensor(src, shape_reg, d))
         k, prepacked = self.ctx.group_kernel(call)
         ins: list[int] = []
         for i, (p, a) in enumerate(zip(fn.params, call.args)):
@@ -331,4 +339,24 @@ class FunctionCompiler:
             self.pattern(q, field, fails, tags)
 
 
-__all__ = ["FunctionCompiler"]
+# ops whose result is their input's data, in order, under another shape
+VIEW_OPS = frozenset({"reshape", "squeeze", "expand_dims"})
+
+
+def view_shape(fn: Function) -> tuple[int, ...] | None:
+    """The output shape when a fused group is one view op of its one input and both shapes
+    are static (the VM reshapes instead of copying: ReshapeTensor), else None."""
+    body = fn.body
+    if len(fn.params) != 1 or not isinstance(body, Call) or not isinstance(body.op, Op) or \
+            body.op.name not in VIEW_OPS or len(body.args) != 1 or body.args[0] is not fn.params[0]:
+        return None
+    src, out = fn.params[0].checked_type, body.checked_type
+    if not (isinstance(src, TensorType) and isinstance(out, TensorType)) or \
+            src.dtype != out.dtype:
+        return None
+    if not all(isinstance(d, int) for d in (*src.shape, *out.shape)):
+        return None
+    return tuple(int(d) for d in out.shape)
+
+
+__all__ = ["VIEW_OPS", "FunctionCompiler", "view_shape"]

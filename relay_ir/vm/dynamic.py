@@ -31,18 +31,21 @@ specialised kernel's speed per image.
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
 import numpy as np
 
-from relay_ir.backend.executor import aligned, aligned_empty, kernel_fn
+from lowering.kernel import array_address
+from relay_ir.backend.executor import aligned, kernel_fn
 from relay_ir.backend.lower_group import _evaluate, _flat, flatten_types, lower_group
 from relay_ir.expr import Function, Var
 from relay_ir.transform.rewrite import substitute
 from relay_ir.ty import TensorType, TupleType, Type
 from relay_ir.vm.batch_split import has_batch, per_image
 from relay_ir.vm.kernels import StaticKernel
+from relay_ir.vm.runtime import fresh
 from tessel_errors import KernelArgumentError, RelayError, RelayRuntimeError, TesselError
 
 Shapes = tuple[tuple[int, ...], ...]
@@ -67,6 +70,9 @@ class DynamicKernel:
         self.packed: dict[tuple[int, Any], np.ndarray] = {}
         self.warned = False
         self.per_image = per_image(fn)
+        self.batched = [has_batch(t) for t in self.in_types]
+        self.flat = len(self.in_types) == len(self.fn.params)  # param k is input k
+        self.plans: dict[Any, _ImagePlan] = {}  # per-image runs by input signature
 
     # shape functions and the gradual check
 
@@ -108,7 +114,7 @@ class DynamicKernel:
             raise KernelArgumentError(f"kernel '{self.name}' takes {len(self.in_types)} tensors")
         ins = [np.require(a, requirements="CA") for a in ins]
         shapes = tuple(tuple(a.shape) for a in ins)
-        outs = [aligned_empty(s, d) for s, d in self.out_specs(shapes)]
+        outs = [fresh(s, np.dtype(d), _nbytes(s, d))[0] for s, d in self.out_specs(shapes)]
         if self.per_image and self._run_per_image(ins, shapes, outs, known):
             return outs
         kernel = self.symbolic(shapes)
@@ -124,21 +130,32 @@ class DynamicKernel:
         inputs disagree on the batch, which the symbolic path then reports. The
         executable's constants (their ids in `known`) are the kernel's constant params,
         packed once into the template's layout and kept."""
-        batched = [has_batch(t) for t in self.in_types]
+        batched = self.batched
         sizes = {s[0] for s, b in zip(shapes, batched) if b}
         if len(sizes) != 1:
             return False
-        one = tuple((1, *s[1:]) if b else s for s, b in zip(shapes, batched))
-        flat = len(self.in_types) == len(self.fn.params)  # param k is input k
         consts = frozenset(k for k, (a, b) in enumerate(zip(ins, batched))
-                           if flat and not b and known and id(a) in known)
+                           if self.flat and not b and known and id(a) in known)
+        key = (shapes, tuple(a.dtype for a in ins), consts)
+        plan = self.plans.get(key)
+        if plan is None:
+            plan = self.plans[key] = self._image_plan(ins, shapes, consts)
+        plan.run(ins, outs, sizes.pop())
+        return True
+
+    def _image_plan(self, ins: list[np.ndarray], shapes: Shapes, consts: frozenset[int]
+                    ) -> _ImagePlan:
+        one = tuple((1, *s[1:]) if b else s for s, b in zip(shapes, self.batched))
         kernel = self.concrete(one, consts)
         packs = kernel.group.prepack if kernel.group is not None else {}
-        fixed = [self._packed(a, packs[k]) if k in packs else a for k, a in enumerate(ins)]
-        for i in range(sizes.pop()):
-            kernel([a[i:i + 1] if b else a for a, b in zip(fixed, batched)] +
-                   [o[i:i + 1] for o in outs], known)
-        return True
+        fixed = {k: self._packed(ins[k], packs[k]) for k in packs}
+        for k, (a, (_, dtype)) in enumerate(zip(ins, kernel.in_specs)):
+            got = fixed[k].dtype if k in fixed else a.dtype
+            if got != np.dtype(dtype):
+                raise KernelArgumentError(f"kernel '{self.name}': input {k} must be {dtype}, "
+                                          f"got {got}")
+        return _ImagePlan(kernel, self.batched, fixed, shapes,
+                          self.out_specs(shapes))
 
     def _packed(self, const: np.ndarray, pack: Any) -> np.ndarray:
         # keyed by the constant's id: the executable keeps its constants alive, so the id
@@ -217,6 +234,39 @@ class DynamicKernel:
                                                          group.out_specs))
             self.by_shape[(shapes, consts)] = hit
         return hit
+
+
+class _ImagePlan:
+    """The per-image run of one input signature: the batch-1 kernel called once per image
+    through one pointer array, each batched argument's address stepping by its bytes per
+    image (a view per image and its checks cost more than the kernel on small images)."""
+
+    def __init__(self, kernel: StaticKernel, batched: list[bool], fixed: dict[int, Any],
+                 shapes: Shapes, out_specs: list[tuple[tuple[int, ...], str]]) -> None:
+        self.kernel, self.fixed = kernel, fixed
+        self.steps = [_image_bytes(s, dt) if b and k not in fixed else 0
+                      for k, ((s, dt), b) in enumerate(zip(zip(shapes, [
+                          np.dtype(d) for _, d in kernel.in_specs]), batched))]
+        self.steps += [_image_bytes(s, np.dtype(d)) for s, d in out_specs]
+
+    def run(self, ins: list[np.ndarray], outs: list[np.ndarray], batch: int) -> None:
+        fn = self.kernel.fn
+        arrays = [self.fixed.get(k, a) for k, a in enumerate(ins)] + outs
+        bases = [array_address(a) for a in arrays]
+        slots = fn.pointer_array()
+        pairs = list(enumerate(zip(bases, self.steps)))
+        for i in range(batch):
+            for j, (base, step) in pairs:
+                slots[j] = base + i * step
+            fn.call_pointers(slots)
+
+
+def _nbytes(shape: tuple[int, ...], dtype: Any) -> int:
+    return int(np.dtype(dtype).itemsize) * math.prod(shape)
+
+
+def _image_bytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
+    return int(dtype.itemsize) * math.prod(shape[1:])
 
 
 def _concrete(t: Type, shapes: Any) -> Type:

@@ -4,10 +4,15 @@ Values are the interpreter's (relay_ir.interpreter): numpy arrays, Python tuples
 `ConstructorValue`, `RefValue`; a closure is a `VMClosure` (a function index and its
 captured values). So a VM result compares with the interpreter's directly.
 
-The dispatch loop never recurses in Python: a call pushes the caller's frame (function,
-pc, registers, result register) onto a list and a Ret pops it, so a non-tail recursion
-10^4 deep costs 10^4 list entries; a call marked tail replaces the frame, so a tail
-recursion of any depth runs in one.
+The bytecode runs translated: each VM function becomes a Python function once per VM
+(relay_ir.vm.translate), with no dispatch per instruction, shapes the compiler proved left
+unchecked and kernels called through prepared pointer arrays. Calls are Python calls up to
+a depth (translate.DEPTH); deeper, functions run as generators under one frame loop
+(relay_ir.vm.runtime.run_frames): a call waiting on a deeper one costs a list entry, not
+Python stack, so a non-tail recursion 10^4 deep runs, and a tail call replaces its
+caller's frame, so a tail recursion of any depth runs in one.
+Each thread running a VM gets its own instance of the functions (their temporaries'
+buffers and pointer arrays), so two threads may run one VM at once.
 
     >>> import relay_ir, relay_ir.vm
     >>> mod = relay_ir.parse("def @main(%x: Tensor[(2,), float32]) { negative(%x) }")
@@ -19,23 +24,27 @@ recursion of any depth runs in one.
 
 from __future__ import annotations
 
+import threading
 import time
+import types
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from relay_ir.backend.executor import aligned_bytes, bind_by_name, check_inputs
+from relay_ir.backend.executor import bind_by_name, check_inputs
 from relay_ir.backend.profile import ProfileRow, ProfileTable
-from relay_ir.interpreter import ConstructorValue, RefValue, _short
-from relay_ir.vm import bytecode as B
+from relay_ir.interpreter import ConstructorValue, RefValue
+from relay_ir.vm import native
+from relay_ir.vm import runtime as R
+from relay_ir.vm.translate import Translation
 from tessel_errors import KernelArgumentError, RelayRuntimeError
 
 # Frames that may wait on deeper calls before the program counts as running away.
 MAX_FRAMES = 1_000_000
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class VMClosure:
     """A function value of the VM: functions[func] with its captured values."""
 
@@ -72,13 +81,13 @@ class VirtualMachine:
     def __init__(self, exe: Any) -> None:
         self.exe = exe
         self.functions = exe.bytecode.functions
-        self.tags = {(c.belong_to.name, c.name_hint): k
-                     for k, c in enumerate(exe.constructors)}
-        self._timer: _Timer | None = None
         # the constants are read-only (a caller must not change one returned to it), and
         # a read-only array's address costs a slow lookup: kernels get them from here
         self._known = {id(c): c.ctypes.data for c in exe.constants
                        if isinstance(c, np.ndarray) and c.size}
+        self._tags = R.tag_reader(exe.constructors)
+        self._translations: dict[bool, Translation] = {}
+        self._local = threading.local()
 
     # entry points
 
@@ -88,179 +97,62 @@ class VirtualMachine:
 
     def invoke(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """The global function `name` on these arguments (checked as lib.run checks)."""
+        index, values = self._entry(name, args, kwargs)
+        funcs = getattr(self._local, "funcs", None)
+        if funcs is None:
+            funcs = self._local.funcs = self.translation().instantiate(self._runtime(None))[1]
+        return funcs[index](0, *values)
+
+    def profile(self, *args: Any, **kwargs: Any) -> VMProfile:
+        """Run @main once, timing every kernel call and every function's own time (every
+        call goes through the frame loop, so each is seen)."""
+        index, values = self._entry("main", args, kwargs)
+        timer = _Timer()
+        funcs = self.translation(profile=True).instantiate(self._runtime(timer))[0]
+        R.run_frames(funcs[index](*values), MAX_FRAMES, self._where, timer)
+        return timer.report()
+
+    def translation(self, profile: bool = False) -> Translation:
+        """The Python translation of the bytecode this VM runs (`.source` shows it)."""
+        tr = self._translations.get(profile)
+        if tr is None:
+            tr = self._translations[profile] = Translation(self.exe, profile)
+        return tr
+
+    # internals
+
+    def _entry(self, name: str, args: tuple, kwargs: dict[str, Any]) -> tuple[int, list]:
         if name not in self.exe.params:
             raise KernelArgumentError(f"the executable has no function @{name}; its functions "
                                       f"are {', '.join('@' + n for n in self.exe.params)}")
-        values = _bind(name, self.exe.params[name], args, kwargs)
-        return self._execute(self.exe.function_index[name], values)
+        return self.exe.function_index[name], _bind(name, self.exe.params[name], args, kwargs)
 
-    def profile(self, *args: Any, **kwargs: Any) -> VMProfile:
-        """Run @main once, timing every kernel call and every function's own time."""
-        self._timer = _Timer(self)
-        try:
-            self.run(*args, **kwargs)
-            return self._timer.report()
-        finally:
-            self._timer = None
+    def _run_frames(self, first: Any) -> Any:
+        return R.run_frames(first, MAX_FRAMES, self._where)
 
-    # the dispatch loop
+    def _where(self, gen: Any) -> str:
+        return self.functions[int(gen.gi_code.co_name[1:])].name
 
-    def _execute(self, func: int, args: list[Any]) -> Any:  # noqa: C901 (one dispatch loop)
-        fn = self.functions[func]
-        regs: list[Any] = [None] * fn.num_registers
-        regs[:len(args)] = args
-        code, pc = fn.instructions, 0
-        frames: list[tuple[B.Function, int, list[Any], int]] = []
-        timer = self._timer
-        if timer:
-            timer.enter(fn.name)
-        # the loop's hot names as locals: an instruction costs a few hundred nanoseconds,
-        # and attribute lookups were a visible part of it
-        constants, kernels, known = self.exe.constants, self.exe.kernels, self._known
-        InvokePacked, AllocStorage, AllocTensor, LoadConst = \
-            B.InvokePacked, B.AllocStorage, B.AllocTensor, B.LoadConst
-        empty, uint8, ndarray = np.empty, np.uint8, np.ndarray
-        while True:
-            ins = code[pc]
-            kind = type(ins)
-            if timer:
-                timer.instructions += 1
-            if kind is InvokePacked:
-                kernel = kernels[ins.kernel]
-                if timer or kernel.dynamic:
-                    self._invoke_packed(ins, regs, timer, known)
-                else:
-                    kernel([regs[r] for r in ins.args], known)
-            elif kind is AllocStorage:
-                # numpy's own allocation is 16-byte aligned: enough below a cache line
-                regs[ins.dst] = empty(ins.size, uint8) if ins.alignment <= 16 else \
-                    aligned_bytes(ins.size)
-            elif kind is AllocTensor:
-                # np.ndarray over the storage's buffer is 3x cheaper than slicing, view and
-                # reshape, and still refuses a tensor that would run past the storage
-                regs[ins.dst] = ndarray(ins.shape, ins.dtype, regs[ins.storage], ins.offset)
-            elif kind is LoadConst:
-                regs[ins.dst] = constants[ins.index]
-            elif kind is B.LoadConsti:
-                regs[ins.dst] = ins.val
-            elif kind is B.Move:
-                regs[ins.dst] = regs[ins.src]
-            elif kind is B.If:
-                pc += ins.true_offset if _scalar(regs[ins.test]) == regs[ins.target] \
-                    else ins.false_offset
-                continue
-            elif kind is B.Goto:
-                pc += ins.offset
-                continue
-            elif kind is B.GetField:
-                regs[ins.dst] = _field(regs[ins.obj], ins.index)
-            elif kind is B.GetTag:
-                regs[ins.dst] = self._tag(regs[ins.obj])
-            elif kind is B.AllocADT:
-                fields = tuple(regs[r] for r in ins.fields)
-                regs[ins.dst] = fields if ins.tag == B.TUPLE_TAG else \
-                    ConstructorValue(self.exe.constructors[ins.tag], fields)
-            elif kind is B.AllocClosure:
-                regs[ins.dst] = VMClosure(ins.func, tuple(regs[r] for r in ins.captured))
-            elif kind is B.Invoke or kind is B.InvokeClosure:
-                if kind is B.Invoke:
-                    callee, call_args = ins.func, [regs[r] for r in ins.args]
-                else:
-                    clo = regs[ins.closure]
-                    if not isinstance(clo, VMClosure):
-                        raise RelayRuntimeError(f"@{fn.name} calls a {type(clo).__name__}, "
-                                                "not a function")
-                    callee = clo.func
-                    call_args = [*clo.captured, *(regs[r] for r in ins.args)]
-                if not ins.tail:
-                    frames.append((fn, pc + 1, regs, ins.dst))
-                    if len(frames) > MAX_FRAMES:
-                        raise RelayRuntimeError(
-                            f"the program recursed deeper than the VM allows ({MAX_FRAMES:,} "
-                            f"frames, in @{fn.name}); is the recursion unbounded?")
-                fn = self.functions[callee]
-                if len(call_args) != fn.num_params:
-                    raise RelayRuntimeError(f"@{fn.name} expects {fn.num_params} argument(s), "
-                                            f"got {len(call_args)}")
-                regs = [None] * fn.num_registers
-                regs[:len(call_args)] = call_args
-                code, pc = fn.instructions, 0
-                if timer:
-                    timer.enter(fn.name)
-                continue
-            elif kind is B.Ret:
-                result = regs[ins.result]
-                if not frames:
-                    if timer:
-                        timer.leave()
-                    return result
-                fn, pc, regs, dst = frames.pop()
-                regs[dst] = result
-                code = fn.instructions
-                if timer:
-                    timer.enter(fn.name, call=False)
-                continue
-            elif kind is B.RefNew:
-                regs[ins.dst] = RefValue(regs[ins.value])
-            elif kind is B.RefRead:
-                regs[ins.dst] = _ref(regs[ins.ref], fn.name).value
-            elif kind is B.RefWrite:
-                _ref(regs[ins.ref], fn.name).value = regs[ins.value]
-            elif kind is B.ShapeOf:
-                regs[ins.dst] = np.asarray(regs[ins.tensor].shape, dtype="int64")
-            elif kind is B.ReshapeTensor:
-                shape = tuple(int(d) for d in regs[ins.shape_reg])
-                regs[ins.dst] = regs[ins.tensor].reshape(shape)
-            elif kind is B.Fatal:
-                what = "" if ins.value is None else f" {_short(regs[ins.value])}"
-                raise RelayRuntimeError(f"{ins.message}{what}")
-            else:
-                raise RelayRuntimeError(f"the VM has no case for instruction {ins.opcode}")
-            pc += 1
+    def _runtime(self, timer: Any) -> dict[str, Any]:
+        return {
+            "_CV": ConstructorValue, "_Clo": VMClosure, "_Gen": types.GeneratorType,
+            "_KNOWN": self._known, "_NEVER": False,
+            "_NP": [f.num_params for f in self.functions], "_Ref": RefValue, "_T": timer,
+            "_arity": R.arity, "_bad_closure": self._bad_closure, "_chk": R.check_tensor,
+            "_fatal": R.fatal, "_field": R.field, "_fresh": R.fresh,
+            "_kfail": R.kernel_failed, "_ndarray": np.ndarray, "_no_case": R.no_case,
+            "_perf": time.perf_counter, "_ref": R.ref, "_reshape": R.reshape,
+            "_scalar": R.scalar, "_shape_of": R.shape_of, "_storage": R.storage,
+            "_tag": self._tags, "_empty": np.empty,
+            "_VMCALL": native.caller() if native.available() else None,
+            "_run": self._run_frames,
+        }
 
-    def _invoke_packed(self, ins: B.InvokePacked, regs: list[Any], timer: Any,
-                       known: dict[int, int]) -> None:
-        kernel = self.exe.kernels[ins.kernel]
-        args = [regs[r] for r in ins.args]
-        t0 = time.perf_counter() if timer else 0.0
-        outs = kernel(args, known)
-        if timer:
-            timer.kernel(kernel.name, time.perf_counter() - t0, outs or args[-1:])
-        if outs is not None:
-            for r, v in zip(ins.args[ins.arity - ins.output_size:], outs):
-                regs[r] = v
-
-    def _tag(self, value: Any) -> int:
-        if not isinstance(value, ConstructorValue):
-            raise RelayRuntimeError(f"a match expects an ADT value, got {type(value).__name__}")
-        c = value.constructor
-        tag = self.tags.get((c.belong_to.name, c.name_hint))
-        if tag is None:
-            return -2  # a constructor no code of this executable tests for: no clause matches
-        return tag
-
-
-def _scalar(v: Any) -> Any:
-    if isinstance(v, np.ndarray):
-        if v.size != 1:
-            raise RelayRuntimeError(f"if condition must be a bool scalar, got a tensor of "
-                                    f"shape {v.shape}")
-        return v.item()
-    return v
-
-
-def _field(obj: Any, index: int) -> Any:
-    if isinstance(obj, tuple):
-        return obj[index]
-    if isinstance(obj, ConstructorValue):
-        return obj.fields[index]
-    raise RelayRuntimeError(f"field {index} of a {type(obj).__name__}, which has no fields")
-
-
-def _ref(cell: Any, where: str) -> RefValue:
-    if not isinstance(cell, RefValue):
-        raise RelayRuntimeError(f"@{where} uses a {type(cell).__name__} as a reference")
-    return cell
+    def _bad_closure(self, clo: Any, nargs: int, caller: str) -> RelayRuntimeError:
+        if not isinstance(clo, VMClosure):
+            return RelayRuntimeError(f"@{caller} calls a {type(clo).__name__}, not a function")
+        fn = self.functions[clo.func]
+        return R.arity(fn.name, fn.num_params, len(clo.captured) + nargs)
 
 
 def _bind(name: str, specs: list[Any], args: tuple, kwargs: dict[str, Any]) -> list[Any]:
@@ -281,6 +173,8 @@ def _bind(name: str, specs: list[Any], args: tuple, kwargs: dict[str, Any]) -> l
                 raise KernelArgumentError(f"{call}: input {n!r} must be a tuple, got "
                                           f"{type(v).__name__}")
             out.append(tuple(v))
+        elif isinstance(v, types.GeneratorType):  # the frame loop's own currency
+            raise KernelArgumentError(f"{call}: input {n!r} is a generator, not a value")
         else:
             out.append(v)
     return out
@@ -289,7 +183,7 @@ def _bind(name: str, specs: list[Any], args: tuple, kwargs: dict[str, Any]) -> l
 class _Timer:
     """Accumulates a profiled run's kernel times and per-function own times."""
 
-    def __init__(self, vm: VirtualMachine) -> None:
+    def __init__(self) -> None:
         self.kernel_time: dict[str, float] = {}
         self.kernel_shape: dict[str, tuple[int, ...]] = {}
         self.function_time: dict[str, float] = {}

@@ -16,6 +16,7 @@ numpy weight once at build, not at every call.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -44,6 +45,12 @@ from tensor_expr.tensor import Tensor
 from tessel_errors import ScheduleError
 
 GEMM, PACK = "gemm", "gemm_pack"
+
+# Below this many multiply-adds a parallel region costs more than it saves: waking the
+# pool's other thread takes 5-10 us on an idle machine, and on a loaded one (another
+# process on the other core) 100-300 us were measured for a batch-1 dense of 150 x 450
+# (about 2 us of work on one thread), the case of RNN and TreeLSTM cells on the VM.
+PARALLEL_MIN_MACS = 1 << 20
 
 # ---------------------------------------------------------------------------------------
 # The computation
@@ -254,7 +261,9 @@ def schedule_gemm(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     s[CC].compute_at(s[O], xm)
     if nr > 1:
         s[O].vectorize(xi)
-    parallel_fuse(s, O, [*lead, yo, xo] if cfg["parallel"].val == "rows_cols" else [*lead, yo])
+    if math.prod(shape_of(C)) * K >= PARALLEL_MIN_MACS:
+        parallel_fuse(s, O, [*lead, yo, xo] if cfg["parallel"].val == "rows_cols"
+                      else [*lead, yo])
 
     # the micro-kernel: k outside, rows unrolled, columns split into unrolled vectors
     caxes = list(s[CC].op.axis)

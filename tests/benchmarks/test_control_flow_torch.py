@@ -74,3 +74,15 @@ def test_list_lstm_eager_and_script_match_the_vm():
             want = net(*args)
         _close(h, want[0])
         _close(c, want[1])
+
+
+def test_the_benchmark_runs_at_tiny_sizes_and_reports_every_system():
+    result = cf.main(["--tiny"])
+    names = [r["name"] for r in result["rows"]]
+    assert [n.split()[0] for n in names] == ["CharRNN", "TreeLSTM", "LSTM"]
+    for row in result["rows"]:
+        for system in ("vm", "eager", "script"):
+            assert row[system] > 0 and row[f"{system}_cpu"] >= 0
+    assert [c["batch"] for c in result["cnn"]] == [1, 2]
+    assert all(c[s] > 0 for c in result["cnn"] for s in ("vm", "symbolic", "build"))
+    assert isinstance(result["goal_met"], bool)

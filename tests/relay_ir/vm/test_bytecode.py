@@ -13,6 +13,7 @@ import relay_ir.vm as vm
 from relay_ir.vm import bytecode as B
 from tests.relay_ir.programs import PROGRAMS_BY_NAME
 from tests.relay_ir.vm.helpers import prelude_main
+from tests.rng import seeded_rng
 
 
 def test_printed_bytecode_shows_every_function_one_instruction_a_line():
@@ -65,3 +66,34 @@ def test_profile_counts_every_executed_instruction():
     straight_line = len(exe.functions[exe.function_index["main"]].instructions)
     prof = vm.VirtualMachine(exe).profile(np.ones(3, "float32"))
     assert prof.instructions == straight_line
+
+
+def test_a_group_that_only_reshapes_is_a_reshape_tensor_of_the_same_data():
+    mod = relay_ir.parse("def @main(%x: Tensor[(2, 3, 4), float32], %w: Tensor[(5, 12), "
+                         "float32]) { nn.dense(reshape(%x, newshape=[2, 12]), %w) }")
+    exe = vm.compile(mod)
+    kinds = [type(i) for i in exe.functions[0].instructions]
+    assert B.ReshapeTensor in kinds
+    assert [exe.kernels[i.kernel].name for i in exe.functions[0].instructions
+            if isinstance(i, B.InvokePacked)] == ["fused_dense"]
+    rng = seeded_rng()
+    x, w = rng.standard_normal((2, 3, 4)).astype("float32"), \
+        rng.standard_normal((5, 12)).astype("float32")
+    np.testing.assert_allclose(vm.VirtualMachine(exe).run(x, w), x.reshape(2, 12) @ w.T,
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_shape_of_and_reshape_tensor_run_as_written():
+    # the compiler emits ShapeOf for no program yet: a hand-written function runs it
+    from relay_ir.vm.compiler import Executable
+
+    code = (B.ShapeOf(0, 1), B.LoadConst(0, 2), B.ReshapeTensor(0, 2, 3),
+            B.AllocADT(B.TUPLE_TAG, (1, 3), 4), B.Ret(4))
+    fn = B.Function("main", 1, code, 5)
+    exe = Executable(B.Bytecode((fn,)), [np.asarray([3, 2], "int64")], [], [],
+                     {"main": [("x", "tensor", (None, None), "float32")]}, "llvm",
+                     {"main": 0})
+    x = seeded_rng().standard_normal((2, 3)).astype("float32")
+    shape, y = vm.VirtualMachine(exe).run(x)
+    np.testing.assert_array_equal(shape, np.asarray([2, 3], "int64"))
+    np.testing.assert_array_equal(y, x.reshape(3, 2))

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import relay_ir.vm as vm
-from relay_ir.interpreter import interpret
+from relay_ir.interpreter import ConstructorValue, interpret
 from tests.relay_ir.programs import PROGRAMS, assert_values_close
-from tests.relay_ir.vm.helpers import prelude_main
+from tests.relay_ir.vm.helpers import prelude_main, py_list
 from tests.rng import seeded_rng
 
 
@@ -90,3 +90,28 @@ def test_a_group_with_an_op_without_kernel_strategy_runs_through_the_references(
     want = interpret(p.build(), *args)
     for e in (exe, vm.load(str(tmp_path))):
         assert_values_close(vm.VirtualMachine(e).run(*args), want, p.rtol, p.atol)
+
+
+
+NESTED = """
+match (%l) {
+  Cons(Some(%a), Cons(Some(%b), _)) => add(%a, %b),
+  Cons(Some(%a), Cons(None, _)) => negative(%a),
+  Cons(None, Cons(_, Cons(Some(%c), _))) => multiply(%c, 3),
+  Cons(Some(%a), Nil) => %a,
+  _ => 0,
+}
+"""
+
+
+@pytest.mark.parametrize("items", [[], [4], [3, None], [3, 5], [None, 2, 7], [None, None],
+                                   [None, 1, None], [6, 8, None]],
+                         ids=lambda items: "-".join(map(str, items)) or "empty")
+def test_nested_constructor_patterns_pick_the_interpreters_clause(items):
+    # Options inside a List: the first clause that matches at every depth wins
+    mod = prelude_main(NESTED, "%l: List[Option[int32]]")
+    some, none = mod.get_constructor("Some"), mod.get_constructor("None")
+    values = [ConstructorValue(none, ()) if v is None else
+              ConstructorValue(some, (np.asarray(v, "int32"),)) for v in items]
+    got = vm.VirtualMachine(vm.compile(mod)).run(py_list(mod, values))
+    assert_values_close(got, interpret(mod, py_list(mod, values)))

@@ -81,3 +81,20 @@ def test_unbounded_recursion_is_reported(monkeypatch):
     mod = mod.with_function("main", Function((), Call(gv, (const(1, "int32"),))))
     with pytest.raises(RelayRuntimeError, match=r"recursed deeper than the VM allows.*@forever"):
         run_vm(mod)
+
+
+def test_recursion_ten_to_the_four_deep_needs_only_a_bounded_python_stack():
+    # direct Python calls nest at most translate.DEPTH deep; deeper, the frame loop holds
+    # the frames, so the run fits in a recursion limit a few hundred frames above here
+    import inspect
+    import sys
+
+    from relay_ir.vm.translate import DEPTH
+
+    machine = vm.VirtualMachine(vm.compile(_count_program(10_000)))
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack()) + DEPTH + 100)
+    try:
+        assert int(machine.run(np.int32(10_000))) == 10_000
+    finally:
+        sys.setrecursionlimit(old)
