@@ -6,7 +6,10 @@ instructions:
 
 - a loop with pragma `dma_copy` copies between DRAM and an on-chip scope: LOADs (into
   env.inp_scope, env.wgt_scope, env.acc_scope) or STOREs (from env.acc_scope into an
-  int8 argument), 2-D strided (lowering.accel.dma);
+  int8 argument), 2-D strided (lowering.accel.dma); a copy guarded by
+  `if_then_else(bounds, x[...], 0)` (a zero-padded tensor, tensor_expr.ops.pad, set to
+  env.inp_scope as VTA's conv2d does) reads only inside the bounds and pads the rest
+  with the LOAD's pad fields;
 - a nest around the tensorized `env.gemm` call is one GEMM, and the zero-init nest the
   reduction puts before it one GEMM reset: two of its loops become the instruction's
   loops (index factors), the others its micro-op kernel;
@@ -31,10 +34,12 @@ import itertools
 from dataclasses import dataclass
 from math import prod
 
+import numpy as np
+
 from lowering import ir
-from lowering.accel.affine import Affine, affine, value
+from lowering.accel.affine import Affine, NotAffine, affine, value
 from lowering.accel.deps import insert_dependencies
-from lowering.accel.dma import Dim, fold
+from lowering.accel.dma import Dim, fold, padded
 from lowering.accel.dram import Dram, elem_shape
 from lowering.accel.env import GEMM_INTRIN, Env
 from lowering.accel.isa import Alu, AluOp, Finish, Gemm, Insn, Load, MemType, Store, Uop
@@ -44,6 +49,7 @@ from tessel_errors import ScheduleError
 Lane = dict  # Var -> int (bound loops), Buffer -> int (SRAM base of an allocation)
 _NAMES = {MemType.INP: "input", MemType.WGT: "weight", MemType.ACC: "accumulator"}
 _IMM = (-(1 << 15), (1 << 15) - 1)
+PAD_MAX = 15  # the LOAD's pad fields are 4 bits
 
 
 @dataclass(frozen=True)
@@ -96,6 +102,72 @@ def _strip_cast(e: E.PrimExpr) -> E.PrimExpr:
     while isinstance(e, E.Cast):
         e = e.value
     return e
+
+
+def _guarded(e: E.PrimExpr) -> tuple[E.PrimExpr, list[E.PrimExpr]]:
+    """A copy's source as (the value it reads, the conditions guarding it): a zero-padded
+    read `if_then_else(c0 && c1 ..., x[...], 0)` gives (x[...], [c0, c1, ...])."""
+    e = _strip_cast(e)
+    if isinstance(e, E.Call) and e.name == "if_then_else":
+        cond, then, other = e.args
+    elif isinstance(e, E.Select):
+        cond, then, other = e.condition, e.true_value, e.false_value
+    else:
+        return e, []
+    other = _strip_cast(other)
+    if not (isinstance(other, (E.IntImm, E.FloatImm)) and other.value == 0):
+        return e, []
+    conds, todo = [], [cond]
+    while todo:
+        c = todo.pop()
+        if isinstance(c, E.And):
+            todo += [c.a, c.b]
+        else:
+            conds.append(c)
+    return _strip_cast(then), conds
+
+
+_CMP = {E.LT: np.less, E.LE: np.less_equal, E.GT: np.greater, E.GE: np.greater_equal,
+        E.EQ: np.equal, E.NE: np.not_equal}
+
+
+def _valid_ranges(conds: list[E.PrimExpr], free: dict, lane: Lane, head: str
+                  ) -> dict | None:
+    """For a padded copy: the [lo, hi) range of each free loop inside which every guard
+    holds (a guard must compare an affine form of one loop with a constant); None when a
+    guard fails everywhere."""
+    ranges: dict = {}
+    for c in conds:
+        kind = type(c)
+        form = None
+        if kind in _CMP:
+            try:
+                form = affine(c.a, lane).plus(affine(c.b, lane), -1)
+            except NotAffine:
+                form = None
+        if form is None or len(form.coeffs) > 1:
+            raise ScheduleError(f"the dma_copy loop '{head}' is guarded by '{c}'; a padded "
+                                "copy's guards must compare one loop's index with a "
+                                "constant (as tensor_expr.ops.pad writes them)")
+        if not form.coeffs:
+            if not _CMP[kind](form.const, 0):
+                return None
+            continue
+        (v, k), = form.coeffs.items()
+        it = np.arange(free[v])
+        ok = _CMP[kind](k * it + form.const, 0)
+        if v in ranges:
+            ok &= ranges[v]
+        ranges[v] = ok
+    out = {}
+    for v, ok in ranges.items():
+        idx = np.flatnonzero(ok)
+        lo, hi = (int(idx[0]), int(idx[-1]) + 1) if idx.size else (0, 0)
+        if idx.size and idx.size != hi - lo:
+            raise ScheduleError(f"the dma_copy loop '{head}': the guards leave loop "
+                                f"'{v.name}' valid on a range with holes")
+        out[v] = (lo, hi)
+    return out
 
 
 def _alu_chain(e: E.PrimExpr) -> tuple[ir.BufferLoad | None, list[tuple[AluOp, object]]]:
@@ -185,7 +257,7 @@ class _Gen:
                 keys = {k for k, _ in s.annotations}
                 _, leaf = _perfect(s)
                 if self.env.dma_copy in keys and isinstance(leaf, ir.BufferStore):
-                    src = _strip_cast(leaf.value)
+                    src, _ = _guarded(leaf.value)
                     if isinstance(src, ir.BufferLoad):
                         if leaf.buffer.scope in self.scopes and src.buffer.scope == "global":
                             self._role(roles, src.buffer, self.scopes[leaf.buffer.scope], False)
@@ -406,12 +478,13 @@ class _Gen:
         if not isinstance(leaf, ir.BufferStore):
             raise ScheduleError(f"the dma_copy loop '{head}' must be a perfect nest around "
                                 "one copy; split the stage or move the pragma inward")
-        src = _strip_cast(leaf.value)
+        src, guards = _guarded(leaf.value)
         if not isinstance(src, ir.BufferLoad):
             raise ScheduleError(
                 f"the dma_copy loop '{head}' computes '{leaf.buffer.name}[...] = "
-                f"{leaf.value}'; a DMA only copies (and narrows to int8 on a STORE): do the "
-                "arithmetic in an env.acc_scope stage with pragma env.alu")
+                f"{leaf.value}'; a DMA only copies (and narrows to int8 on a STORE), or "
+                "pads with zeros: do the arithmetic in an env.acc_scope stage with pragma "
+                "env.alu")
         dst = leaf.buffer
         if dst.scope in self.scopes and src.buffer.scope == "global":
             mem, load = self.scopes[dst.scope], True
@@ -433,12 +506,37 @@ class _Gen:
                 f"the loops over '{dst.name}''s and '{src.buffer.name}''s trailing dims "
                 "must be the same full loops")
         sram, dram = (d_form, s_form) if load else (s_form, d_form)
-        dims = [Dim(free[v], sram.coeff(v), dram.coeff(v)) for v in free
+        valid = _valid_ranges(guards, free, lane, head) if guards else {}
+        if valid is None:  # the whole block is padding
+            valid = {v: (0, 0) for v in free if not any(v is e for e in d_ev)}
+        dims = [Dim(free[v], sram.coeff(v), dram.coeff(v), valid.get(v)) for v in free
                 if not any(v is e for e in d_ev)]
+        if any(not d.full for d in dims):
+            self._padded(head, mem, load, dims, sram.const, dram.const)
+            return
         for b in fold(dims):
             fields = dict(sram_base=sram.const + b.sram, dram_base=dram.const + b.dram,
                           y_size=b.y_size, x_size=b.x_size, x_stride=b.x_stride)
             self.body.append(Load(mem=mem, **fields) if load else Store(**fields))
+
+    def _padded(self, head: str, mem: MemType, load: bool, dims: list[Dim], sram: int,
+                dram: int) -> None:
+        blocks = padded(dims)
+        if isinstance(blocks, str) or not load or mem is not MemType.INP:
+            why = blocks if isinstance(blocks, str) else "only input loads pad"
+            raise ScheduleError(f"the dma_copy loop '{head}' reads a zero-padded tensor "
+                                f"but cannot pad: {why}; copy the padded tensor into "
+                                "env.inp_scope with its rows and columns innermost")
+        for b in blocks:
+            if max(b.pads) > PAD_MAX:
+                raise ScheduleError(
+                    f"the dma_copy loop '{head}' needs {max(b.pads)} rows or columns of "
+                    f"padding on one side, the LOAD's pad fields hold at most {PAD_MAX}; "
+                    "tile the padded axes smaller")
+            y0, y1, x0, x1 = b.pads
+            self.body.append(Load(mem=mem, sram_base=sram + b.sram, dram_base=dram + b.dram,
+                                  y_size=b.y_size, x_size=b.x_size, x_stride=b.x_stride,
+                                  y_pad_0=y0, y_pad_1=y1, x_pad_0=x0, x_pad_1=x1))
 
     # -- GEMM, reset, ALU ----------------------------------------------------------------
     def _kernel(self, loops: list[ir.For], lane: Lane, skip: set[E.Var],
