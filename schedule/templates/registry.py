@@ -115,7 +115,8 @@ _SUFFIX_BY_KEY = {"cpu": "x86", "gpu": "cuda", "accel": "accel"}
 _BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nchw",
                 ("group_conv2d", "cpu"): "group_conv2d_NCHWc",
                 ("depthwise_conv2d_nchw", "cpu"): "depthwise_conv2d_NCHWc",
-                ("conv2d", "accel"): "conv2d_packed", ("dense", "accel"): "dense_packed"}
+                ("conv2d", "accel"): "conv2d_packed", ("conv2d_nchw", "accel"): "conv2d_packed",
+                ("dense", "accel"): "dense_packed"}
 
 
 def template_for(family: str, target: Any) -> str | None:
