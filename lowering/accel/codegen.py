@@ -55,13 +55,16 @@ PAD_MAX = 15  # the LOAD's pad fields are 4 bits
 @dataclass(frozen=True)
 class Param:
     """Where an argument lives in DRAM: its memory type (None: no DMA touches it), base
-    (in elements) and element count; `output` when a STORE writes it."""
+    (in elements) and element count; `output` when a STORE writes it. An int32 output
+    is stored as `planes` = 4 arrays of int8 output elements, byte k of every value in
+    plane k (the STORE writes low bytes only: see `_wide_store`)."""
 
     buffer: ir.Buffer
     mem: MemType | None
     base: int
     count: int
     output: bool
+    planes: int = 1
 
 
 @dataclass(frozen=True)
@@ -285,8 +288,10 @@ class _Gen:
             if mem is None:
                 self.params[b] = Param(b, None, 0, 0, False)
                 continue
-            count_ = self._elements(b, mem, f"argument '{b.name}'")
-            self.params[b] = Param(b, mem, self.dram.alloc(mem, count_), count_, out)
+            planes = 4 if out and b.dtype == "int32" else 1
+            count_ = self._elements(b, mem, f"argument '{b.name}'", planes > 1)
+            self.params[b] = Param(b, mem, self.dram.alloc(mem, planes * count_), count_,
+                                   out, planes)
 
     def _role(self, roles: dict, buf: ir.Buffer, mem: MemType, out: bool) -> None:
         if buf not in self.func.params:
@@ -302,8 +307,9 @@ class _Gen:
         roles[buf] = (mem, out)
 
     # -- buffers -----------------------------------------------------------------------
-    def _elements(self, buf: ir.Buffer, mem: MemType, what: str) -> int:
-        """Whole elements of `mem` in `buf` (its trailing dims must be one element)."""
+    def _elements(self, buf: ir.Buffer, mem: MemType, what: str, wide: bool = False) -> int:
+        """Whole elements of `mem` in `buf` (its trailing dims must be one element); a
+        `wide` output holds int32 values."""
         eshape, dtype = elem_shape(self.env, mem)
         dims = [value(d, {}) for d in buf.shape]
         if tuple(dims[-len(eshape):]) != eshape or len(dims) <= len(eshape):
@@ -312,7 +318,7 @@ class _Gen:
                 f"{list(eshape)} ({dtype}): its trailing dims must be "
                 f"{', '.join(map(str, eshape))}; pack it in the accelerator's blocked "
                 "layout (env.BATCH, env.BLOCK_IN, env.BLOCK_OUT)")
-        if buf.dtype != dtype and not (mem is MemType.ACC and buf.dtype == "int32"):
+        if buf.dtype != dtype and not ((mem is MemType.ACC or wide) and buf.dtype == "int32"):
             raise ScheduleError(f"{what} is {buf.dtype}; the accelerator's {mem.name} "
                                 f"elements are {dtype}")
         if buf.strides is not None:
@@ -514,10 +520,41 @@ class _Gen:
         if any(not d.full for d in dims):
             self._padded(head, mem, load, dims, sram.const, dram.const)
             return
-        for b in fold(dims):
+        blocks = fold(dims)
+        if not load and self.params[dst].planes > 1:
+            self._wide_store(blocks, sram.const, dram.const, self.params[dst].count)
+            return
+        for b in blocks:
             fields = dict(sram_base=sram.const + b.sram, dram_base=dram.const + b.dram,
                           y_size=b.y_size, x_size=b.x_size, x_stride=b.x_stride)
             self.body.append(Load(mem=mem, **fields) if load else Store(**fields))
+
+    def _wide_store(self, blocks: list, sram: int, dram: int, count: int) -> None:
+        """int32 accumulators to DRAM: the STORE keeps the low 8 bits, so each block is
+        stored four times, into four planes `count` elements apart, an arithmetic shift
+        right by 8 between (the host joins the bytes). The shifts clobber the
+        accumulators: the stored stage must have no later reader (its only reader is
+        this copy, which _prepare's in-place rule also gives)."""
+        for plane in range(4):
+            if plane:
+                for b in blocks:
+                    bgn = self._uop_kernel((Uop(sram + b.sram),))
+                    self.body.append(Alu(op=AluOp.SHR, use_imm=True, imm=8, uop_bgn=bgn,
+                                         uop_end=bgn + 1, iter_out=b.y_size,
+                                         iter_in=b.x_size, dst_factor_out=b.x_size,
+                                         dst_factor_in=1, src_factor_out=b.x_size,
+                                         src_factor_in=1))
+            for b in blocks:
+                self.body.append(Store(sram_base=sram + b.sram,
+                                       dram_base=dram + b.dram + plane * count,
+                                       y_size=b.y_size, x_size=b.x_size, x_stride=b.x_stride))
+
+    def _uop_kernel(self, uops: tuple[Uop, ...]) -> int:
+        """The micro-op buffer index of a kernel with this content (stored once)."""
+        if uops not in self.kernels:
+            self.kernels[uops] = len(self.uops)
+            self.uops += uops
+        return self.kernels[uops]
 
     def _padded(self, head: str, mem: MemType, load: bool, dims: list[Dim], sram: int,
                 dram: int) -> None:
@@ -559,11 +596,7 @@ class _Gen:
             at = zero | {v: p for (v, _), p in zip(rest, point)}
             uops.append(Uop(*(f.at(at | {v: 0 for v in f.coeffs if v not in at})
                               for f in forms)))
-        key = tuple(uops)
-        if key not in self.kernels:
-            self.kernels[key] = len(self.uops)
-            self.uops += uops
-        bgn = self.kernels[key]
+        bgn = self._uop_kernel(tuple(uops))
         fields: dict[str, int] = {}
         for name, slot in (("iter_out", 0), ("iter_in", 1)):
             if slot < len(hw):

@@ -5,7 +5,8 @@ weight [N, K]; all int8) and compute in VTA's packed layouts (schedule.templates
 accel_layout: NCHW1n16c data, OIHW16o16i kernel; a dense layer is the 1x1 conv of a 1x1
 image), so a tuning task is the logical layer and its packers pack each candidate's
 operands. The output is the packed int8 result: the int32 accumulators narrowed by the
-STORE (requantize with an epilogue first).
+STORE (requantize with an epilogue first); a caller's epilogue may also keep the int32
+result (`store_wide`), which the STORE writes as four byte planes.
 
 The schedule is VTA's: the output is tiled into tile_b batch blocks x tile_co channel
 blocks x tile_h rows x tile_w columns, each tile's accumulators (env.acc_scope) reset,
@@ -152,6 +153,12 @@ def narrow(env: Env, t: Tensor) -> Tensor:
     return te.compute(t.shape, lambda *i: t[i].astype(env.out_dtype), name="out")
 
 
+def store_wide(t: Tensor) -> Tensor:
+    """`t`'s int32 accumulators as the output (stored as four byte planes, see
+    lowering.accel.codegen), for a group whose result stays int32."""
+    return te.compute(t.shape, lambda *i: t[i], name="out")
+
+
 def _conv_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
                   ) -> tuple[list[Tensor], list[Tensor]]:
     ins, res = _conv_layer(cfg, args, attrs)
@@ -280,9 +287,9 @@ def schedule_packed(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     if out.op is conv.op:
         raise ScheduleError("the accelerator stores int8: the packed conv's output must be "
                             "narrowed by a last stage")
-    if out.dtype != env.out_dtype:
-        raise ScheduleError(f"the accelerator stores {env.out_dtype} outputs; this group "
-                            f"writes {out.dtype}")
+    if out.dtype not in (env.out_dtype, env.acc_dtype):
+        raise ScheduleError(f"the accelerator stores {env.out_dtype} (or {env.acc_dtype}, "
+                            f"as four byte planes) outputs; this group writes {out.dtype}")
     # the whole epilogue is one ALU stage, updating the accumulators in place
     for op in epilogue[:-1]:
         s[op.output(0)].compute_inline()

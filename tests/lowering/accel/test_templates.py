@@ -9,12 +9,12 @@ import lowering
 import tensor_expr as te
 from lowering.accel import Env
 from lowering.accel.conv2d import reference_conv2d
-from lowering.accel.isa import Alu, AluOp, Load, MemType
+from lowering.accel.isa import Alu, AluOp, Load, MemType, Store
 from schedule.space import ConfigSpace, FallbackConfig
 from schedule.templates import config_space, input_packers, instantiate
-from schedule.templates.accel_conv2d import packed_layer, schedule_packed
+from schedule.templates.accel_conv2d import packed_layer, schedule_packed, store_wide
 from schedule.templates.accel_layout import pack_channels, unpack_data
-from tensor_expr.intrin import shift_right
+from tensor_expr.intrin import shift_left, shift_right
 from tessel_errors import ScheduleError
 from tests.rng import seeded_rng
 from tests.unwritten import unwritten
@@ -170,6 +170,27 @@ def test_the_epilogue_runs_on_the_alu_with_the_bias_loaded_into_the_accumulators
     np.testing.assert_array_equal(unpack_data(env, y, 1, 32), want)
     ops = [i.op for i in f.instructions if isinstance(i, Alu)]
     assert AluOp.SHR in ops and AluOp.MIN in ops and ops.count(AluOp.ADD) >= 2
+
+
+def test_an_int32_result_is_stored_as_four_byte_planes():
+    cfg = FallbackConfig("accel")
+    args = conv_args(1, 16, 5, 5, 32, 3)
+    ins, conv = packed_layer(CONV, cfg, args, {"padding": 1})
+    shifted = te.compute(conv.shape, lambda *i: shift_left(conv[i], 3), name="shl")
+    out = store_wide(shifted)
+    f = lowering.build(schedule_packed(cfg, [out]), [*ins, out], target="accel")
+    rng = seeded_rng()
+    x = rng.integers(-128, 128, (1, 16, 5, 5), dtype=np.int8)
+    w = rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8)
+    packers = input_packers(CONV, args, ins, {"padding": 1})
+    y = unwritten((1, 2, 5, 5, 1, 16), "int32")
+    f(packers[0](x), packers[1](w), y)
+    want = _int32_conv(x, w, 1) << 3
+    np.testing.assert_array_equal(unpack_data(Env(), y, 1, 32), want)
+    stores = [i for i in f.instructions if isinstance(i, Store)]
+    shifts = [i for i in f.instructions if isinstance(i, Alu) and i.op is AluOp.SHR
+              and i.imm == 8]
+    assert len(stores) == 4 * len(shifts) // 3 > 0
 
 
 def _int32_conv(x, w, pad):

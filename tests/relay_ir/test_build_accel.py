@@ -1,0 +1,132 @@
+"""relay_ir.build(qmod, target="accel"): a quantized model's int8 conv2d/dense groups run on
+the simulated accelerator, the rest on the host CPU, values packed where the accelerator
+reads them; the result equals the CPU build and the Relay interpreter bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import relay_ir as R
+from relay_ir import nn
+from relay_ir.backend.accel_pack import AccelKernelFn
+from relay_ir.quantize import quantize
+from tests.relay_ir.quantize.models import images, small_cnn
+from tests.rng import seeded_rng
+
+F32 = "float32"
+
+
+def _he(rng, shape):
+    return (rng.standard_normal(shape) * np.sqrt(2.0 / np.prod(shape[1:]))).astype(F32)
+
+
+def chain_cnn(rng, image=8):
+    """conv 3->20 -> relu -> conv 20->20 /2 -> relu -> conv 1x1 20->24 -> relu -> dense
+    -> relu -> dense: channel counts off the 16-wide block, a stride, a 1x1 conv and a
+    dense layer whose requantized output feeds another dense."""
+    x = R.Var("x", R.TensorType((1, 3, image, image), F32))
+    shapes = {"w0": (20, 3, 3, 3), "w1": (20, 20, 3, 3), "w2": (24, 20, 1, 1),
+              "d0": (32, 24 * (image // 2) ** 2), "d1": (10, 32)}
+    ws = {k: R.Var(k, R.TensorType(s, F32)) for k, s in shapes.items()}
+    bs = {f"b{k}": R.Var(f"b{k}", R.TensorType((s[0],), F32)) for k, s in shapes.items()}
+    h = nn.relu(nn.bias_add(nn.conv2d(x, ws["w0"], padding=(1, 1)), bs["bw0"]))
+    h = nn.relu(nn.bias_add(nn.conv2d(h, ws["w1"], strides=(2, 2), padding=(1, 1)),
+                            bs["bw1"]))
+    h = nn.relu(nn.bias_add(nn.conv2d(h, ws["w2"]), bs["bw2"]))
+    h = nn.relu(R.add(nn.dense(R.reshape(h, (1, -1)), ws["d0"]), bs["bd0"]))
+    out = R.add(nn.dense(h, ws["d1"]), bs["bd1"])
+    params = {k: _he(rng, s) for k, s in shapes.items()}
+    params.update({k: (rng.standard_normal(v.type_annotation.shape) * 0.1).astype(F32)
+                   for k, v in bs.items()})
+    fn = R.Function((x, *ws.values(), *bs.values()), out)
+    return R.IRModule.from_expr(fn), params
+
+
+def _quantized(model, **options):
+    rng = seeded_rng()
+    mod, params = model(rng)
+    return quantize(mod, params, dataset=images(rng, 8), **options)
+
+
+def _accel_groups(lib):
+    return [p.group for p in lib.placement if p.device == "accel"]
+
+
+@pytest.mark.parametrize("model, skip", [(small_cnn, [0]), (small_cnn, []),
+                                         (chain_cnn, [])], ids=["small_cnn-skip0",
+                                                                "small_cnn", "chain_cnn"])
+def test_the_accelerator_build_equals_the_cpu_build_and_the_interpreter(model, skip):
+    qmod = _quantized(model, skip_conv_layers=skip)
+    with pytest.warns(UserWarning, match="run on the host CPU, not the accelerator"):
+        lib = R.build(qmod, target="accel")
+    cpu = R.build(qmod, target="llvm")
+    assert _accel_groups(lib)
+    for sample in images(seeded_rng(), 3):
+        got = lib.run(**sample)
+        np.testing.assert_array_equal(got, cpu.run(**sample))
+        np.testing.assert_array_equal(got, R.interpret(qmod, **sample))
+
+
+def test_convs_and_dense_with_integer_tails_run_on_the_accelerator():
+    lib = R.build(_quantized(chain_cnn, skip_conv_layers=[]), target="accel")
+    placed = {p.group: p for p in lib.placement}
+    accel = _accel_groups(lib)
+    assert sum("conv2d" in g for g in accel) == 3
+    assert sum("dense" in g for g in accel) == 1      # the first dense, requantized
+    last = [p for g, p in placed.items() if "dense" in g and p.device == "cpu"]
+    assert len(last) == 1 and "float32" in last[0].why  # dequantized: stays on the host
+    kinds = {type(lib.plan.kernels[s.kernel]).__name__ for s in lib.plan.steps}
+    assert "AccelKernelFn" in kinds and "KernelFn" in kinds
+
+
+def test_values_stay_packed_from_one_accelerator_group_to_the_next():
+    lib = R.build(_quantized(chain_cnn, skip_conv_layers=[]), target="accel")
+    # packed where the quantized input enters the first conv, unpacked where the
+    # host's reshape reads the last conv's output; the second and third convs read
+    # their inputs packed
+    changes = [c[2] for c in lib.layout_changes]
+    assert changes.count("NCHW -> packed") == 2   # the first conv; the first dense's input
+    assert changes.count("packed -> NCHW") == 2   # the reshape; the second dense
+    steps = [lib.plan.kernels[s.kernel] for s in lib.plan.steps]
+    accel = [k for k in steps if isinstance(k, AccelKernelFn)]
+    assert len(accel) == 4
+
+
+def test_a_tuned_record_configures_the_accelerator_group(tmp_path):
+    from autotune.measure import MeasureResult
+    from autotune.task import Task
+    from autotune.tuning import _record
+    from tuning_logs import TuningDatabase
+
+    qmod = _quantized(chain_cnn, skip_conv_layers=[])
+    lib = R.build(qmod, target="accel")
+    groups = [lib.plan.kernels[s.kernel].group for s in lib.plan.steps
+              if isinstance(lib.plan.kernels[s.kernel], AccelKernelFn)]
+    first = groups[0].task
+    task = Task(first.template, list(first.specs), first.attrs, "accel")
+    cfg = next(task.config(k) for k in range(task.space.size)
+               if task.config(k)["tile_h"].size[-1] == 1
+               and task.config(k)["oc_nthread"].val == 1)
+    with TuningDatabase(tmp_path / "t.db") as db:
+        db.add_many([_record(task, _input(task, cfg), MeasureResult((1e-3,)), "test")])
+    tuned = R.build(qmod, target="accel", tuning_db=tmp_path / "t.db")
+    tuned_groups = [tuned.plan.kernels[s.kernel].group for s in tuned.plan.steps
+                    if isinstance(tuned.plan.kernels[s.kernel], AccelKernelFn)]
+    assert tuned_groups[0].tuned and not groups[0].tuned
+    assert len(tuned_groups[0].kernel.instructions) != len(groups[0].kernel.instructions)
+    sample = images(seeded_rng(), 1)[0]
+    np.testing.assert_array_equal(tuned.run(**sample), lib.run(**sample))
+
+
+def _input(task, cfg):
+    from autotune.measure import MeasureInput
+
+    return MeasureInput(task, cfg)
+
+
+def test_a_model_built_for_the_accelerator_cannot_be_saved(tmp_path):
+    lib = R.build(_quantized(chain_cnn, skip_conv_layers=[]), target="accel")
+    with pytest.raises(R.RelayError if hasattr(R, "RelayError") else Exception,
+                       match="simulated accelerator"):
+        lib.save(str(tmp_path / "m"))
