@@ -8,8 +8,8 @@ import pytest
 import lowering
 import tensor_expr as te
 from lowering.accel import Env
-from lowering.accel.conv2d import reference_conv2d
 from lowering.accel.isa import Alu, AluOp, Load, MemType, Store
+from lowering.accel.reference import reference_conv2d
 from schedule.space import ConfigSpace, FallbackConfig
 from schedule.templates import config_space, input_packers, instantiate
 from schedule.templates.accel_conv2d import packed_layer, schedule_packed, store_wide
