@@ -34,14 +34,16 @@ import lowering
 import tensor_expr as te
 from relay_ir.backend.lower_group import AnchorTask, anchor_task, group_name, group_ops
 from relay_ir.backend.tuned import TuningScope
-from relay_ir.expr import Call, Constant, Function, Var
+from relay_ir.expr import Call, Constant, Expr, Function, Var
 from relay_ir.op.registry import Op
+from relay_ir.strategy import strategy_of
 from relay_ir.ty import TensorType
 from relay_ir.visitor import post_order
 from schedule.space import FallbackConfig
 from schedule.templates.accel_conv2d import (
     narrow,
     packed_layer,
+    schedule_alu_packed,
     schedule_packed,
     store_wide,
 )
@@ -69,7 +71,7 @@ class AccelGroup:
 
     name: str
     kernel: Any
-    task: AnchorTask
+    task: AnchorTask | None  # None: an ALU-only group
     roles: list[str]
     prepack: dict[int, Callable[[np.ndarray], np.ndarray]]
     out_shape: tuple[int, ...]
@@ -94,6 +96,12 @@ def _scalar(e: Any) -> int | None:
     return None
 
 
+def _packed_shape(env: Env, logical: tuple[int, ...]) -> tuple[int, ...]:
+    """The packed shape of a logical NCHW (or [M, K]) value."""
+    n, c, h, w = logical if len(logical) == 4 else (*logical, 1, 1)
+    return (-(-n // env.BATCH), -(-c // env.BLOCK_OUT), h, w, env.BATCH, env.BLOCK_OUT)
+
+
 def _per_channel(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
     """Whether a constant of `shape` broadcasts against `out` along the channels only."""
     if len(shape) > len(out):
@@ -105,17 +113,29 @@ def _per_channel(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
 class _Builder:
     """The group's tail as TE stages on the packed accumulators."""
 
-    def __init__(self, fn: Function, consts: frozenset[int], task: AnchorTask, env: Env,
-                 cfg: Any) -> None:
+    def __init__(self, fn: Function, consts: frozenset[int], task: AnchorTask | None,
+                 env: Env, cfg: Any, base: Var | None = None) -> None:
         self.fn, self.consts, self.task, self.env, self.cfg = fn, consts, task, env, cfg
-        self.logical_out = _shape(task.anchor.checked_type)
-        self.ins, self.conv = packed_layer(task.template, cfg, list(task.specs), task.attrs)
-        self.shape = tuple(int(d.value) for d in self.conv.shape)
         self.roles: dict[Var, str] = {}
         self.tensors: dict[Var, Tensor] = {}
-        data, weight = (fn.params[k] for k in task.operands)
-        self._bind(data, "data", self.ins[0])
-        self._bind(weight, "weight", self.ins[1])
+        if task is not None:
+            self.logical_out = _shape(task.anchor.checked_type)
+            self.ins, self.conv = packed_layer(task.template, cfg, list(task.specs),
+                                               task.attrs)
+            self.start: Expr = task.anchor
+            data, weight = (fn.params[k] for k in task.operands)
+            self._bind(data, "data", self.ins[0])
+            self._bind(weight, "weight", self.ins[1])
+        else:  # an ALU-only group: the chain starts at an int32 parameter, loaded
+            assert base is not None
+            self.logical_out = _shape(base.checked_type)
+            if base.checked_type.dtype != ACC or len(self.logical_out) not in (2, 4):
+                raise Rejected("the ALU reads int32 tensors of rank 2 or 4")
+            self.conv = te.placeholder(_packed_shape(env, self.logical_out), ACC,
+                                       name="acc_in")
+            self.start = base
+            self._bind(base, "tensor", self.conv)
+        self.shape = tuple(int(d.value) for d in self.conv.shape)
 
     def _bind(self, p: Var, role: str, t: Tensor) -> None:
         if p in self.roles and self.roles[p] != role:
@@ -153,10 +173,10 @@ class _Builder:
 
     def build(self) -> Tensor:
         """The narrowed int8 output of the anchor and its tail."""
-        chain: dict[int, Tensor] = {id(self.task.anchor): self.conv}
+        chain: dict[int, Tensor] = {id(self.start): self.conv}
         last: Call | None = None
         for e in post_order(self.fn.body):
-            if not (isinstance(e, Call) and isinstance(e.op, Op)) or e is self.task.anchor:
+            if not (isinstance(e, Call) and isinstance(e.op, Op)) or e is self.start:
                 continue
             if last is not None and last.op.name == "cast":
                 raise Rejected("ops after the cast to int8")
@@ -226,6 +246,13 @@ class _Builder:
         return te.compute(x.shape, lambda *i: f(i), name=name.replace(".", "_"))
 
 
+def _channel_packer(env: Env, channels: int) -> Callable[[np.ndarray], np.ndarray]:
+    """A per-channel constant (any shape broadcasting along the channels, or one value)
+    as accumulator elements."""
+    return lambda v: pack_channels(env, np.broadcast_to(np.asarray(v).reshape(-1),
+                                                        (channels,)))
+
+
 def accel_group(fn: Function, consts: frozenset[int], target: Any,
                 tuning: TuningScope | None = None) -> AccelGroup:
     """The accelerator kernel of a fused group (Rejected, saying why, if it has none)."""
@@ -263,11 +290,38 @@ def accel_group(fn: Function, consts: frozenset[int], target: Any,
         if b.roles[p] == "weight":
             prepack[k] = lambda w: pack_kernel(env, w)
         elif b.roles[p] == "channels":
-            prepack[k] = lambda v, c=b.logical_out[1]: pack_channels(
-                env, np.broadcast_to(np.asarray(v).reshape(-1), (c,)))
+            prepack[k] = _channel_packer(env, b.logical_out[1])
     return AccelGroup(group_name(fn), kernel, task, [b.roles[p] for p in fn.params],
                       prepack, b.shape, b.logical_out, task.template, tuned is not None,
                       [tuple(int(d.value) for d in t.shape) for t in args[:-1]])
 
 
-__all__ = ["AccelGroup", "Rejected", "accel_group"]
+def accel_alu_group(fn: Function, consts: frozenset[int], target: Any) -> AccelGroup:
+    """An anchor-free group of ALU operations on one int32 tensor parameter (a
+    requantization after a residual add, say) as an accelerator kernel: the tensor
+    loaded into the accumulators tile by tile, updated in place, stored (Rejected if the
+    group is anything else)."""
+    env = Env(target)
+    tensors = [p for k, p in enumerate(fn.params) if k not in consts]
+    if len(tensors) != 1 or group_ops(fn) == [] or any(
+            strategy_of(c.op).kind == "anchor" for c in group_ops(fn)):
+        raise Rejected("not an ALU chain over one tensor")
+    try:
+        b = _Builder(fn, consts, None, env, FallbackConfig(target), base=tensors[0])
+        out = b.build()
+        unused = [p for p in fn.params if p not in b.roles]
+        if unused:
+            raise Rejected(f"parameter %{unused[0].name_hint} is used other than by the ALU")
+        args = [b.tensors[p] for p in fn.params] + [out]
+        kernel = lowering.build(schedule_alu_packed(env, [out]), args, target=target,
+                                name=group_name(fn))
+    except TesselError as e:
+        raise Rejected(str(e)) from None
+    prepack = {k: _channel_packer(env, b.logical_out[1])
+               for k, p in enumerate(fn.params) if b.roles[p] == "channels"}
+    return AccelGroup(group_name(fn), kernel, None, [b.roles[p] for p in fn.params],
+                      prepack, b.shape, b.logical_out, "alu_packed", False,
+                      [tuple(int(d.value) for d in t.shape) for t in args[:-1]])
+
+
+__all__ = ["AccelGroup", "Rejected", "accel_alu_group", "accel_group"]

@@ -5,7 +5,9 @@ The module is optimised and fused as for the CPU. Each fused group whose anchor 
 int8 conv2d or dense with an integer tail the tensor ALU runs (relay_ir.backend.
 accel_group) becomes an accelerator kernel; the other groups compile for the host
 ("llvm") as relay_ir.build compiles them, and `lib.placement` says where each group runs
-and, for a host group, why.
+and, for a host group, why. A group of ALU operations alone (a requantization) runs on
+the accelerator too when the value it reads is already there (packed), so that value
+need not leave it.
 
 Packing is VTA's graph_pack, decided per value rather than written into the IR: a value
 an accelerator group reads as its data or residual is stored packed, [N/BATCH, C/BLOCK,
@@ -30,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from relay_ir.backend.accel_group import AccelGroup, Rejected, accel_group
+from relay_ir.backend.accel_group import AccelGroup, Rejected, accel_alu_group, accel_group
 from relay_ir.backend.executor import GraphPlan, Step, Value
 from relay_ir.backend.lower_group import constant_params, group_name
 from relay_ir.backend.pipeline import (
@@ -185,7 +187,7 @@ class AccelPlanner(_Planner):
             return super().node(e, memo)
         name = group_name(e.op)
         try:
-            got = self._accel(e)
+            got = self._accel(e, memo)
         except Rejected as why:
             self.placement.append(Placement(name, "cpu", str(why)))
             view = dict(memo)
@@ -195,13 +197,25 @@ class AccelPlanner(_Planner):
         self.placement.append(Placement(name, "accel"))
         return self._accel_step(e, got, memo)
 
-    def _accel(self, call: Call) -> tuple[AccelGroup, int]:
+    def _accel(self, call: Call, memo: dict[int, Any]) -> tuple[AccelGroup, int]:
         fn, consts = call.op, constant_params(call)
         h = structural_hash(fn)
         for other, c, k in self.accel_cache.get(h, []):
             if c == consts and structural_equal(other, fn):
                 return self.kernels[k].group, k
-        group = accel_group(fn, consts, self.accel_target, self.tuning)
+        try:
+            group = accel_group(fn, consts, self.accel_target, self.tuning)
+        except Rejected as why:
+            # an ALU-only group on a value the accelerator holds: run it there too, so
+            # the value stays packed (not worth packing a host value for)
+            held = [a for k, a in enumerate(call.args) if k not in consts
+                    and all(v in self.packed for v in _flat_ids(memo[id(a)]))]
+            if len(held) != 1 or len(call.args) - len(consts) != 1:
+                raise
+            try:
+                group = accel_alu_group(fn, consts, self.accel_target)
+            except Rejected:
+                raise why from None
         self.compiled += 1
         self.kernels.append(AccelKernelFn(group))
         self.group_kernels.append(_GroupRecord(group.name, f"{group.schedule} (accel)"))
@@ -213,6 +227,10 @@ class AccelPlanner(_Planner):
                     ) -> int:
         group, k = got
         dense = len(group.logical_out) == 2
+        if group.task is None:  # an ALU-only group keeps the layout of what it reads
+            (src,) = [_flat_ids(memo[id(a)])[0] for a, r in zip(call.args, group.roles)
+                      if r == "tensor"]
+            dense = self.packed[src][1] == 2
         name = group.name
         ins = []
         for a, role, pos in zip(call.args, group.roles, range(len(call.args))):

@@ -186,10 +186,11 @@ def _packers(ins: Sequence[Tensor], args: Sequence[Any], attrs: dict[str, Any]
 
 # -- the schedule ------------------------------------------------------------------------
 
-def _operands(epilogue: list[ComputeOp], anchor: Tensor) -> list[tuple[Tensor, ComputeOp]]:
+def _operands(epilogue: list[ComputeOp], anchor: Tensor | None
+              ) -> list[tuple[Tensor, ComputeOp]]:
     """(tensor, reader) of every input the epilogue reads besides the anchor and the
     stages it computes itself: a bias, a residual."""
-    mine = {id(op) for op in epilogue} | {id(anchor.op)}
+    mine = {id(op) for op in epilogue} | ({id(anchor.op)} if anchor is not None else set())
     out = []
     for op in epilogue:
         for t in op.input_tensors:
@@ -370,6 +371,57 @@ def schedule_packed(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     s[ckernel].pragma(s[ckernel].op.axis[0], env.dma_copy)
     s[conv].tensorize(cb_i, env.gemm)
     s[out].pragma(b1, env.dma_copy)
+    return s
+
+
+def schedule_alu_packed(env: Env, outs: Sequence[Tensor]) -> Schedule:
+    """An ALU-only group on packed tensors: each output tile's input loaded into the
+    accumulators (with its tensor operands), the chain run in place, the tile stored;
+    tiles of whole rows of as many channel blocks as fit half the accumulator buffer,
+    two virtual threads over the channel tiles where there is an even number of them.
+
+    Not a template (there is nothing to tune: the ALU runs one cycle per element
+    whatever the tiling); relay_ir's accelerator groups use it for requantizations."""
+    outs = list(outs)
+    out = outs[0]
+    s = create_schedule(outs)
+    ops = [op for op in walk_ops(outs) if isinstance(op, ComputeOp) and op is not out.op]
+    for op in ops:
+        if not op.axis:
+            s[op.output(0)].compute_inline()
+    chain = [op for op in ops if op.axis]
+    if not chain:
+        raise ScheduleError("an ALU group needs an operation before its store")
+    for op in chain[:-1]:
+        s[op.output(0)].compute_inline()
+    alu = chain[-1].output(0)
+    operands = _operands(chain, None)
+    nb, ob, h, w, _, _ = shape_of(out)
+    full = sum(1 for t, _ in operands if shape_of(t)[2:4] == [h, w])
+    half = env.depth("ACC") // 2
+    co_t, h_t = 1, 1
+    for co in sorted(d for d in range(1, ob + 1) if ob % d == 0):
+        for rows in sorted(d for d in range(1, h + 1) if h % d == 0):
+            if co * rows * w * full + co * (len(operands) - full) <= half:
+                if co * rows >= co_t * h_t:
+                    co_t, h_t = co, rows
+    b_o, c_o, y, x, b_i, c_i = s[out].op.axis
+    co0, co1 = s[out].split(c_o, factor=co_t)
+    y0, y1 = s[out].split(y, factor=h_t)
+    s[out].reorder(b_o, co0, y0, co1, y1, x, b_i, c_i)
+    at = y0
+    if (ob // co_t) % 2 == 0:
+        rest, vt = s[out].split(co0, factor=2)
+        s[out].reorder(vt, b_o, rest)
+        s[out].bind(vt, te.thread_axis("cthread"))
+    s[alu].set_scope(env.acc_scope)
+    s[alu].compute_at(s[out], at)
+    s[alu].pragma(s[alu].op.axis[0], env.alu)
+    for t, reader in operands:
+        cached = s.cache_read(t, env.acc_scope, [reader.output(0)])
+        s[cached].compute_at(s[out], at)
+        s[cached].pragma(s[cached].op.axis[0], env.dma_copy)
+    s[out].pragma(co1, env.dma_copy)
     return s
 
 

@@ -43,6 +43,23 @@ def chain_cnn(rng, image=8):
     return R.IRModule.from_expr(fn), params
 
 
+def residual_cnn(rng, image=8):
+    """conv -> relu -> [conv -> relu -> conv] + shortcut -> relu -> conv /2 -> relu ->
+    dense, no biases: the first conv's int32 result is the shortcut, requantized by a
+    group of its own for the next conv."""
+    x = R.Var("x", R.TensorType((1, 3, image, image), F32))
+    shapes = {"w0": (16, 3, 3, 3), "w1": (16, 16, 3, 3), "w2": (16, 16, 3, 3),
+              "w3": (24, 16, 3, 3), "d": (10, 24 * (image // 2) ** 2)}
+    ws = {k: R.Var(k, R.TensorType(s, F32)) for k, s in shapes.items()}
+    h = nn.relu(nn.conv2d(x, ws["w0"], padding=(1, 1)))
+    r = nn.relu(nn.conv2d(h, ws["w1"], padding=(1, 1)))
+    h = nn.relu(R.add(nn.conv2d(r, ws["w2"], padding=(1, 1)), h))
+    h = nn.relu(nn.conv2d(h, ws["w3"], strides=(2, 2), padding=(1, 1)))
+    out = nn.dense(R.reshape(h, (1, -1)), ws["d"])
+    params = {k: _he(rng, s) for k, s in shapes.items()}
+    return R.IRModule.from_expr(R.Function((x, *ws.values()), out)), params
+
+
 def _quantized(model, **options):
     rng = seeded_rng()
     mod, params = model(rng)
@@ -54,8 +71,8 @@ def _accel_groups(lib):
 
 
 @pytest.mark.parametrize("model, skip", [(small_cnn, [0]), (small_cnn, []),
-                                         (chain_cnn, [])], ids=["small_cnn-skip0",
-                                                                "small_cnn", "chain_cnn"])
+                                         (chain_cnn, []), (residual_cnn, [])],
+                         ids=["small_cnn-skip0", "small_cnn", "chain_cnn", "residual_cnn"])
 def test_the_accelerator_build_equals_the_cpu_build_and_the_interpreter(model, skip):
     qmod = _quantized(model, skip_conv_layers=skip)
     with pytest.warns(UserWarning, match="run on the host CPU, not the accelerator"):
@@ -91,6 +108,15 @@ def test_values_stay_packed_from_one_accelerator_group_to_the_next():
     steps = [lib.plan.kernels[s.kernel] for s in lib.plan.steps]
     accel = [k for k in steps if isinstance(k, AccelKernelFn)]
     assert len(accel) == 4
+
+
+def test_a_requantization_of_a_value_the_accelerator_holds_runs_there_too():
+    lib = R.build(_quantized(residual_cnn, skip_conv_layers=[]), target="accel")
+    placed = [(p.group, p.device) for p in lib.placement]
+    assert ("fused_add_right_shift_clip_cast", "accel") in placed  # no conv: ALU only
+    assert sum(d == "accel" for _, d in placed) == 5
+    # one packed region: from the quantized input of the first conv to the reshape
+    assert [c[2] for c in lib.layout_changes] == ["NCHW -> packed", "packed -> NCHW"]
 
 
 def test_a_tuned_record_configures_the_accelerator_group(tmp_path):
