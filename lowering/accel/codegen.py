@@ -9,7 +9,8 @@ instructions:
   int8 argument), 2-D strided (lowering.accel.dma); a copy guarded by
   `if_then_else(bounds, x[...], 0)` (a zero-padded tensor, tensor_expr.ops.pad, set to
   env.inp_scope as VTA's conv2d does) reads only inside the bounds and pads the rest
-  with the LOAD's pad fields;
+  with the LOAD's pad fields; a STORE into an int32 argument writes four byte planes
+  (the STORE keeps low bytes: an ALU shift right by 8 between), which the kernel joins;
 - a nest around the tensorized `env.gemm` call is one GEMM, and the zero-init nest the
   reduction puts before it one GEMM reset: two of its loops become the instruction's
   loops (index factors), the others its micro-op kernel;
