@@ -70,13 +70,14 @@ def _accel_groups(lib):
     return [p.group for p in lib.placement if p.device == "accel"]
 
 
-@pytest.mark.parametrize("model, skip", [(small_cnn, [0]), (small_cnn, []),
-                                         (chain_cnn, []), (residual_cnn, [])],
-                         ids=["small_cnn-skip0", "small_cnn", "chain_cnn", "residual_cnn"])
-def test_the_accelerator_build_equals_the_cpu_build_and_the_interpreter(model, skip):
+@pytest.mark.parametrize("model, skip, target", [
+    (small_cnn, [0], "accel"), (small_cnn, [], "accel"), (chain_cnn, [], "accel"),
+    (residual_cnn, [], "accel"), (residual_cnn, [], "accel -batch=4 -block=32")],
+    ids=["small_cnn-skip0", "small_cnn", "chain_cnn", "residual_cnn", "residual_cnn-b4x32"])
+def test_the_accelerator_build_equals_the_cpu_build_and_the_interpreter(model, skip, target):
     qmod = _quantized(model, skip_conv_layers=skip)
     with pytest.warns(UserWarning, match="run on the host CPU, not the accelerator"):
-        lib = R.build(qmod, target="accel")
+        lib = R.build(qmod, target=target)
     cpu = R.build(qmod, target="llvm")
     assert _accel_groups(lib)
     for sample in images(seeded_rng(), 3):
