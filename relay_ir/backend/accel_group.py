@@ -1,21 +1,24 @@
 """One fused group as an accelerator kernel: an int8 conv2d or dense and its integer tail.
 
 A group goes to the accelerator when its anchor is an int8 conv2d or dense with a
-constant weight (relay_ir.quantize makes them), every op after the anchor is one the
-tensor ALU does in place on the accumulators (add, subtract, multiply by a constant, ReLU,
-maximum/minimum, clip with integer bounds, right/left shift by a constant in [0, 31], a
-cast to int32), each other operand is a scalar constant, a constant per output channel
-(a bias) or an int32 tensor of the output's shape (a residual), and the group ends in a
-cast to int8 (what the STORE writes) or in the int32 value (stored as four byte planes).
-Anything else says why not (`Rejected`), and the group runs on the host CPU.
+constant weight (relay_ir.quantize makes them). The accelerator runs the anchor and the
+longest part of the tail after it that the tensor ALU does in place on the accumulators:
+add, subtract, multiply by a constant, ReLU, maximum/minimum, clip with integer bounds,
+right/left shift by a constant in [0, 31], a cast to int32, each other operand a scalar
+constant, a constant per output channel (a bias) or an int32 tensor of the output's shape
+(a residual), up to a cast to int8 (what the STORE writes) or else storing the int32
+value (four byte planes). What follows (a dequantization to float, a residual that must
+be widened or shifted first) is the `Remainder`, compiled for the host. A group whose
+anchor cannot run there says why (`Rejected`) and runs on the host CPU.
 
 The kernel is the anchor's template (conv2d_packed.accel / dense_packed.accel) with the
 tail as its epilogue, configured by the tuning record of the logical task (the one
 `tessel tune --target accel` tunes) or the template's fallback, built with
-lowering.build(target="accel"). Its arguments are the group's parameters in VTA's packed
-layouts (schedule.templates.accel_layout): data and residuals NCHW1n16c (packed by the
-caller's graph), the weight OIHW16o16i and the per-channel constants as accumulator
-elements (packed once at build, `AccelGroup.prepack`), then the packed int8 output.
+lowering.build(target="accel"). Its arguments are the group's parameters it reads, in
+VTA's packed layouts (schedule.templates.accel_layout): data and residuals NCHW1n16c
+(packed by the caller's graph), the weight OIHW16o16i and the per-channel constants as
+accumulator elements (packed once at build, `AccelGroup.prepack`), then the packed
+output.
 
     >>> ag = accel_group(fused_fn, const_params, "accel", tuning)   # doctest: +SKIP
     >>> ag.kernel(*packed_inputs, packed_out)                       # doctest: +SKIP
@@ -61,12 +64,24 @@ class Rejected(Exception):
 
 
 @dataclass
+class Remainder:
+    """The ops of a group after the longest prefix the accelerator runs: a function of
+    (the accelerator's logical result, the group parameters `params` names), compiled
+    for the host; `why` the chain stopped."""
+
+    fn: Function
+    params: list[int]
+    why: str
+
+
+@dataclass
 class AccelGroup:
     """A group compiled for the accelerator: the kernel and what each argument is.
 
     `roles[k]` of group parameter k: "data" (the anchor's input, packed data), "weight"
     (the anchor's constant weight), "channels" (a per-channel constant), "tensor" (an
-    int32 residual of the output's shape, packed data). `prepack[k]` packs the constant
+    int32 residual of the output's shape, packed data), None (read by the host's `rest`
+    only). `prepack[k]` packs the constant
     of parameter k at build. `logical_out` is the output's logical shape."""
 
     name: str
@@ -79,6 +94,7 @@ class AccelGroup:
     schedule: str = ""
     tuned: bool = False
     in_shapes: list[tuple[int, ...]] = field(default_factory=list)
+    rest: Remainder | None = None
 
 
 def _shape(t: Any) -> tuple[int, ...]:
@@ -171,30 +187,39 @@ class _Builder:
                        f"int32 constant nor an int32 tensor of the output's shape "
                        f"{self.logical_out}")
 
-    def build(self) -> Tensor:
-        """The narrowed int8 output of the anchor and its tail."""
+    def build(self, split: bool = False) -> tuple[Tensor, Expr, str]:
+        """(the stored output, the expression it holds, why the chain stops there): the
+        whole group, or with `split` the longest prefix of the anchor's chain the ALU
+        runs (the rest is the host's)."""
         chain: dict[int, Tensor] = {id(self.start): self.conv}
-        last: Call | None = None
+        last: Expr = self.start
+        why = ""
         for e in post_order(self.fn.body):
             if not (isinstance(e, Call) and isinstance(e.op, Op)) or e is self.start:
                 continue
-            if last is not None and last.op.name == "cast":
-                raise Rejected("ops after the cast to int8")
-            ins = [a for a in e.args if id(a) in chain]
-            if len(ins) != 1:
-                raise Rejected(f"{e.op.name} does not continue the anchor's result (the ALU "
-                               "updates the accumulators in place)")
-            x = chain[id(ins[0])]
-            other = [a for a in e.args if id(a) not in chain]
-            chain[id(e)] = self._op(e, x, [self.operand(a) for a in other],
-                                    e.args[0] is ins[0])
+            saved = dict(self.roles), dict(self.tensors)
+            try:
+                if chain[id(last)].dtype != ACC:
+                    raise Rejected("ops after the cast to int8")
+                ins = [a for a in e.args if id(a) in chain]
+                if len(ins) != 1:
+                    raise Rejected(f"{e.op.name} does not continue the anchor's result (the "
+                                   "ALU updates the accumulators in place)")
+                x = chain[id(ins[0])]
+                other = [a for a in e.args if id(a) not in chain]
+                chain[id(e)] = self._op(e, x, [self.operand(a) for a in other],
+                                        e.args[0] is ins[0])
+            except Rejected as r:
+                if not split:
+                    raise
+                self.roles, self.tensors = saved
+                why = str(r)
+                break
             last = e
-        if last is None or last is not self.fn.body:
-            raise Rejected("the group's result is not the anchor's tail")
+        if not split and last is not self.fn.body:
+            raise Rejected("the group's result is not the chain's end")
         out = chain[id(last)]
-        if out.dtype == ACC:  # stored as four byte planes
-            return store_wide(out)
-        return out
+        return (store_wide(out) if out.dtype == ACC else out), last, why
 
     def _op(self, e: Call, x: Tensor, rhs: list[Any], x_first: bool) -> Tensor:
         name = e.op.name
@@ -267,33 +292,49 @@ def accel_group(fn: Function, consts: frozenset[int], target: Any,
                        f"{'/'.join(dt for _, dt in task.specs)}, not int8 x int8")
     if task.operands[1] not in consts:
         raise Rejected("the weight is not a constant (packed once at build)")
-    try:  # whether the tail runs on the ALU, before asking for a tuned config
-        _Builder(fn, consts, task, env, FallbackConfig(target)).build()
+    try:  # what of the tail runs on the ALU, before asking for a tuned config
+        _Builder(fn, consts, task, env, FallbackConfig(target)).build(split=True)
         tuned = tuning.config(task.template, list(task.specs), task.attrs, target) \
             if tuning else None
         cfg = tuned or FallbackConfig(target)
         b = _Builder(fn, consts, task, env, cfg)
-        out = b.build()
-    except TesselError as e:
-        raise Rejected(str(e)) from None
-    unused = [p for p in fn.params if p not in b.roles]
-    if unused:
-        raise Rejected(f"parameter %{unused[0].name_hint} is used other than by the ALU")
-    args = [b.tensors[p] for p in fn.params] + [out]
-    try:
+        out, cut, why = b.build(split=True)
+        rest = _remainder(fn, cut, task.anchor, why) if cut is not fn.body else None
+        args = [b.tensors[p] for p in fn.params if p in b.roles] + [out]
         kernel = lowering.build(schedule_packed(cfg, [out]), args, target=target,
                                 name=group_name(fn))
     except TesselError as e:
-        raise Rejected(f"the {task.template} schedule does not build: {e}") from None
+        raise Rejected(str(e)) from None
     prepack: dict[int, Callable[[np.ndarray], np.ndarray]] = {}
     for k, p in enumerate(fn.params):
-        if b.roles[p] == "weight":
+        if b.roles.get(p) == "weight":
             prepack[k] = lambda w: pack_kernel(env, w)
-        elif b.roles[p] == "channels":
+        elif b.roles.get(p) == "channels":
             prepack[k] = _channel_packer(env, b.logical_out[1])
-    return AccelGroup(group_name(fn), kernel, task, [b.roles[p] for p in fn.params],
+    return AccelGroup(group_name(fn), kernel, task, [b.roles.get(p) for p in fn.params],
                       prepack, b.shape, b.logical_out, task.template, tuned is not None,
-                      [tuple(int(d.value) for d in t.shape) for t in args[:-1]])
+                      [tuple(int(d.value) for d in t.shape) for t in args[:-1]], rest)
+
+
+def _remainder(fn: Function, cut: Expr, anchor: Call, why: str) -> Remainder:
+    """The host's part of a group whose tail the ALU stops running at `cut` (after it,
+    `why`): a Primitive function of the accelerator's result and the parameters the
+    rest reads."""
+    from relay_ir import transform as T
+    from relay_ir.module import IRModule
+    from relay_ir.transform.rewrite import rewrite
+    from relay_ir.visitor import free_vars
+
+    acc = Var("acc", cut.checked_type)
+    body = rewrite(fn.body, lambda old, new: acc if old is cut else new)
+    if any(e is anchor for e in post_order(body)):
+        raise Rejected(f"{why}; and the rest of the group reads more than the "
+                       "accelerator's result")
+    used = {id(v) for v in free_vars(body)}
+    keep = [k for k, p in enumerate(fn.params) if id(p) in used]
+    rest = Function((acc, *(fn.params[k] for k in keep)), body, None, (), fn.attrs)
+    typed = T.InferType()(IRModule.from_expr(rest))["main"]
+    return Remainder(typed, keep, why)
 
 
 def accel_alu_group(fn: Function, consts: frozenset[int], target: Any) -> AccelGroup:
@@ -308,7 +349,7 @@ def accel_alu_group(fn: Function, consts: frozenset[int], target: Any) -> AccelG
         raise Rejected("not an ALU chain over one tensor")
     try:
         b = _Builder(fn, consts, None, env, FallbackConfig(target), base=tensors[0])
-        out = b.build()
+        out, _, _ = b.build()
         unused = [p for p in fn.params if p not in b.roles]
         if unused:
             raise Rejected(f"parameter %{unused[0].name_hint} is used other than by the ALU")

@@ -2,10 +2,11 @@
 the rest on the host CPU, values packed into the accelerator's layout where it reads them.
 
 The module is optimised and fused as for the CPU. Each fused group whose anchor is an
-int8 conv2d or dense with an integer tail the tensor ALU runs (relay_ir.backend.
-accel_group) becomes an accelerator kernel; the other groups compile for the host
-("llvm") as relay_ir.build compiles them, and `lib.placement` says where each group runs
-and, for a host group, why. A group of ALU operations alone (a requantization) runs on
+int8 conv2d or dense runs it on the accelerator with as much of its integer tail as the
+tensor ALU does (relay_ir.backend.accel_group), the rest of the group (a dequantization,
+say) on the host; the other groups compile for the host ("llvm") as relay_ir.build
+compiles them, and `lib.placement` says where each group (and each rest) runs and, on
+the host, why. A group of ALU operations alone (a requantization) runs on
 the accelerator too when the value it reads is already there (packed), so that value
 need not leave it.
 
@@ -42,9 +43,8 @@ from relay_ir.backend.pipeline import (
     optimize_for_build,
 )
 from relay_ir.backend.tuned import TuningScope
-from relay_ir.expr import Call, Expr, Function, Tuple
+from relay_ir.expr import Call, Expr, Function, Tuple, Var
 from relay_ir.structural import structural_equal, structural_hash
-from relay_ir.ty import TensorType
 from schedule.templates.accel_env import Env
 from schedule.templates.accel_layout import pack_data, unpack_data
 from tessel_errors import RelayError
@@ -235,17 +235,30 @@ class AccelPlanner(_Planner):
         ins = []
         for a, role, pos in zip(call.args, group.roles, range(len(call.args))):
             (vid,) = _flat_ids(memo[id(a)])
+            if role is None:  # read by the host's rest of the group only
+                continue
             if role in ("data", "tensor"):
                 ins.append(self.as_packed(vid, dense, name))
             else:
                 val = self.values[vid]
                 data = group.prepack[pos](val.data)
                 ins.append(self._new("const", data.shape, str(data.dtype), data))
-        assert isinstance(call.checked_type, TensorType)
-        out = self._new("temp", group.out_shape, call.checked_type.dtype)
+        dtype = group.kernel.func.params[-1].dtype
+        out = self._new("temp", group.out_shape, dtype)
         self.packed[out] = (group.logical_out, 2 if dense else 4)
         self.steps.append(Step(k, ins, [out], name))
-        return out
+        if group.rest is None:
+            return out
+        # the rest of the group on the host, reading the accelerator's result
+        rest = group.rest
+        acc = Var("acc", rest.fn.params[0].checked_type)
+        host = Call(rest.fn, (acc, *(call.args[j] for j in rest.params)),
+                    checked_type=call.checked_type)
+        view = dict(memo)
+        view[id(acc)] = self.as_logical(out, group_name(rest.fn))
+        self.placement.append(Placement(group_name(rest.fn), "cpu",
+                                        f"the rest of {name}: {rest.why}"))
+        return super().node(host, view)
 
 
 def _map_ids(v: Any, f: Callable[[int], int]) -> Any:
