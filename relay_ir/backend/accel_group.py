@@ -57,6 +57,7 @@ from tensor_expr.tensor import Tensor
 from tessel_errors import TesselError
 
 ACC = "int32"
+IMM16 = (-(1 << 15), (1 << 15) - 1)  # the ALU's signed 16-bit immediate
 
 
 class Rejected(Exception):
@@ -238,7 +239,7 @@ class _Builder:
             return v
 
         def at(v: Any, i: tuple) -> Any:
-            return v(i) if callable(v) else te.const(v, ACC)
+            return v(i) if callable(v) else te.const(imm(v, *IMM16, "an immediate"), ACC)
 
         if name == "nn.relu":
             f = lambda i: te.max(x[i], te.const(0, ACC))  # noqa: E731
@@ -246,7 +247,7 @@ class _Builder:
             lo, hi = e.attrs.a_min, e.attrs.a_max
             if lo != math.floor(lo) or hi != math.floor(hi):
                 raise Rejected("clip with bounds that are not integers")
-            lo_i, hi_i = max(int(lo), -(1 << 31)), min(int(hi), (1 << 31) - 1)
+            lo_i, hi_i = (imm(int(v), *IMM16, "a bound") for v in (lo, hi))
             f = lambda i: te.min(te.max(x[i], te.const(lo_i, ACC)), te.const(hi_i, ACC))  # noqa
         elif name in ("right_shift", "left_shift"):
             if not x_first:
@@ -265,6 +266,7 @@ class _Builder:
             (r,) = rhs
             if not x_first or callable(r):
                 raise Rejected("subtract other than of a constant from the accumulators")
+            r = imm(r, -IMM16[1], -IMM16[0] - 1, "an immediate")  # added negated
             f = lambda i: x[i] - te.const(r, ACC)  # noqa: E731
         else:
             raise Rejected(f"{name} is not a tensor ALU operation")

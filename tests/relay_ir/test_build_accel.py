@@ -168,3 +168,20 @@ def test_a_model_built_for_the_accelerator_cannot_be_saved(tmp_path):
     with pytest.raises(R.RelayError if hasattr(R, "RelayError") else Exception,
                        match="simulated accelerator"):
         lib.save(str(tmp_path / "m"))
+
+
+def test_an_immediate_the_alu_cannot_hold_leaves_the_rest_of_the_tail_to_the_host():
+    rng = seeded_rng()
+    x = R.Var("x", R.TensorType((1, 16, 6, 6), "int8"))
+    w = R.Constant(rng.integers(-128, 128, (24, 16, 3, 3)).astype(np.int8))
+    y = nn.conv2d(x, w, padding=(1, 1), out_dtype="int32")
+    y = R.add(y, R.Constant(np.asarray(100000, np.int32)))  # past 16 signed bits
+    y = R.cast(R.clip(R.right_shift(y, R.Constant(np.asarray(9, np.int32))), -127, 127),
+               "int8")
+    mod = R.IRModule.from_expr(R.Function((x,), y))
+    lib = R.build(mod, target="accel")
+    assert [(p.device, p.why) for p in lib.placement] == [
+        ("accel", ""), ("cpu", "the rest of fused_conv2d_add_right_shift_clip_cast: add by an "
+                               "immediate outside [-32768, 32767]")]
+    data = rng.integers(-128, 128, (1, 16, 6, 6)).astype(np.int8)
+    np.testing.assert_array_equal(lib.run(x=data), R.interpret(mod, x=data))
