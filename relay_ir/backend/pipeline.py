@@ -277,9 +277,12 @@ def build(mod: Any, target: Any = "llvm", params: dict[str, Any] | None = None,
     each tunable task on this device; with `any_device=True`, a task this device has no
     record of takes the best record of another device of the same target, and a warning
     says how many tasks took records of other devices. Tasks without a record use the
-    template's fallback schedule, and a warning lists them. A @main with `?` dims compiles
-    at the first run with each shape, reopening the same database file read-only. Control
-    flow, ADTs, references and closures raise a RelayError pointing to relay_ir.vm.compile.
+    template's fallback schedule, and a warning lists them. For target "accel", the int8
+    conv2d/dense groups of a quantized model run on the simulated accelerator and the
+    rest on the host (relay_ir.backend.accel_pack; `lib.placement`). A @main with `?` dims
+    compiles at the first run with each shape, reopening the same database file read-only.
+    Control flow, ADTs, references and closures raise a RelayError pointing to
+    relay_ir.vm.compile.
 
         >>> lib = relay_ir.build(mod, tuning_db="tuning_logs/tuning.db")  # doctest: +SKIP
         >>> lib = relay_ir.build(mod, tuning_db="other.db", any_device=True)  # doctest: +SKIP
