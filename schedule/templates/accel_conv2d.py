@@ -34,7 +34,8 @@ into env.acc_scope), and one DMA stores the tile (pragma dma_copy). Knobs:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from math import prod
 from typing import Any
 
@@ -43,7 +44,7 @@ from schedule.schedule import Schedule, create_schedule
 from schedule.space import FallbackConfig, SplitEntity
 from schedule.templates.accel_env import Env
 from schedule.templates.accel_layout import pack_data, pack_kernel
-from schedule.templates.common import find_anchor, shape_of, walk_ops
+from schedule.templates.common import fallback_value, find_anchor, shape_of, walk_ops
 from schedule.templates.registry import expect_args, register_template
 from tensor_expr.ops.nn import pad4
 from tensor_expr.ops.transform import pad_nd
@@ -144,7 +145,16 @@ def packed_layer(template: str, cfg: Any, args: Sequence[Any], attrs: dict[str, 
                  ) -> tuple[list[Tensor], Tensor]:
     """([data, kernel] packed placeholders, the packed int32 result) of a template's layer,
     for a caller that computes its own epilogue on the accumulators and then schedules
-    `[narrowed output]` with `schedule_packed` (relay_ir's accelerator groups do)."""
+    `[narrowed output]` with `schedule_packed` (relay_ir's accelerator groups do).
+
+        >>> from schedule.space import FallbackConfig
+        >>> cfg = FallbackConfig("accel")
+        >>> ins, acc = packed_layer("dense_packed.accel", cfg, [((2, 40), "int8"),
+        ...                         ((10, 40), "int8")], {})
+        >>> [t.name for t in ins], shape_of(acc), acc.dtype
+        (['data', 'kernel'], [2, 1, 1, 1, 1, 16], 'int32')
+        >>> s = schedule_packed(cfg, [narrow(Env("accel"), acc)])
+    """
     return _LAYERS[template](cfg, args, attrs)
 
 
@@ -204,7 +214,12 @@ def tile_needs(env: Env, shape: dict[str, int], tile: dict[str, int], order: str
                ) -> dict[str, int]:
     """Elements of each on-chip buffer a config takes, and its GEMM micro-ops (for the
     fallback's choice; the build checks for itself). `shape`: ob, cb, kh, kw, sh, sw;
-    `tile`: b, co, h, w, ci; `acc_operands`: the packed shapes of the epilogue's tensors."""
+    `tile`: b, co, h, w, ci; `acc_operands`: the packed shapes of the epilogue's tensors.
+
+        >>> tile_needs(Env(), dict(ob=4, cb=4, kh=3, kw=3, sh=1, sw=1),
+        ...            dict(b=1, co=2, h=4, w=56, ci=1), "channel", threads=2)
+        {'INP': 696, 'WGT': 144, 'ACC': 896, 'UOP': 18}
+    """
     wh = (tile["h"] - 1) * shape["sh"] + shape["kh"]
     ww = (tile["w"] - 1) * shape["sw"] + shape["kw"]
     inp = tile["b"] * tile["ci"] * wh * ww
@@ -231,42 +246,25 @@ def _fallback(cfg: FallbackConfig, env: Env, shape: dict[str, int], dims: dict[s
     then rows, input channel steps; weights kept per channel tile when they fit, two
     virtual threads over the channel tiles when there are two."""
     have = {b: env.depth(b) for b in ("INP", "WGT", "ACC", "UOP")}
-    best = None
-    for order in ("channel", "spatial"):
-        for threads in (2, 1):
-            for w in _divisors(dims["w"]):
-                for co in _divisors(dims["co"]):
-                    if threads == 2 and (dims["co"] // co) % 2:
-                        continue
-                    for h in _divisors(dims["h"]):
-                        for ci in _divisors(dims["ci"]):
-                            tile = {"b": 1, "co": co, "h": h, "w": w, "ci": ci}
-                            need = tile_needs(env, shape, tile, order, threads, acc_operands)
-                            if all(need[k] <= have[k] for k in have):
-                                best = (order, threads, tile)
-                                break
-                        if best:
-                            break
-                    if best:
-                        break
-                if best:
-                    break
-            if best:
-                break
-        if best:
-            break
+
+    def candidates() -> Iterator[tuple[str, int, dict[str, int]]]:
+        for order, threads, w, co, h, ci in itertools.product(
+                ("channel", "spatial"), (2, 1), _divisors(dims["w"]), _divisors(dims["co"]),
+                _divisors(dims["h"]), _divisors(dims["ci"])):
+            if threads == 1 or (dims["co"] // co) % 2 == 0:
+                yield order, threads, {"b": 1, "co": co, "h": h, "w": w, "ci": ci}
+
+    best = next((c for c in candidates() if all(
+        n <= have[k] for k, n in tile_needs(env, shape, c[2], c[0], c[1],
+                                            acc_operands).items())), None)
     if best is None:
         return  # nothing fits: the first config, and its build says why
     order, threads, tile = best
     for knob, key in (("tile_b", "b"), ("tile_co", "co"), ("tile_h", "h"), ("tile_w", "w"),
                       ("tile_ci", "ci")):
         cfg.fallback(knob, SplitEntity([-1, tile[key]]))
-    for ent in cfg.knobs["order"].entities:
-        if ent.to_json() == order:
-            cfg.fallback("order", ent)
-    for ent in cfg.knobs["oc_nthread"].entities:
-        if ent.to_json() == threads:
-            cfg.fallback("oc_nthread", ent)
+    fallback_value(cfg, "order", order)
+    fallback_value(cfg, "oc_nthread", threads)
 
 
 def schedule_packed(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
