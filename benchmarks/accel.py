@@ -6,6 +6,7 @@ logits).
     python -m benchmarks.accel                        # 224x224, 64 inputs (minutes)
     python -m benchmarks.accel --image 32 --width 16 --inputs 4 --calibration 2
     python -m benchmarks.accel --db tuning.db         # layers with tuned configs too
+    python -m benchmarks.accel --db t.db --tune-model 32   # tune the model's tasks first
 
 The layer table comes from the cycle model (`AccelKernel.stats()`: cycles do not depend
 on the data) of the conv2d_packed.accel template's kernels, built by lowering.build: "vt
@@ -135,10 +136,34 @@ def layer_table(layers: list[tuple], db: Any = None) -> dict[str, float]:
     return totals
 
 
-def model_rows(image: int, width: int, calibration: int, inputs: int) -> dict[str, float]:
+def tune_model(qmod: Any, db_path: str, trials: int) -> int:
+    """Tune the quantized model's accelerator tasks (`trials` each, xgb, simulator cycles)
+    into the database build reads; returns how many tasks."""
+    from autotune.extract import extract_tasks
+    from autotune.measure import LocalRunner
+    from autotune.tuners import make_tuner
+    from autotune.tuning import tune
+    from tuning_logs import TuningDatabase
+
+    # the float first conv's task is the host's: the accel template refuses float
+    tasks = [t for t, _ in extract_tasks(qmod, "accel") if all(d == "int8" for _, d in t.args)]
+    with TuningDatabase(db_path) as db, LocalRunner(timeout=60) as runner:
+        for t in tasks:
+            tune(t, make_tuner("xgb", t, seed=0), trials, db, runner, batch_size=8)
+    return len(tasks)
+
+
+def _accel_cycles(lib: Any) -> int:
+    from relay_ir.backend.accel_pack import AccelKernelFn
+
+    return sum(k.kernel.stats().total_cycles for k in (lib.plan.kernels[s.kernel]
+               for s in lib.plan.steps) if isinstance(k, AccelKernelFn))
+
+
+def model_rows(image: int, width: int, calibration: int, inputs: int,
+               db_path: str | None = None, tune_trials: int = 0) -> dict[str, float]:
     """Quantized ResNet-18 on the accelerator against fp32; prints and returns the row."""
     import relay_ir
-    from relay_ir.backend.accel_pack import AccelKernelFn
     from relay_ir.frontend.onnx import from_onnx
     from relay_ir.quantize import quantize
     from tests.e2e.onnx_models import resnet18
@@ -160,14 +185,26 @@ def model_rows(image: int, width: int, calibration: int, inputs: int) -> dict[st
     cpu8 = relay_ir.build(qmod)
     convs = [p for p in lib.placement if "conv2d" in p.group or "dense" in p.group]
     on_accel = [p for p in convs if p.device == "accel"]
-    accel = [k for k in (lib.plan.kernels[s.kernel] for s in lib.plan.steps)
-             if isinstance(k, AccelKernelFn)]
-    cycles = sum(k.kernel.stats().total_cycles for k in accel)
+    cycles = _accel_cycles(lib)
+    tuned_cycles = None
+    if db_path is not None:
+        if tune_trials:
+            n = tune_model(qmod, db_path, tune_trials)
+            print(f"tuned the model's {n} int8 accelerator tasks, {tune_trials} trials each")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tuned = relay_ir.build(qmod, target="accel", tuning_db=db_path)
+        tuned_cycles = _accel_cycles(tuned)
+        probe = tests[0] if tests else cal[0]
+        if not np.array_equal(tuned.run(**probe), lib.run(**probe)):
+            print("the tuned build DIFFERS FROM the default build")
     print(f"\nResNet-18 {image}x{image} width {width}, random weights, int8 (minmax, shifts, "
           f"first conv float) built for 'accel': {len(on_accel)} of {len(convs)} conv2d/"
           f"dense groups on the accelerator, {len(lib.layout_changes)} layout changes "
           f"(pack/unpack), accelerator cycles {cycles / 1e6:.2f} M per image "
-          f"({cycles / 100e6 * 1e3:.1f} ms at 100 MHz)")
+          f"({cycles / 100e6 * 1e3:.1f} ms at 100 MHz)"
+          + (f"; with the database's records {tuned_cycles / 1e6:.2f} M "
+             f"({tuned_cycles / cycles:.2f} of the default)" if tuned_cycles else ""))
     for p in convs:
         if p.device == "cpu":
             print(f"  on the host: {p.group}: {p.why}")
@@ -189,7 +226,7 @@ def model_rows(image: int, width: int, calibration: int, inputs: int) -> dict[st
           f"for bit (first input); {len(caught)} warning(s) at build")
     return {"top1_agreement": agree, "rel_err_mean": mean, "rel_err_max": worst,
             "accel_groups": len(on_accel), "groups": len(convs), "cycles": cycles,
-            "bit_exact": float(same)}
+            "tuned_cycles": tuned_cycles or 0, "bit_exact": float(same)}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -201,6 +238,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--quick", action="store_true", help="leave out the 7x7 first layer")
     ap.add_argument("--no-model", action="store_true", help="the layer table only")
     ap.add_argument("--db", help="a tuning database: tuned configs beside the defaults")
+    ap.add_argument("--tune-model", type=int, default=0, metavar="TRIALS",
+                    help="first tune the quantized model's accelerator tasks into --db")
     args = ap.parse_args(argv)
     print(f"load average {os.getloadavg()[0]:.2f} (cycle counts do not depend on it)")
     scale = args.image / 224
@@ -216,7 +255,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"layers": layer_table(layers, db)}
     print(check_functional(layers[-2]))
     if not args.no_model:
-        out["model"] = model_rows(args.image, args.width, args.calibration, args.inputs)
+        out["model"] = model_rows(args.image, args.width, args.calibration, args.inputs,
+                                  args.db, args.tune_model)
     return out
 
 
