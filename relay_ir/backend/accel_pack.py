@@ -43,8 +43,9 @@ from relay_ir.backend.pipeline import (
     optimize_for_build,
 )
 from relay_ir.backend.tuned import TuningScope
-from relay_ir.expr import Call, Expr, Function, Tuple, Var
+from relay_ir.expr import Call, Constant, Expr, Function, Tuple, Var
 from relay_ir.structural import structural_equal, structural_hash
+from relay_ir.ty import TensorType
 from schedule.templates.accel_env import Env
 from schedule.templates.accel_layout import pack_data, unpack_data
 from tessel_errors import RelayError
@@ -187,7 +188,9 @@ class AccelPlanner(_Planner):
             return super().node(e, memo)
         name = group_name(e.op)
         try:
-            got = self._accel(e, memo)
+            call = _inline_scalars(e)  # ALU immediates, not loaded tensors
+            got = self._accel(call, memo)
+            e = call
         except Rejected as why:
             self.placement.append(Placement(name, "cpu", str(why)))
             view = dict(memo)
@@ -199,18 +202,22 @@ class AccelPlanner(_Planner):
 
     def _accel(self, call: Call, memo: dict[int, Any]) -> tuple[AccelGroup, int]:
         fn, consts = call.op, constant_params(call)
+        # an ALU-only group runs on the accelerator when the one value it reads is held
+        # there, so that value stays packed (not worth packing a host value for)
+        tensors = [a for k, a in enumerate(call.args) if k not in consts]
+        held = len(tensors) == 1 and all(v in self.packed for v in _flat_ids(memo[id(
+            tensors[0])]))
         h = structural_hash(fn)
         for other, c, k in self.accel_cache.get(h, []):
             if c == consts and structural_equal(other, fn):
-                return self.kernels[k].group, k
+                group = self.kernels[k].group
+                if group.task is None and not held:
+                    raise Rejected("an ALU-only group whose input is on the host")
+                return group, k
         try:
             group = accel_group(fn, consts, self.accel_target, self.tuning)
         except Rejected as why:
-            # an ALU-only group on a value the accelerator holds: run it there too, so
-            # the value stays packed (not worth packing a host value for)
-            held = [a for k, a in enumerate(call.args) if k not in consts
-                    and all(v in self.packed for v in _flat_ids(memo[id(a)]))]
-            if len(held) != 1 or len(call.args) - len(consts) != 1:
+            if not held:
                 raise
             try:
                 group = accel_alu_group(fn, consts, self.accel_target)
@@ -259,6 +266,25 @@ class AccelPlanner(_Planner):
         self.placement.append(Placement(group_name(rest.fn), "cpu",
                                         f"the rest of {name}: {rest.why}"))
         return super().node(host, view)
+
+
+def _inline_scalars(call: Call) -> Call:
+    """The group call with its scalar constant arguments written into the function
+    (FuseOps keeps them apart when it fuses nothing: at opt_level 0)."""
+    fn = call.op
+    inline = {p: a for p, a in zip(fn.params, call.args) if isinstance(a, Constant)
+              and isinstance(p.checked_type, TensorType) and p.checked_type.shape == ()}
+    if not inline:
+        return call
+    from relay_ir import transform as T
+    from relay_ir.module import IRModule
+    from relay_ir.transform.rewrite import substitute
+
+    keep = [(p, a) for p, a in zip(fn.params, call.args) if p not in inline]
+    new = Function(tuple(p for p, _ in keep), substitute(fn.body, inline), None, (),
+                   fn.attrs)
+    typed = T.InferType()(IRModule.from_expr(new))["main"]
+    return Call(typed, tuple(a for _, a in keep), checked_type=call.checked_type)
 
 
 def _map_ids(v: Any, f: Callable[[int], int]) -> Any:

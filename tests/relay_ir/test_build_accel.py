@@ -185,3 +185,15 @@ def test_an_immediate_the_alu_cannot_hold_leaves_the_rest_of_the_tail_to_the_hos
                                "immediate outside [-32768, 32767]")]
     data = rng.integers(-128, 128, (1, 16, 6, 6)).astype(np.int8)
     np.testing.assert_array_equal(lib.run(x=data), R.interpret(mod, x=data))
+
+
+def test_one_op_per_group_runs_the_alu_ops_on_values_the_accelerator_holds():
+    qmod = _quantized(residual_cnn, skip_conv_layers=[])
+    with R.transform.PassContext(opt_level=0), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lib = R.build(qmod, target="accel")  # no fusion: every op a group of its own
+    alone = [p for p in lib.placement if p.device == "accel" and "conv2d" not in p.group
+             and "dense" not in p.group]
+    assert {p.group for p in alone} >= {"fused_add", "fused_right_shift", "fused_clip"}
+    sample = images(seeded_rng(), 1)[0]
+    np.testing.assert_array_equal(lib.run(**sample), R.interpret(qmod, **sample))
