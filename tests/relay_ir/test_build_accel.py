@@ -197,3 +197,36 @@ def test_one_op_per_group_runs_the_alu_ops_on_values_the_accelerator_holds():
     assert {p.group for p in alone} >= {"fused_add", "fused_right_shift", "fused_clip"}
     sample = images(seeded_rng(), 1)[0]
     np.testing.assert_array_equal(lib.run(**sample), R.interpret(qmod, **sample))
+
+
+def random_cnn(rng):
+    """Two or three conv-bias(-relu) layers with channels off the block, kernels 1/3/5,
+    strides 1/2 and paddings drawn from `rng`, and their params and one sample."""
+    c, img = int(rng.choice([1, 3, 5])), int(rng.choice([7, 9, 12]))
+    x = R.Var("x", R.TensorType((1, c, img, img), F32))
+    h, args, params = x, [], {}
+    for n in range(int(rng.integers(2, 4))):
+        o, k, s = int(rng.choice([4, 17, 40])), int(rng.choice([1, 3, 5])), int(rng.choice([1, 2]))
+        p = int(rng.integers(0, k // 2 + 1))
+        if (img + 2 * p - k) // s + 1 < 1:
+            continue
+        w = R.Var(f"w{n}", R.TensorType((o, c, k, k), F32))
+        b = R.Var(f"b{n}", R.TensorType((o,), F32))
+        args += [w, b]
+        params[f"w{n}"], params[f"b{n}"] = _he(rng, (o, c, k, k)), _he(rng, (o, 1))[:, 0]
+        h = nn.bias_add(nn.conv2d(h, w, strides=(s, s), padding=(p, p)), b)
+        h = nn.relu(h) if rng.random() < 0.7 else h
+        c, img = o, (img + 2 * p - k) // s + 1
+    return R.IRModule.from_expr(R.Function((x, *args), h)), params
+
+
+@pytest.mark.parametrize("draw", range(3))
+def test_random_small_cnns_on_the_accelerator_equal_the_interpreter(draw):
+    rng = seeded_rng()
+    mod, params = random_cnn(rng)
+    shape = mod["main"].params[0].type_annotation.shape
+    data = [{"x": rng.standard_normal(shape).astype(F32)} for _ in range(3)]
+    qmod = quantize(mod, params, dataset=data, skip_conv_layers=[])
+    lib = R.build(qmod, target="accel")
+    assert all(p.device == "accel" for p in lib.placement if "conv2d" in p.group)
+    np.testing.assert_array_equal(lib.run(**data[0]), R.interpret(qmod, **data[0]))
