@@ -43,8 +43,10 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
 
 - conv2d_packed.accel, dense_packed.accel: int8 in VTA's packed layouts (NCHW1n16c data,
   OIHW16o16i kernel; packers pack the logical operands), VTA's conv2d schedule with the
-  ALU epilogue; knobs tile_b, tile_co, tile_h, tile_w, tile_ci, oc_nthread, h_nthread,
-  order. The accelerator's `Env` is schedule.templates.accel_env (lowering.accel.Env).
+  ALU epilogue; knobs tile_b, tile_co, tile_h, tile_w, tile_ci, oc_nthread, h_nthread
+  (cthread virtual threads), order ("spatial" / "channel"). Candidates cost their
+  simulated cycles. The accelerator's `Env` is schedule.templates.accel_env
+  (lowering.accel.Env).
 
 `template_for(family, target)` names the template a target uses for an op family:
 "dense" is "dense.x86" on the CPU and "dense.cuda" on a GPU (None: no such template).
