@@ -152,6 +152,35 @@ def _on_gpu(task: Task) -> bool:
     return Target.parse(task.target).kind == "cuda"
 
 
+def _on_accel(task: Task) -> bool:
+    from tessel_target import Target
+
+    return Target.parse(task.target).kind == "accel"
+
+
+def _accel_costs(task: Task, kernel: Any, tensors: list[Any], opts: dict[str, Any],
+                 build_s: float) -> dict[str, Any]:
+    """A simulated accelerator candidate's seconds: its cycles under the cycle model (they
+    do not depend on the data) at the target's clock. A checked candidate of a small layer
+    also runs on the functional simulator against the TE evaluator, bit for bit."""
+    stats = kernel.stats()
+    seconds = stats.total_cycles / (float(kernel.env.target.attrs["clock_mhz"]) * 1e6)
+    if opts.get("check") and task.flop <= opts.get("small_flop", 2e7):
+        rng = np.random.default_rng(opts.get("seed"))
+        n_in = task.num_inputs()
+        logical = [rng.integers(-128, 128, s_).astype(d) for s_, d in task.args]
+        inputs = _packed(task, tensors, logical)
+        outs = [np.zeros(tuple(int(x.value) for x in t.shape), t.dtype)
+                for t in tensors[n_in:]]
+        kernel(*inputs, *outs)
+        ref = _reference(task, tensors, logical, inputs, outs, math.inf)
+        if not all(np.array_equal(o, r) for o, r in zip(outs, ref)):
+            return {"error": ErrorKind.WRONG_RESULT.value,
+                    "msg": "the simulated output differs from the TE evaluator's"}
+    return {"costs": [seconds], "build_s": build_s,
+            "note": f"{stats.total_cycles} cycles (cycle model)"}
+
+
 def _do_build(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     func = task.lower(cfg)
@@ -165,6 +194,8 @@ def _do_build(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, 
         from lowering.cuda import build as build_cuda
 
         build_cuda(func, task.target)  # NVRTC errors are build errors; the runner loads it
+    elif opts.get("compile") and _on_accel(task):
+        task.build(cfg)  # a buffer past its SRAM scope is a build error
     elif opts.get("compile"):
         from lowering.build_module import compile_object
 
@@ -196,6 +227,8 @@ def _do_run(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, An
     except Exception as e:  # a compile failure is the candidate's fault, not the run's
         return {"error": ErrorKind.BUILD_ERROR.value, "msg": f"{type(e).__name__}: {e}"}
     build_s = time.perf_counter() - t0
+    if _on_accel(task):
+        return _accel_costs(task, kernel, tensors, opts, build_s)
     rng = np.random.default_rng(opts.get("seed"))
     n_in = task.num_inputs()
     logical = [_random_array(rng, s_, d) for s_, d in task.args]

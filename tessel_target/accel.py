@@ -2,13 +2,14 @@
 
 Defaults are VTA's (batch 1, a 16x16 GEMM core, 32 KiB input, 256 KiB weight, 128 KiB
 accumulator and 32 KiB micro-op buffers), plus the two numbers the cycle model needs: DRAM
-bytes per cycle and the latency of one DRAM transfer. The buffer sizes and the core's
+bytes per cycle and the latency of one DRAM transfer, and the clock that turns cycles into
+the seconds tuning records hold. The buffer sizes and the core's
 shape are powers of two, as the hardware's address fields require.
 
     >>> accel_attrs({"batch": "4"})["batch"], accel_attrs({})["wgt_buf_kib"]
     (4, 256)
     >>> accel_config({})
-    'batch=1,block=16,inp_buf_kib=32,wgt_buf_kib=256,acc_buf_kib=128,uop_buf_kib=32,dram_bytes_per_cycle=8,dram_latency=64'
+    'batch=1,block=16,inp_buf_kib=32,wgt_buf_kib=256,acc_buf_kib=128,uop_buf_kib=32,dram_bytes_per_cycle=8,dram_latency=64,clock_mhz=100'
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ ACCEL_DEFAULTS: dict[str, int] = {
     "uop_buf_kib": 32,
     "dram_bytes_per_cycle": 8,  # one 64-bit AXI beat per cycle
     "dram_latency": 64,         # cycles from a DMA request to its first beat
+    "clock_mhz": 100,           # what a cycle lasts, for seconds in tuning records (PYNQ's)
 }
 _POWERS_OF_TWO = ("batch", "block", "inp_buf_kib", "wgt_buf_kib", "acc_buf_kib", "uop_buf_kib")
 

@@ -1,3 +1,3 @@
-"""lowering.accel: the VTA-style accelerator backend (ISA, microcode, simulator)."""
+"""lowering.accel: the VTA-style accelerator backend (ISA, schedule -> microcode, simulator)."""
 
 from lowering.accel.env import Env

@@ -91,8 +91,11 @@ class AccelKernel:
         self.last_stats = run(self.program.insns, data, self.env)
         for p, a in zip(params, arrays):
             if p.output:
-                a[...] = elements(self.env, data, p.mem)[p.base:p.base + p.count].reshape(
-                    a.shape)
+                got = elements(self.env, data, p.mem)[p.base:p.base + p.planes * p.count]
+                if p.planes > 1:  # byte k of each int32 in plane k: little-endian bytes
+                    got = np.ascontiguousarray(got.view(np.uint8).reshape(p.planes, -1).T
+                                               ).view(np.int32)
+                a[...] = got.reshape(a.shape)
 
     def __repr__(self) -> str:
         return (f"AccelKernel('{self.func.name}', {len(self.program.insns)} instructions, "

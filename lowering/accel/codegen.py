@@ -6,7 +6,11 @@ instructions:
 
 - a loop with pragma `dma_copy` copies between DRAM and an on-chip scope: LOADs (into
   env.inp_scope, env.wgt_scope, env.acc_scope) or STOREs (from env.acc_scope into an
-  int8 argument), 2-D strided (lowering.accel.dma);
+  int8 argument), 2-D strided (lowering.accel.dma); a copy guarded by
+  `if_then_else(bounds, x[...], 0)` (a zero-padded tensor, tensor_expr.ops.pad, set to
+  env.inp_scope as VTA's conv2d does) reads only inside the bounds and pads the rest
+  with the LOAD's pad fields; a STORE into an int32 argument writes four byte planes
+  (the STORE keeps low bytes: an ALU shift right by 8 between), which the kernel joins;
 - a nest around the tensorized `env.gemm` call is one GEMM, and the zero-init nest the
   reduction puts before it one GEMM reset: two of its loops become the instruction's
   loops (index factors), the others its micro-op kernel;
@@ -31,10 +35,12 @@ import itertools
 from dataclasses import dataclass
 from math import prod
 
+import numpy as np
+
 from lowering import ir
-from lowering.accel.affine import Affine, affine, value
+from lowering.accel.affine import Affine, NotAffine, affine, value
 from lowering.accel.deps import insert_dependencies
-from lowering.accel.dma import Dim, fold
+from lowering.accel.dma import Dim, fold, padded
 from lowering.accel.dram import Dram, elem_shape
 from lowering.accel.env import GEMM_INTRIN, Env
 from lowering.accel.isa import Alu, AluOp, Finish, Gemm, Insn, Load, MemType, Store, Uop
@@ -44,18 +50,22 @@ from tessel_errors import ScheduleError
 Lane = dict  # Var -> int (bound loops), Buffer -> int (SRAM base of an allocation)
 _NAMES = {MemType.INP: "input", MemType.WGT: "weight", MemType.ACC: "accumulator"}
 _IMM = (-(1 << 15), (1 << 15) - 1)
+PAD_MAX = 15  # the LOAD's pad fields are 4 bits
 
 
 @dataclass(frozen=True)
 class Param:
     """Where an argument lives in DRAM: its memory type (None: no DMA touches it), base
-    (in elements) and element count; `output` when a STORE writes it."""
+    (in elements) and element count; `output` when a STORE writes it. An int32 output
+    is stored as `planes` = 4 arrays of int8 output elements, byte k of every value in
+    plane k (the STORE writes low bytes only: see `_wide_store`)."""
 
     buffer: ir.Buffer
     mem: MemType | None
     base: int
     count: int
     output: bool
+    planes: int = 1
 
 
 @dataclass(frozen=True)
@@ -96,6 +106,72 @@ def _strip_cast(e: E.PrimExpr) -> E.PrimExpr:
     while isinstance(e, E.Cast):
         e = e.value
     return e
+
+
+def _guarded(e: E.PrimExpr) -> tuple[E.PrimExpr, list[E.PrimExpr]]:
+    """A copy's source as (the value it reads, the conditions guarding it): a zero-padded
+    read `if_then_else(c0 && c1 ..., x[...], 0)` gives (x[...], [c0, c1, ...])."""
+    e = _strip_cast(e)
+    if isinstance(e, E.Call) and e.name == "if_then_else":
+        cond, then, other = e.args
+    elif isinstance(e, E.Select):
+        cond, then, other = e.condition, e.true_value, e.false_value
+    else:
+        return e, []
+    other = _strip_cast(other)
+    if not (isinstance(other, (E.IntImm, E.FloatImm)) and other.value == 0):
+        return e, []
+    conds, todo = [], [cond]
+    while todo:
+        c = todo.pop()
+        if isinstance(c, E.And):
+            todo += [c.a, c.b]
+        else:
+            conds.append(c)
+    return _strip_cast(then), conds
+
+
+_CMP = {E.LT: np.less, E.LE: np.less_equal, E.GT: np.greater, E.GE: np.greater_equal,
+        E.EQ: np.equal, E.NE: np.not_equal}
+
+
+def _valid_ranges(conds: list[E.PrimExpr], free: dict, lane: Lane, head: str
+                  ) -> dict | None:
+    """For a padded copy: the [lo, hi) range of each free loop inside which every guard
+    holds (a guard must compare an affine form of one loop with a constant); None when a
+    guard fails everywhere."""
+    ranges: dict = {}
+    for c in conds:
+        kind = type(c)
+        form = None
+        if kind in _CMP:
+            try:
+                form = affine(c.a, lane).plus(affine(c.b, lane), -1)
+            except NotAffine:
+                form = None
+        if form is None or len(form.coeffs) > 1:
+            raise ScheduleError(f"the dma_copy loop '{head}' is guarded by '{c}'; a padded "
+                                "copy's guards must compare one loop's index with a "
+                                "constant (as tensor_expr.ops.pad writes them)")
+        if not form.coeffs:
+            if not _CMP[kind](form.const, 0):
+                return None
+            continue
+        (v, k), = form.coeffs.items()
+        it = np.arange(free[v])
+        ok = _CMP[kind](k * it + form.const, 0)
+        if v in ranges:
+            ok &= ranges[v]
+        ranges[v] = ok
+    out = {}
+    for v, ok in ranges.items():
+        idx = np.flatnonzero(ok)
+        lo, hi = (int(idx[0]), int(idx[-1]) + 1) if idx.size else (0, 0)
+        if idx.size and idx.size != hi - lo:
+            raise ScheduleError(f"the dma_copy loop '{head}': the guards leave loop "
+                                f"'{v.name}' valid on a range with holes")
+        out[v] = (lo, hi)
+    return out
 
 
 def _alu_chain(e: E.PrimExpr) -> tuple[ir.BufferLoad | None, list[tuple[AluOp, object]]]:
@@ -185,7 +261,7 @@ class _Gen:
                 keys = {k for k, _ in s.annotations}
                 _, leaf = _perfect(s)
                 if self.env.dma_copy in keys and isinstance(leaf, ir.BufferStore):
-                    src = _strip_cast(leaf.value)
+                    src, _ = _guarded(leaf.value)
                     if isinstance(src, ir.BufferLoad):
                         if leaf.buffer.scope in self.scopes and src.buffer.scope == "global":
                             self._role(roles, src.buffer, self.scopes[leaf.buffer.scope], False)
@@ -213,8 +289,10 @@ class _Gen:
             if mem is None:
                 self.params[b] = Param(b, None, 0, 0, False)
                 continue
-            count_ = self._elements(b, mem, f"argument '{b.name}'")
-            self.params[b] = Param(b, mem, self.dram.alloc(mem, count_), count_, out)
+            planes = 4 if out and b.dtype == "int32" else 1
+            count_ = self._elements(b, mem, f"argument '{b.name}'", planes > 1)
+            self.params[b] = Param(b, mem, self.dram.alloc(mem, planes * count_), count_,
+                                   out, planes)
 
     def _role(self, roles: dict, buf: ir.Buffer, mem: MemType, out: bool) -> None:
         if buf not in self.func.params:
@@ -230,8 +308,9 @@ class _Gen:
         roles[buf] = (mem, out)
 
     # -- buffers -----------------------------------------------------------------------
-    def _elements(self, buf: ir.Buffer, mem: MemType, what: str) -> int:
-        """Whole elements of `mem` in `buf` (its trailing dims must be one element)."""
+    def _elements(self, buf: ir.Buffer, mem: MemType, what: str, wide: bool = False) -> int:
+        """Whole elements of `mem` in `buf` (its trailing dims must be one element); a
+        `wide` output holds int32 values."""
         eshape, dtype = elem_shape(self.env, mem)
         dims = [value(d, {}) for d in buf.shape]
         if tuple(dims[-len(eshape):]) != eshape or len(dims) <= len(eshape):
@@ -240,7 +319,7 @@ class _Gen:
                 f"{list(eshape)} ({dtype}): its trailing dims must be "
                 f"{', '.join(map(str, eshape))}; pack it in the accelerator's blocked "
                 "layout (env.BATCH, env.BLOCK_IN, env.BLOCK_OUT)")
-        if buf.dtype != dtype and not (mem is MemType.ACC and buf.dtype == "int32"):
+        if buf.dtype != dtype and not ((mem is MemType.ACC or wide) and buf.dtype == "int32"):
             raise ScheduleError(f"{what} is {buf.dtype}; the accelerator's {mem.name} "
                                 f"elements are {dtype}")
         if buf.strides is not None:
@@ -406,12 +485,13 @@ class _Gen:
         if not isinstance(leaf, ir.BufferStore):
             raise ScheduleError(f"the dma_copy loop '{head}' must be a perfect nest around "
                                 "one copy; split the stage or move the pragma inward")
-        src = _strip_cast(leaf.value)
+        src, guards = _guarded(leaf.value)
         if not isinstance(src, ir.BufferLoad):
             raise ScheduleError(
                 f"the dma_copy loop '{head}' computes '{leaf.buffer.name}[...] = "
-                f"{leaf.value}'; a DMA only copies (and narrows to int8 on a STORE): do the "
-                "arithmetic in an env.acc_scope stage with pragma env.alu")
+                f"{leaf.value}'; a DMA only copies (and narrows to int8 on a STORE), or "
+                "pads with zeros: do the arithmetic in an env.acc_scope stage with pragma "
+                "env.alu")
         dst = leaf.buffer
         if dst.scope in self.scopes and src.buffer.scope == "global":
             mem, load = self.scopes[dst.scope], True
@@ -433,12 +513,68 @@ class _Gen:
                 f"the loops over '{dst.name}''s and '{src.buffer.name}''s trailing dims "
                 "must be the same full loops")
         sram, dram = (d_form, s_form) if load else (s_form, d_form)
-        dims = [Dim(free[v], sram.coeff(v), dram.coeff(v)) for v in free
+        valid = _valid_ranges(guards, free, lane, head) if guards else {}
+        if valid is None:  # the whole block is padding
+            valid = {v: (0, 0) for v in free if not any(v is e for e in d_ev)}
+        dims = [Dim(free[v], sram.coeff(v), dram.coeff(v), valid.get(v)) for v in free
                 if not any(v is e for e in d_ev)]
-        for b in fold(dims):
+        if any(not d.full for d in dims):
+            self._padded(head, mem, load, dims, sram.const, dram.const)
+            return
+        blocks = fold(dims)
+        if not load and self.params[dst].planes > 1:
+            self._wide_store(blocks, sram.const, dram.const, self.params[dst].count)
+            return
+        for b in blocks:
             fields = dict(sram_base=sram.const + b.sram, dram_base=dram.const + b.dram,
                           y_size=b.y_size, x_size=b.x_size, x_stride=b.x_stride)
             self.body.append(Load(mem=mem, **fields) if load else Store(**fields))
+
+    def _wide_store(self, blocks: list, sram: int, dram: int, count: int) -> None:
+        """int32 accumulators to DRAM: the STORE keeps the low 8 bits, so each block is
+        stored four times, into four planes `count` elements apart, an arithmetic shift
+        right by 8 between (the host joins the bytes). The shifts clobber the
+        accumulators: the stored stage must have no later reader (its only reader is
+        this copy, which _prepare's in-place rule also gives)."""
+        for plane in range(4):
+            if plane:
+                for b in blocks:
+                    bgn = self._uop_kernel((Uop(sram + b.sram),))
+                    self.body.append(Alu(op=AluOp.SHR, use_imm=True, imm=8, uop_bgn=bgn,
+                                         uop_end=bgn + 1, iter_out=b.y_size,
+                                         iter_in=b.x_size, dst_factor_out=b.x_size,
+                                         dst_factor_in=1, src_factor_out=b.x_size,
+                                         src_factor_in=1))
+            for b in blocks:
+                self.body.append(Store(sram_base=sram + b.sram,
+                                       dram_base=dram + b.dram + plane * count,
+                                       y_size=b.y_size, x_size=b.x_size, x_stride=b.x_stride))
+
+    def _uop_kernel(self, uops: tuple[Uop, ...]) -> int:
+        """The micro-op buffer index of a kernel with this content (stored once)."""
+        if uops not in self.kernels:
+            self.kernels[uops] = len(self.uops)
+            self.uops += uops
+        return self.kernels[uops]
+
+    def _padded(self, head: str, mem: MemType, load: bool, dims: list[Dim], sram: int,
+                dram: int) -> None:
+        blocks = padded(dims)
+        if isinstance(blocks, str) or not load or mem is not MemType.INP:
+            why = blocks if isinstance(blocks, str) else "only input loads pad"
+            raise ScheduleError(f"the dma_copy loop '{head}' reads a zero-padded tensor "
+                                f"but cannot pad: {why}; copy the padded tensor into "
+                                "env.inp_scope with its rows and columns innermost")
+        for b in blocks:
+            if max(b.pads) > PAD_MAX:
+                raise ScheduleError(
+                    f"the dma_copy loop '{head}' needs {max(b.pads)} rows or columns of "
+                    f"padding on one side, the LOAD's pad fields hold at most {PAD_MAX}; "
+                    "tile the padded axes smaller")
+            y0, y1, x0, x1 = b.pads
+            self.body.append(Load(mem=mem, sram_base=sram + b.sram, dram_base=dram + b.dram,
+                                  y_size=b.y_size, x_size=b.x_size, x_stride=b.x_stride,
+                                  y_pad_0=y0, y_pad_1=y1, x_pad_0=x0, x_pad_1=x1))
 
     # -- GEMM, reset, ALU ----------------------------------------------------------------
     def _kernel(self, loops: list[ir.For], lane: Lane, skip: set[E.Var],
@@ -461,11 +597,7 @@ class _Gen:
             at = zero | {v: p for (v, _), p in zip(rest, point)}
             uops.append(Uop(*(f.at(at | {v: 0 for v in f.coeffs if v not in at})
                               for f in forms)))
-        key = tuple(uops)
-        if key not in self.kernels:
-            self.kernels[key] = len(self.uops)
-            self.uops += uops
-        bgn = self.kernels[key]
+        bgn = self._uop_kernel(tuple(uops))
         fields: dict[str, int] = {}
         for name, slot in (("iter_out", 0), ("iter_in", 1)):
             if slot < len(hw):

@@ -44,6 +44,7 @@ class CompiledModel:
         self.kernels_compiled = 0
         self.group_schedules: list[tuple[str, str]] = []
         self.layout_changes: list[tuple[str, str, str]] = []
+        self.placement: list[Any] = []  # target "accel": where each group runs, and why
         if static is not None:
             plan, planner = static
             self._add(tuple(s for _, s, _ in input_specs), plan, planner)
@@ -55,6 +56,7 @@ class CompiledModel:
             self.kernels_compiled += planner.compiled
             self.group_schedules += [(g.name, g.schedule) for g in planner.group_kernels]
             self.layout_changes += planner.layout_changes
+            self.placement += getattr(planner, "placement", [])
 
     @property
     def input_names(self) -> list[str]:

@@ -277,9 +277,12 @@ def build(mod: Any, target: Any = "llvm", params: dict[str, Any] | None = None,
     each tunable task on this device; with `any_device=True`, a task this device has no
     record of takes the best record of another device of the same target, and a warning
     says how many tasks took records of other devices. Tasks without a record use the
-    template's fallback schedule, and a warning lists them. A @main with `?` dims compiles
-    at the first run with each shape, reopening the same database file read-only. Control
-    flow, ADTs, references and closures raise a RelayError pointing to relay_ir.vm.compile.
+    template's fallback schedule, and a warning lists them. For target "accel", the int8
+    conv2d/dense groups of a quantized model run on the simulated accelerator and the
+    rest on the host (relay_ir.backend.accel_pack; `lib.placement`). A @main with `?` dims
+    compiles at the first run with each shape, reopening the same database file read-only.
+    Control flow, ADTs, references and closures raise a RelayError pointing to
+    relay_ir.vm.compile.
 
         >>> lib = relay_ir.build(mod, tuning_db="tuning_logs/tuning.db")  # doctest: +SKIP
         >>> lib = relay_ir.build(mod, tuning_db="other.db", any_device=True)  # doctest: +SKIP
@@ -298,9 +301,11 @@ def _build(mod: Any, target: Any, params: dict[str, Any] | None,
     from relay_ir.backend.model import CompiledModel
     from tessel_target import Target
 
-    if Target.parse(target).kind not in ("llvm", "cuda"):
-        raise RelayError(f"relay_ir.build compiles for the CPU ('llvm') and NVIDIA GPUs "
-                         f"('cuda', 'cuda -sim'), got target '{target}'")
+    kind = Target.parse(target).kind
+    if kind not in ("llvm", "cuda", "accel"):
+        raise RelayError(f"relay_ir.build compiles for the CPU ('llvm'), NVIDIA GPUs "
+                         f"('cuda', 'cuda -sim') and the accelerator ('accel'), got target "
+                         f"'{target}'")
     mod = bind_params(main_of(mod), params)
     check_dataflow(mod["main"])
     typed = T.InferType()(mod)
@@ -312,7 +317,15 @@ def _build(mod: Any, target: Any, params: dict[str, Any] | None,
             raise not_dataflow_error(f"a parameter %{p.name_hint} of type {t}")
         specs.append((p.name_hint, tuple(_dim(d) for d in t.shape), t.dtype))
     static = all(isinstance(d, int) for _, s, _ in specs for d in s)
-    plan = compile_static(mod, target, tuning=tuning) if static else None
+    if kind == "accel":  # the accelerator's groups, the host's, and the packing between
+        if not static:
+            raise RelayError("relay_ir.build for 'accel' needs static input shapes; give "
+                             "@main's inputs concrete dims")
+        from relay_ir.backend.accel_pack import compile_accel
+
+        plan = compile_accel(mod, target, tuning)
+    else:
+        plan = compile_static(mod, target, tuning=tuning) if static else None
     return CompiledModel(mod, target, specs, plan,
                          tuning=TuningSource.of(tuning.db, tuning.any_device),
                          pass_context=T.PassContext.current())

@@ -45,6 +45,15 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
   attrs as their x86 namesakes'. Other GPU groups use the generic GPU schedule
   (schedule.templates.cuda_generic).
 
+## The templates (the accelerator, target kind "accel")
+
+- conv2d_packed.accel, dense_packed.accel: int8 in VTA's packed layouts (NCHW1n16c data,
+  OIHW16o16i kernel; packers pack the logical operands), VTA's conv2d schedule with the
+  ALU epilogue; knobs tile_b, tile_co, tile_h, tile_w, tile_ci, oc_nthread, h_nthread
+  (cthread virtual threads), order ("spatial" / "channel"). Candidates cost their
+  simulated cycles. The accelerator's `Env` is schedule.templates.accel_env
+  (lowering.accel.Env).
+
 `template_for(family, target)` names the template a target uses for an op family:
 "dense" is "dense.x86" on the CPU and "dense.cuda" on a GPU (None: no such template).
 `templates_for` lists every template a target has for a family, the default first: a GPU
@@ -89,6 +98,7 @@ Intermediate injective stages of the chain are inlined into the output stage.
 """
 
 from schedule.templates import (  # noqa: F401  (fill TEMPLATES)
+    accel_conv2d,
     cuda_conv2d,
     cuda_conv2d_gemm,
     cuda_dense,

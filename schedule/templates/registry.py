@@ -110,11 +110,13 @@ def constant_weight_attrs(name: str, attrs: dict[str, Any]) -> dict[str, Any]:
 
 
 # the template-name suffix per target key (tessel_target.KINDS): "dense" -> "dense.x86"
-_SUFFIX_BY_KEY = {"cpu": "x86", "gpu": "cuda"}
+_SUFFIX_BY_KEY = {"cpu": "x86", "gpu": "cuda", "accel": "accel"}
 # where a target implements a family in its own layout: the CPU's conv2d is NCHWc
 _BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nchw_gemm",
                 ("group_conv2d", "cpu"): "group_conv2d_NCHWc",
-                ("depthwise_conv2d_nchw", "cpu"): "depthwise_conv2d_NCHWc"}
+                ("depthwise_conv2d_nchw", "cpu"): "depthwise_conv2d_NCHWc",
+                ("conv2d", "accel"): "conv2d_packed", ("conv2d_nchw", "accel"): "conv2d_packed",
+                ("dense", "accel"): "dense_packed"}
 
 
 # other templates a target has for a family, each tuned as its own task: a compilation
@@ -131,6 +133,9 @@ def template_for(family: str, target: Any) -> str | None:
         ('conv2d_NCHWc.x86', 'conv2d_nchw_gemm.cuda')
         >>> template_for("conv2d_NCHWc", "cuda") is None
         True
+        >>> template_for("conv2d", "accel -batch=4")
+        'conv2d_packed.accel'
+
     """
     found = templates_for(family, target)
     return found[0] if found else None

@@ -81,10 +81,13 @@ def test_non_dataflow_programs_are_rejected(name: str, what: str) -> None:
         relay_ir.build(getattr(P, name)())
 
 
-def test_the_accelerator_target_is_refused_naming_the_ones_build_has() -> None:
-    with pytest.raises(RelayError, match="compiles for the CPU \\('llvm'\\) and NVIDIA GPUs "
-                                         "\\('cuda', 'cuda -sim'\\), got target 'accel'"):
-        relay_ir.build(P.mlp(), target="accel")
+def test_a_float_model_built_for_the_accelerator_runs_on_the_host_saying_why() -> None:
+    with pytest.warns(UserWarning, match="run on the host CPU, not the accelerator"):
+        lib = relay_ir.build(P.mlp(), target="accel")
+    assert {p.device for p in lib.placement} == {"cpu"}
+    assert "float32" in lib.placement[0].why
+    ins = P.mlp_inputs(seeded_rng())
+    np.testing.assert_array_equal(lib.run(*ins), relay_ir.build(P.mlp()).run(*ins))
 
 
 def test_params_bound_as_constants() -> None:

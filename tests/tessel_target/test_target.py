@@ -120,7 +120,7 @@ def test_accel_target_has_the_vta_defaults_as_int_attributes() -> None:
     t = Target.parse("accel")
     assert t.attrs == {"batch": 1, "block": 16, "inp_buf_kib": 32, "wgt_buf_kib": 256,
                        "acc_buf_kib": 128, "uop_buf_kib": 32, "dram_bytes_per_cycle": 8,
-                       "dram_latency": 64}
+                       "dram_latency": 64, "clock_mhz": 100}
     assert str(t) == "accel" and t.keys == ("accel",)
 
 
@@ -147,7 +147,7 @@ def test_bad_accel_options_are_rejected_naming_the_option(text: str, message: st
 def test_accel_device_key_spells_out_the_whole_configuration() -> None:
     key = device_key("accel")
     assert key == ("accel|batch=1,block=16,inp_buf_kib=32,wgt_buf_kib=256,acc_buf_kib=128,"
-                   "uop_buf_kib=32,dram_bytes_per_cycle=8,dram_latency=64")
+                   "uop_buf_kib=32,dram_bytes_per_cycle=8,dram_latency=64,clock_mhz=100")
     assert device_key("accel -batch=1") == key
     assert device_key("accel -wgt_buf_kib=512").startswith(
         "accel -wgt_buf_kib=512|batch=1,block=16,inp_buf_kib=32,wgt_buf_kib=512,")
