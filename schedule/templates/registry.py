@@ -111,8 +111,10 @@ def constant_weight_attrs(name: str, attrs: dict[str, Any]) -> dict[str, Any]:
 
 # the template-name suffix per target key (tessel_target.KINDS): "dense" -> "dense.x86"
 _SUFFIX_BY_KEY = {"cpu": "x86", "gpu": "cuda"}
-# where a target implements a family in its own layout: the CPU's conv2d is NCHWc
+# where a target implements a family in its own layout: the CPU's conv2d is NCHWc; a GPU
+# runs int8 conv2d / dense through its general templates
 _BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nchw",
+                ("conv2d_int8", "gpu"): "conv2d_nchw", ("dense_int8", "gpu"): "dense",
                 ("group_conv2d", "cpu"): "group_conv2d_NCHWc",
                 ("depthwise_conv2d_nchw", "cpu"): "depthwise_conv2d_NCHWc"}
 

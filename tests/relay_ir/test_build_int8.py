@@ -14,21 +14,13 @@ import pytest
 import relay_ir as R
 from relay_ir import nn
 from tests.relay_ir import programs as P
-from tests.rng import seeded_rng
-
-
-def _int8(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    """Uniform int8 values with a quarter of them pinned to -128 or 127 (the extremes)."""
-    v = rng.integers(-128, 128, shape)
-    edge = rng.random(shape) < 0.25
-    v[edge] = rng.choice([-128, 127, -127, 126], size=int(edge.sum()))
-    return v.astype("int8")
+from tests.rng import int8_values, seeded_rng
 
 
 def _build_and_compare(shapes: list[tuple[int, ...]], body: Callable[..., Any],
                        const_weight: bool) -> None:
     rng = seeded_rng()
-    values = [_int8(rng, s) for s in shapes]
+    values = [int8_values(rng, s) for s in shapes]
     x = P.tvar("x", shapes[0], "int8")
     if const_weight:  # a model's weight: packed once at build into the template's layout
         mod = P.main_module([x], body(x, R.Constant(values[1])))
@@ -80,10 +72,31 @@ def test_int8_conv2d_with_requantize_epilogue_like_interpreter() -> None:
         acc = R.right_shift(R.add(nn.relu(acc), P.const(64, "int32")), P.const(7, "int32"))
         return R.cast(R.clip(acc, -127, 127), "int8")
 
-    values = [_int8(rng, (1, 4, 8, 8)), _int8(rng, (8, 4, 3, 3))]
+    values = [int8_values(rng, (1, 4, 8, 8)), int8_values(rng, (8, 4, 3, 3))]
     x, w = P.tvar("x", (1, 4, 8, 8), "int8"), P.tvar("w", (8, 4, 3, 3), "int8")
     mod = P.main_module([x, w], body(x, w))
     got = R.build(mod).run(*values)
     want = R.interpret(mod, *values)
     assert got.dtype == np.dtype("int8")
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype, conv, dense", [
+    ("int8", "conv2d_int8.x86", "dense_int8.x86"),
+    ("float32", "conv2d_NCHWc.x86", "dense.x86")])
+def test_int8_anchors_take_the_int8_dot_templates_and_float_ones_do_not(
+        dtype: str, conv: str, dense: str) -> None:
+    rng = seeded_rng()
+    x = P.tvar("x", (1, 8, 6, 6), dtype)
+    w = R.Constant(int8_values(rng, (16, 8, 3, 3)).astype(dtype))
+    v = R.Constant(int8_values(rng, (10, 16 * 36)).astype(dtype))
+    out = "int32" if dtype == "int8" else ""
+    y = R.reshape(nn.conv2d(x, w, padding=(1, 1), out_dtype=out), (1, 16 * 36))
+    if dtype == "int8":
+        y = R.cast(R.clip(R.right_shift(y, P.const(8, "int32")), -127, 127), "int8")
+    mod = P.main_module([x], nn.dense(y, v, out_dtype=out))
+    lib = R.build(mod)
+    assert [how for _, how in lib.group_schedules if how.endswith(".x86")] == [conv, dense]
+    xv = int8_values(rng, (1, 8, 6, 6)).astype(dtype)
+    if dtype == "int8":
+        np.testing.assert_array_equal(lib.run(xv), R.interpret(mod, xv))
