@@ -100,3 +100,26 @@ def test_int8_anchors_take_the_int8_dot_templates_and_float_ones_do_not(
     xv = int8_values(rng, (1, 8, 6, 6)).astype(dtype)
     if dtype == "int8":
         np.testing.assert_array_equal(lib.run(xv), R.interpret(mod, xv))
+
+
+def test_int8_convs_chained_by_requantize_stay_blocked_and_match_interpreter() -> None:
+    # conv -> shift, clip, cast to int8 -> conv: the int8 value between them is stored
+    # NCHW[x]c, written by the first conv's output stage and read as is by the second
+    rng = seeded_rng()
+    x = P.tvar("x", (1, 16, 8, 8), "int8")
+    w1 = R.Constant(int8_values(rng, (32, 16, 3, 3)))
+    w2 = R.Constant(int8_values(rng, (32, 32, 1, 1)))
+
+    def requantize(acc: Any) -> Any:
+        return R.cast(R.clip(R.right_shift(acc, P.const(9, "int32")), -127, 127), "int8")
+
+    mid = requantize(nn.conv2d(x, w1, padding=(1, 1), out_dtype="int32"))
+    mod = P.main_module([x], requantize(nn.conv2d(mid, w2, out_dtype="int32")))
+    lib = R.build(mod)
+    assert [how for _, how in lib.group_schedules] == ["conv2d_int8.x86"] * 2
+    assert lib.layout_changes == [("fused_conv2d_right_shift_clip_cast", "input 0",
+                                   "NCHW -> NCHWc"),
+                                  ("fused_conv2d_right_shift_clip_cast", "output",
+                                   "NCHWc -> NCHW")]
+    xv = int8_values(rng, (1, 16, 8, 8))
+    np.testing.assert_array_equal(lib.run(xv), R.interpret(mod, xv))

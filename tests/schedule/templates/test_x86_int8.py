@@ -174,8 +174,8 @@ def test_int8_conv2d_reads_blocked_data_and_writes_blocked_output() -> None:
 @pytest.mark.parametrize("name, args, attrs, message", [
     (CONV, [((1, 8, 8, 8), "float32"), ((16, 8, 3, 3), "float32")], {},
      "int8 data x int8 kernel -> int32, got float32 x float32 -> int32"),
-    (CONV, [((1, 8, 8, 8), "int8"), ((12, 8, 3, 3), "int8")],
-     {"out_layout": "NCHWc"}, "needs the 12 output channels to be a multiple"),
+    (CONV, [((1, 8, 8, 8), "int8"), ((16, 8, 3, 3), "int8")],
+     {"data_layout": "NHWC"}, "data_layout must be one of"),
     (CONV, [((1, 8, 8, 8), "int8"), ((16, 4, 3, 3), "int8")], {},
      "the kernel has 4 input channels, the data 8"),
     (DENSE, [((2, 8), "int8"), ((4, 8), "int8")], {"out_dtype": "int16"},
