@@ -123,3 +123,51 @@ def test_int8_convs_chained_by_requantize_stay_blocked_and_match_interpreter() -
                                    "NCHWc -> NCHW")]
     xv = int8_values(rng, (1, 16, 8, 8))
     np.testing.assert_array_equal(lib.run(xv), R.interpret(mod, xv))
+
+
+def _int8_cnn(rng: np.random.Generator) -> Any:
+    """int8 conv (3x3, pad 1) -> requantize -> flatten -> int8 dense, constant weights."""
+    x = P.tvar("x", (1, 16, 8, 8), "int8")
+    w = R.Constant(int8_values(rng, (32, 16, 3, 3)))
+    v = R.Constant(int8_values(rng, (10, 32 * 64)))
+    acc = nn.conv2d(x, w, padding=(1, 1), out_dtype="int32")
+    mid = R.cast(R.clip(R.right_shift(acc, P.const(9, "int32")), -127, 127), "int8")
+    return P.main_module([x], nn.dense(R.reshape(mid, (1, 32 * 64)), v, out_dtype="int32"))
+
+
+def test_tuned_configs_of_a_quantized_models_int8_tasks_apply_and_stay_exact(
+        tmp_path: Any) -> None:
+    from autotune.extract import extract_tasks
+    from tuning_logs import MeasureRecord, TuningDatabase
+
+    rng = seeded_rng()
+    mod = _int8_cnn(rng)
+    tasks = [t for t, _ in extract_tasks(mod, "llvm")]
+    assert [t.template for t in tasks] == ["conv2d_int8.x86", "dense_int8.x86"]
+    assert {"tile_ic", "tile_oc", "tile_ow", "unroll_kw"} <= set(tasks[0].space.knobs)
+    with TuningDatabase(tmp_path / "t.db") as db:
+        for t in tasks:  # a config far from the fallback's
+            cfg = t.space.get(t.space.size - 1)
+            db.add(MeasureRecord(t.workload_key, t.template, t.target, t.device_key,
+                                 cfg.to_json(), costs=(1e-4,), tuner="test"))
+    lib = R.build(mod, tuning_db=tmp_path / "t.db")
+    xv = int8_values(rng, (1, 16, 8, 8))
+    np.testing.assert_array_equal(lib.run(xv), R.interpret(mod, xv))
+
+
+@pytest.mark.slow
+def test_a_quantized_models_int8_tasks_tune_on_the_measuring_runner(tmp_path: Any) -> None:
+    from autotune import LocalRunner, RandomTuner, tune
+    from autotune.extract import extract_tasks
+    from tuning_logs import ErrorKind, TuningDatabase
+
+    rng = seeded_rng()
+    mod = _int8_cnn(rng)
+    with TuningDatabase(tmp_path / "t.db") as db, LocalRunner(timeout=30) as runner:
+        for task, _ in extract_tasks(mod, "llvm"):
+            progress = tune(task, RandomTuner(task, seed=1), 3, db, runner, batch_size=3)
+            kinds = [r.error_kind for r in db.history(task.workload_key)]
+            assert progress.trials == 3 and kinds == [ErrorKind.NONE] * 3
+    lib = R.build(mod, tuning_db=tmp_path / "t.db")
+    xv = int8_values(rng, (1, 16, 8, 8))
+    np.testing.assert_array_equal(lib.run(xv), R.interpret(mod, xv))
