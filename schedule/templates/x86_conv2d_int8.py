@@ -132,14 +132,18 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     oc_bn = lanes * int(cfg["tile_oc"].size[-1])
     OCB = COV * lanes // oc_bn
 
-    dpad = _shifted_data(data, dl, (N, C, H, W), ic_bn, a.padding)
+    # a 1x1 kernel without padding reads only every stride-th pixel: the packing stage
+    # takes just those (a quarter of ResNet's stride-2 shortcut inputs), the conv steps by 1
+    sub = (KH, KW, a.padding) == (1, 1, (0, 0, 0, 0)) and a.strides != (1, 1)
+    step = a.strides if sub else (1, 1)
+    dpad = _shifted_data(data, dl, (N, C, H, W), ic_bn, a.padding, step, (OH, OW))
     kernel_in, words, comp = _kernel_words(kernel, kl, ic_bn, oc_bn, ICB, (CO, C, KH, KW))
     ico = T.reduce_axis((0, ICB), name="ic_outer")
     ry = T.reduce_axis((0, KH), name="kh")
     rx = T.reduce_axis((0, KW), name="kw")
     ici = T.reduce_axis((0, ib4), name="ic_inner")
     k = T.reduce_axis((0, 4), name="ic_four")
-    (sh, sw), (dh, dw) = a.strides, a.dilation
+    (sh, sw), (dh, dw) = (1, 1) if sub else a.strides, a.dilation
     conv = T.compute(
         (N, OCB, OH, OW, oc_bn),
         lambda n, oc, h, w, ob: T.sum(dot4_term(
@@ -165,28 +169,38 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
 
 
 def _shifted_data(data: Tensor, layout: str, nchw: tuple[int, int, int, int], ic_bn: int,
-                  pads: tuple[int, int, int, int]) -> Tensor:
+                  pads: tuple[int, int, int, int], step: tuple[int, int] = (1, 1),
+                  out_hw: tuple[int, int] = (0, 0)) -> Tensor:
     """data + 128 as uint8 in NCHW[ic_bn]c, zero-padded (128 in the shifted domain) in H,
-    W and in channels up to a multiple of ic_bn."""
+    W and in channels up to a multiple of ic_bn; with a `step` other than (1, 1) (a 1x1
+    kernel, no padding) only the out_hw pixels at multiples of the step."""
     N, C, H, W = nchw
+    if step != (1, 1):
+        C_p = -(-C // ic_bn) * ic_bn
+        return T.compute((N, C_p // ic_bn, *out_hw, ic_bn), lambda n, co, h, w, b: guarded(
+            [co * ic_bn + b < C] if C_p > C else [],
+            shifted_u8(_read(data, layout, n, co * ic_bn + b, h * step[0], w * step[1])),
+            const(COMP_SHIFT, "uint8")), name="data_u8", tag=PAD)
     pt, pl, pb, pr = pads
-    ds = shape_of(data)
     C_p = -(-C // ic_bn) * ic_bn
-
-    def read(n: Any, c: Any, h: Any, w: Any) -> Any:
-        if layout == "NCHW":
-            return data[n, c, h, w]
-        x = ds[4]
-        return data[n, c // x, h, w, c % x]
 
     def f(n: Any, co: Any, hh: Any, ww: Any, b: Any) -> Any:
         c, h, w = co * ic_bn + b, hh - pt, ww - pl
         conds = ([h >= 0] if pt else []) + ([h < H] if pb else []) + \
             ([w >= 0] if pl else []) + ([w < W] if pr else []) + ([c < C] if C_p > C else [])
-        return guarded(conds, shifted_u8(read(n, c, h, w)), const(COMP_SHIFT, "uint8"))
+        return guarded(conds, shifted_u8(_read(data, layout, n, c, h, w)),
+                       const(COMP_SHIFT, "uint8"))
 
     return T.compute((N, C_p // ic_bn, H + pt + pb, W + pl + pr, ic_bn), f, name="data_u8",
                      tag=PAD)
+
+
+def _read(data: Tensor, layout: str, n: Any, c: Any, h: Any, w: Any) -> Any:
+    """data at logical (n, c, h, w), held NCHW or blocked NCHW[x]c."""
+    if layout == "NCHW":
+        return data[n, c, h, w]
+    x = shape_of(data)[4]
+    return data[n, c // x, h, w, c % x]
 
 
 def _kernel_words(kernel: Tensor, layout: str, ic_bn: int, oc_bn: int, ICB: int,
