@@ -23,7 +23,9 @@ End to end: the model quantized by relay_ir.quantize (minmax calibration on --ca
 random images, power-of-two shift requantization, the first conv kept float) and built
 for the CPU, the fp32 build, and ONNX Runtime fp32 on the ONNX model; the int8 model's
 top-1 agreement with fp32 on the timed image is printed beside, and with --check the
-int8 build is checked bit for bit against relay_ir.interpret first.
+int8 build is checked bit for bit against relay_ir.interpret first. --int8-first-conv adds
+the model with every conv int8 (TVM's quantize keeps the first float, as ours does);
+--target builds Tessel's kernels for another CPU (e.g. 'llvm -mcpu=haswell': vpmaddwd).
 """
 
 from __future__ import annotations
@@ -96,7 +98,8 @@ def ort_qlinear_conv(c: dict[str, Any], wq: np.ndarray, shift: int) -> onnx.Mode
                    "yz": np.array(128, np.uint8)})
 
 
-def tessel_int8_conv(c: dict[str, Any], wq: np.ndarray, shift: int | None) -> Any:
+def tessel_int8_conv(c: dict[str, Any], wq: np.ndarray, shift: int | None,
+                     target: str = "llvm") -> Any:
     """relay_ir.build of the int8 conv (int32 out), with the shift requantize to int8
     after it unless `shift` is None."""
     x = relay_ir.var("x", relay_ir.TensorType(tuple(c["input"]), "int8"))
@@ -108,7 +111,8 @@ def tessel_int8_conv(c: dict[str, Any], wq: np.ndarray, shift: int | None) -> An
         acc = relay_ir.right_shift(relay_ir.add(acc, half),
                                    relay_ir.Constant(np.array(shift, np.int32)))
         acc = relay_ir.cast(relay_ir.clip(acc, -128, 127), "int8")
-    return relay_ir.build(relay_ir.IRModule.from_expr(relay_ir.Function([x], acc)))
+    return relay_ir.build(relay_ir.IRModule.from_expr(relay_ir.Function([x], acc)),
+                          target=target)
 
 
 def timed(runs: dict[str, Callable[[], Any]], repeat: int, warmup: int, rounds: int
@@ -131,8 +135,8 @@ def conv_rows(a: argparse.Namespace) -> list[dict[str, Any]]:
              if c["group"] == 1]
     threads = num_threads()
     print(f"ResNet-18 {a.image}x{a.image} width {a.width}: {len(convs)} distinct convs, "
-          f"batch 1, threads {threads}, load average {os.getloadavg()[0]:.2f}; "
-          f"ms per conv (GOP/s)")
+          f"batch 1, target '{a.target}', threads {threads}, load average "
+          f"{os.getloadavg()[0]:.2f}; ms per conv (GOP/s)")
     rng = np.random.default_rng(0)
     rows = []
     for c in convs:
@@ -154,12 +158,12 @@ def _conv_row(c: dict[str, Any], rng: np.random.Generator, threads: int,
     x8 = rng.integers(-128, 128, c["input"]).astype(np.int8)
     xu8 = (x8.astype(np.int16) + 128).astype(np.uint8)
     exact = ort_session(ort_conv_integer(c, wq), threads).run(None, {"x": xu8})[0]
-    raw = tessel_int8_conv(c, wq, None).run(x=x8)
+    raw = tessel_int8_conv(c, wq, None, a.target).run(x=x8)
     if not np.array_equal(raw, exact):
         raise SystemExit(f"conv {c['input']}*{c['weight']}: tessel's int32 sums differ from "
                          "onnxruntime ConvInteger's")
     shift = max(0, math.ceil(math.log2(max(1, int(np.abs(exact).max())) / 127)))
-    lib8 = tessel_int8_conv(c, wq, shift)
+    lib8 = tessel_int8_conv(c, wq, shift, a.target)
     sess8 = ort_session(ort_qlinear_conv(c, wq, shift), threads)
     got8 = lib8.run(x=x8).astype(np.int16)
     ort8 = sess8.run(None, {"x": xu8})[0].astype(np.int16) - 128
@@ -169,7 +173,7 @@ def _conv_row(c: dict[str, Any], rng: np.random.Generator, threads: int,
     xf = x8.astype(np.float32)
     wf = {**c, "w": wq.astype(np.float32)}
     mod, params = from_onnx(conv_model(wf))
-    lib32 = relay_ir.build(mod, params=params)
+    lib32 = relay_ir.build(mod, params=params, target=a.target)
     sess32 = ort_session(conv_model(wf), threads)
     err = relative_error(lib32.run(input=xf), sess32.run(None, {"input": xf})[0])
     if not err <= 1e-4:
@@ -198,31 +202,39 @@ def model_row(a: argparse.Namespace) -> dict[str, Any]:
               for _ in range(a.calibration + 1)]
     feeds = images[-1]
     t0 = time.perf_counter()
-    qmod = quantize(mod, params, dataset=images[:-1], calibrate="minmax",
-                    requantize="shift")
+    qmods = {"tessel int8": quantize(mod, params, dataset=images[:-1], calibrate="minmax",
+                                     requantize="shift")}
+    if a.int8_first_conv:
+        qmods["tessel int8 all"] = quantize(mod, params, dataset=images[:-1],
+                                            calibrate="minmax", requantize="shift",
+                                            skip_conv_layers=[])
     t1 = time.perf_counter()
-    lib8 = relay_ir.build(qmod)
+    libs = {k: relay_ir.build(q, target=a.target) for k, q in qmods.items()}
     t2 = time.perf_counter()
-    lib32 = relay_ir.build(mod, params=params)
+    lib32 = relay_ir.build(mod, params=params, target=a.target)
     sess = ort_session(model, num_threads())
     print(f"\nquantized ResNet-18 {a.image}x{a.image} width {a.width}: quantize "
           f"{t1 - t0:.1f} s (calibration in the interpreter), int8 build {t2 - t1:.1f} s; "
-          f"threads {num_threads()}, load average {os.getloadavg()[0]:.2f}")
+          f"target '{a.target}', threads {num_threads()}, load average "
+          f"{os.getloadavg()[0]:.2f}")
     want = sess.run(None, feeds)[0]
     err = relative_error(lib32.run(**feeds), want)
     if not err <= 1e-3:
         raise SystemExit(f"the fp32 build differs from onnxruntime by {err:.1e}")
-    got8 = lib8.run(**feeds)
-    if a.check and not np.array_equal(got8, relay_ir.interpret(qmod, **feeds)):
-        raise SystemExit("the int8 build differs from relay_ir.interpret")
-    secs = timed({"tessel int8": lambda: lib8.run(**feeds),
-                  "tessel fp32": lambda: lib32.run(**feeds),
-                  "ort fp32": lambda: sess.run(None, feeds)}, a.repeat, a.warmup, a.rounds)
-    agree = bool(np.argmax(got8) == np.argmax(want))
-    print("  " + "  ".join(f"{k} {v * 1e3:8.2f} ms" for k, v in secs.items())
-          + f"  fp32/int8 {secs['tessel fp32'] / secs['tessel int8']:.2f}"
-          f"  ort fp32/int8 {secs['ort fp32'] / secs['tessel int8']:.2f}"
-          f"  top-1 int8 = fp32: {agree}", flush=True)
+    got = {k: lib.run(**feeds) for k, lib in libs.items()}
+    for k, q in qmods.items():
+        if a.check and not np.array_equal(got[k], relay_ir.interpret(q, **feeds)):
+            raise SystemExit(f"{k}: the int8 build differs from relay_ir.interpret")
+    runs: dict[str, Callable[[], Any]] = {k: (lambda lib=lib: lib.run(**feeds))
+                                          for k, lib in libs.items()}
+    runs["tessel fp32"] = lambda: lib32.run(**feeds)
+    runs["ort fp32"] = lambda: sess.run(None, feeds)
+    secs = timed(runs, a.repeat, a.warmup, a.rounds)
+    agree = {k: bool(np.argmax(g) == np.argmax(want)) for k, g in got.items()}
+    print("  " + "  ".join(f"{k} {v * 1e3:8.2f} ms" for k, v in secs.items()))
+    for k in libs:
+        print(f"  {k}: tessel fp32 / int8 {secs['tessel fp32'] / secs[k]:.2f}, ort fp32 / "
+              f"int8 {secs['ort fp32'] / secs[k]:.2f}, top-1 as fp32: {agree[k]}")
     return {"seconds": secs, "top1_agrees": agree}
 
 
@@ -238,6 +250,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--check", action="store_true",
                     help="check the int8 model against relay_ir.interpret (slow at 224)")
     ap.add_argument("--skip-model", action="store_true", help="the per-conv table only")
+    ap.add_argument("--int8-first-conv", action="store_true",
+                    help="also the model with its first conv int8 (quantize keeps it float)")
+    ap.add_argument("--target", default="llvm",
+                    help="Tessel's target, e.g. 'llvm -mcpu=haswell' for the AVX2 code")
     a = ap.parse_args(argv)
     out: dict[str, Any] = {"convs": conv_rows(a)}
     if not a.skip_model:
