@@ -14,7 +14,10 @@ rounded) and the activations random int8; both systems get the same ones:
 - "ort int8": ONNX Runtime's QLinearConv on uint8 activations (zero point 128, the same
   values) and the same int8 weights, requantized by a scale of 2^-shift to uint8 (its
   fast u8s8 path; int8 activations take a slower one);
-- "tessel fp32" / "ort fp32": the float conv on the same values.
+- "tessel fp32" / "ort fp32": the float conv on the same values;
+- "tessel int8 NCHWc": the int8 conv as it runs inside the quantized model, int8 data
+  NCHW16c in and NCHW[oc_bn]c out (the layout plan keeps values between convs blocked),
+  the same requantize fused.
 Before timing, Tessel's int32 sums are checked bit for bit against ONNX Runtime's
 ConvInteger on the same operands, and the requantized outputs within 1 of QLinearConv's
 (which rounds half to even where the shift rounds half up).
@@ -115,6 +118,40 @@ def tessel_int8_conv(c: dict[str, Any], wq: np.ndarray, shift: int | None,
                           target=target)
 
 
+def tessel_int8_blocked(c: dict[str, Any], wq: np.ndarray, shift: int, target: str
+                        ) -> tuple[Callable[[np.ndarray], np.ndarray], int]:
+    """The conv as the model's layout plan runs it: int8 data NCHW16c in, the template's
+    NCHW[oc_bn]c int8 out, the same requantize fused (conv2d_int8.x86 with an epilogue).
+    Returns run(blocked data) -> blocked output, and the output block."""
+    import lowering
+    import tensor_expr as te
+    from schedule.templates import input_packers, instantiate
+    from tensor_expr.intrin import shift_right
+
+    n, ch, h, w = c["input"]
+    args = [((n, ch // 16, h, w, 16), "int8"), (tuple(wq.shape), "int8")]
+    attrs = {"strides": tuple(c["strides"]), "padding": tuple(c["pads"]), "groups": 1,
+             "out_dtype": "int32", "kernel_layout": "packed", "data_layout": "NCHWxc",
+             "out_layout": "NCHWc"}
+    half = (1 << (shift - 1)) if shift else 0
+
+    def requantize(acc: Any) -> tuple[list[Any], Any]:
+        return [], te.compute(acc.shape, lambda *i: te.cast(te.min(te.max(shift_right(
+            acc[i] + half, shift), -128), 127), "int8"), name="requantize")
+
+    s, tensors = instantiate("conv2d_int8.x86", args, attrs, epilogue=requantize,
+                             target=target)
+    kernel = lowering.build(s, tensors, target=target)
+    wp = input_packers("conv2d_int8.x86", args, tensors[:2], attrs)[1](wq)
+    out = np.empty(tuple(int(d.value) for d in tensors[-1].shape), np.int8)
+
+    def run(xb: np.ndarray) -> np.ndarray:
+        kernel(xb, wp, out)
+        return out
+
+    return run, out.shape[4]
+
+
 def timed(runs: dict[str, Callable[[], Any]], repeat: int, warmup: int, rounds: int
           ) -> dict[str, float]:
     """Seconds per call of each run: the median over `rounds` interleaved rounds of each
@@ -136,24 +173,31 @@ def conv_rows(a: argparse.Namespace) -> list[dict[str, Any]]:
     threads = num_threads()
     print(f"ResNet-18 {a.image}x{a.image} width {a.width}: {len(convs)} distinct convs, "
           f"batch 1, target '{a.target}', threads {threads}, load average "
-          f"{os.getloadavg()[0]:.2f}; ms per conv (GOP/s)")
+          f"{os.getloadavg()[0]:.2f}; ms per conv (GOP/s); ratios > 1: tessel int8 faster")
+    cols = ["tessel int8", "tessel int8 NCHWc", "ort int8", "tessel fp32", "ort fp32"]
+    print(f"  {'conv':<36}" + "".join(f"{k:>19}" for k in cols)
+          + f"{'ort int8/int8':>15}{'/NCHWc':>8}{'fp32/int8':>11}")
     rng = np.random.default_rng(0)
     rows = []
     for c in convs:
         row = _conv_row(c, rng, threads, a)
         rows.append(row)
-        secs = row["seconds"]
-        print(f"  {'x'.join(map(str, c['input'])):>14} * "
-              f"{'x'.join(map(str, c['weight'])):<14} s{row['stride']}  " + "  ".join(
-                  f"{k} {v * 1e3:7.3f} ({row['gops'][k]:5.0f})" for k, v in secs.items())
-              + f"  int8/ort int8 {secs['ort int8'] / secs['tessel int8']:5.2f}"
-              f"  int8/fp32 {secs['tessel fp32'] / secs['tessel int8']:5.2f}", flush=True)
+        secs, gops = row["seconds"], row["gops"]
+        name = (f"{'x'.join(map(str, c['input']))} * {'x'.join(map(str, c['weight']))} "
+                f"s{row['stride']}")
+        cells = [f"{secs[k] * 1e3:9.3f} ({gops[k]:5.0f})" if k in secs else "-"
+                 for k in cols]
+        blocked = secs.get("tessel int8 NCHWc")
+        print(f"  {name:<36}" + "".join(f"{x:>19}" for x in cells)
+              + f"{secs['ort int8'] / secs['tessel int8']:15.2f}"
+              + (f"{secs['ort int8'] / blocked:8.2f}" if blocked else f"{'-':>8}")
+              + f"{secs['tessel fp32'] / secs['tessel int8']:11.2f}", flush=True)
     return rows
 
 
 def _conv_row(c: dict[str, Any], rng: np.random.Generator, threads: int,
               a: argparse.Namespace) -> dict[str, Any]:
-    """One conv: build, check and time the four systems."""
+    """One conv: build, check and time the systems."""
     wq = quantize_weight(c["w"])
     x8 = rng.integers(-128, 128, c["input"]).astype(np.int8)
     xu8 = (x8.astype(np.int16) + 128).astype(np.uint8)
@@ -178,11 +222,21 @@ def _conv_row(c: dict[str, Any], rng: np.random.Generator, threads: int,
     err = relative_error(lib32.run(input=xf), sess32.run(None, {"input": xf})[0])
     if not err <= 1e-4:
         raise SystemExit(f"conv {c['input']}*{c['weight']}: fp32 differs by {err:.1e}")
-    secs = timed({"tessel int8": lambda: lib8.run(x=x8),
-                  "ort int8": lambda: sess8.run(None, {"x": xu8}),
-                  "tessel fp32": lambda: lib32.run(input=xf),
-                  "ort fp32": lambda: sess32.run(None, {"input": xf})},
-                 a.repeat, a.warmup, a.rounds)
+    runs = {"tessel int8": lambda: lib8.run(x=x8),
+            "ort int8": lambda: sess8.run(None, {"x": xu8}),
+            "tessel fp32": lambda: lib32.run(input=xf),
+            "ort fp32": lambda: sess32.run(None, {"input": xf})}
+    n, ch, h, w = c["input"]
+    if ch % 16 == 0:  # the stem's 3 channels are not held blocked in the model
+        blocked, ob = tessel_int8_blocked(c, wq, shift, a.target)
+        xb = np.ascontiguousarray(x8.reshape(n, ch // 16, 16, h, w).transpose(0, 1, 3, 4, 2))
+        yb = blocked(xb)
+        logical = yb.transpose(0, 1, 4, 2, 3).reshape(n, -1, *yb.shape[2:4])
+        if not np.array_equal(logical, got8):
+            raise SystemExit(f"conv {c['input']}*{c['weight']}: the blocked int8 conv "
+                             "differs from the NCHW one")
+        runs["tessel int8 NCHWc"] = lambda: blocked(xb)
+    secs = timed(runs, a.repeat, a.warmup, a.rounds)
     gop = 2 * exact.size * math.prod(c["weight"][1:]) / 1e9
     return {"input": c["input"], "weight": c["weight"], "stride": c["strides"][0],
             "seconds": secs, "gops": {k: gop / v for k, v in secs.items()}}
