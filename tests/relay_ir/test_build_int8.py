@@ -171,3 +171,13 @@ def test_a_quantized_models_int8_tasks_tune_on_the_measuring_runner(tmp_path: An
     lib = R.build(mod, tuning_db=tmp_path / "t.db")
     xv = int8_values(rng, (1, 16, 8, 8))
     np.testing.assert_array_equal(lib.run(xv), R.interpret(mod, xv))
+
+
+def test_a_saved_int8_model_loads_and_runs_bit_exact(tmp_path: Any) -> None:
+    # the packed weights are int32 words of the int8 constants: saved with their own dtype
+    rng = seeded_rng()
+    mod = _int8_cnn(rng)
+    R.build(mod).save(str(tmp_path / "m"))
+    lib = R.load_compiled(str(tmp_path / "m"))
+    xv = int8_values(rng, (1, 16, 8, 8))
+    np.testing.assert_array_equal(lib.run(xv), R.interpret(mod, xv))
