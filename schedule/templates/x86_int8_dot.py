@@ -116,6 +116,20 @@ def dot4_intrin(lanes: int) -> TensorIntrin:
     return decl_tensor_intrin(c, DOT4, emit=emit)
 
 
+def dot4_reference(acc: np.ndarray, a: np.ndarray, words: np.ndarray) -> None:
+    """The intrinsic in numpy, in place: acc[i] += sum_k a[k] * byte_k(words[i]) (int32,
+    wrapping); the loop-IR interpreter runs tensorized nests with it.
+
+        >>> acc = np.array([5], np.int32)
+        >>> dot4_reference(acc, np.array([1, 2, 3, 255], np.uint8),
+        ...                np.array([1, -2, 3, -4], np.int8).view("<i4"))
+        >>> int(acc[0])  # 5 + 1 - 4 + 9 - 1020
+        -1009
+    """
+    b = np.ascontiguousarray(words, "<i4").view(np.int8).reshape(-1, 4).astype(np.int64)
+    acc[:] = (acc.astype(np.int64) + b @ np.asarray(a, np.int64)).astype(np.int32)
+
+
 def int32_lanes(target: Any) -> int:
     """int32 accumulators per vector register of the target: 16 (AVX-512), 8, or 4."""
     return int(target.vector_bits) // 32

@@ -187,3 +187,22 @@ def test_bad_int8_template_arguments_are_schedule_errors(
         name: str, args: list[Any], attrs: dict[str, Any], message: str) -> None:
     with pytest.raises(ScheduleError, match=message):
         instantiate(name, args, {"out_dtype": "int32", **attrs}, target="llvm")
+
+
+@pytest.mark.parametrize("variant", ["avx2", "avx512vnni"])
+def test_the_loop_ir_interpreter_runs_the_tensorized_dot_as_the_kernel_does(
+        variant: str) -> None:
+    from lowering import interpreter
+
+    target, _ = VARIANTS[variant]
+    args = [((1, 5, 5, 5), "int8"), ((20, 5, 3, 3), "int8")]
+    attrs = {"padding": 1, "strides": 2, "out_dtype": "int32", "kernel_layout": "packed"}
+    s, tensors = instantiate(CONV, args, attrs, target=target)
+    rng = seeded_rng()
+    x, w = int8_values(rng, (1, 5, 5, 5)), int8_values(rng, (20, 5, 3, 3))
+    got = _run(lowering.build(s, tensors, target=target), tensors, CONV, args, attrs, [x, w])
+    packed = input_packers(CONV, args, tensors[:2], attrs)[1](w)
+    interpreted = unwritten((1, 20, 3, 3), "int32")
+    interpreter.run(lowering.lower(s, tensors), x, packed, interpreted)
+    np.testing.assert_array_equal(interpreted, got)
+    np.testing.assert_array_equal(got, _interpret_conv(x, w, attrs))
