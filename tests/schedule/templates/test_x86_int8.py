@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import lowering
 import relay_ir as R
@@ -205,4 +207,21 @@ def test_the_loop_ir_interpreter_runs_the_tensorized_dot_as_the_kernel_does(
     interpreted = unwritten((1, 20, 3, 3), "int32")
     interpreter.run(lowering.lower(s, tensors), x, packed, interpreted)
     np.testing.assert_array_equal(interpreted, got)
+    np.testing.assert_array_equal(got, _interpret_conv(x, w, attrs))
+
+
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(c=st.integers(1, 20), co=st.integers(1, 40), hw=st.integers(3, 9),
+       k=st.sampled_from([1, 3]), stride=st.integers(1, 2), pad=st.integers(0, 1),
+       seed=st.integers(0, 2**31 - 1))
+def test_random_int8_conv2d_shapes_are_bit_identical_to_the_interpreter(
+        c: int, co: int, hw: int, k: int, stride: int, pad: int, seed: int) -> None:
+    args = [((1, c, hw, hw), "int8"), ((co, c, k, k), "int8")]
+    attrs = {"strides": (stride, stride), "padding": (pad, pad), "out_dtype": "int32",
+             "kernel_layout": "packed"}
+    kernel, tensors = _build(CONV, args, attrs, "llvm")
+    rng = np.random.default_rng(seed)
+    x, w = int8_values(rng, (1, c, hw, hw)), int8_values(rng, (co, c, k, k))
+    got = _run(kernel, tensors, CONV, args, attrs, [x, w])
     np.testing.assert_array_equal(got, _interpret_conv(x, w, attrs))
