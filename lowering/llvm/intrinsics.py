@@ -22,7 +22,7 @@ from llvmlite import ir
 
 from lowering import ir as lir
 from lowering.llvm.types import I8, I32, const, lanes_of, mem_type, reg_type, vec
-from schedule.templates.x86_int8_dot import DOT4
+from schedule.templates.x86_int8_dot import DOT4, dot4_instruction
 from tensor_expr import expr as E
 from tessel_errors import CodegenError
 
@@ -179,27 +179,6 @@ def _address(cg: Any, load: Any) -> ir.Value:
                     source_etype=mem_type(load.buffer.dtype))
 
 
-def dot4_instruction(features: frozenset[str] | set[str], lanes: int) -> str:
-    """Which instruction `dot4_u8i8` over `lanes` int32 lanes becomes for a target with
-    these CPU features: "vpdpbusd", "vpmaddwd" or "generic".
-
-        >>> dot4_instruction({"avx512f", "avx512bw", "avx512vnni"}, 16)
-        'vpdpbusd'
-        >>> dot4_instruction({"avx2", "fma"}, 8), dot4_instruction(set(), 8)
-        ('vpmaddwd', 'generic')
-    """
-    bits = 32 * lanes
-    if bits == 512 and "avx512vnni" in features:
-        return "vpdpbusd"
-    if bits in (128, 256) and ("avxvnni" in features
-                               or {"avx512vnni", "avx512vl"} <= features):
-        return "vpdpbusd"
-    if (bits == 512 and "avx512bw" in features) or (bits == 256 and "avx2" in features) \
-            or (bits == 128 and features & {"sse2", "avx", "avx2"}):
-        return "vpmaddwd"
-    return "generic"
-
-
 _PMADDWD = {128: "x86.sse2.pmadd.wd", 256: "x86.avx2.pmadd.wd",
             512: "x86.avx512.pmaddw.d.512"}
 
@@ -223,7 +202,13 @@ def _dot4(cg: Any, e: E.Call) -> ir.Value:
     acc_p, a_p, b_p = (_address(cg, x) for x in (acc_first, a_first, b_first))
     acc = bd.load(acc_p, typ=vt, align=4)
     words = bd.load(b_p, typ=vt, align=4)
-    a4 = bd.load(a_p, typ=I32, align=1)  # the 4 uint8 values as one little-endian word
+    paired = a_first.buffer.dtype == "uint16"  # a0 a2 | a1 a3, else 4 uint8 a0 a1 a2 a3
+    if paired:
+        a_even = bd.load(a_p, typ=I32, align=2)
+        a_odd = bd.load(bd.gep(a_p, [ir.Constant(I32, 4)], source_etype=I8), typ=I32, align=2)
+        a4 = bd.or_(a_even, bd.shl(a_odd, const(I32, 8)))
+    else:
+        a4 = bd.load(a_p, typ=I32, align=1)  # the 4 uint8 values as one little-endian word
     how = dot4_instruction(cg.target.features, lanes)
     if how == "vpdpbusd":
         bytes_t = vec(I8, 4 * lanes)
@@ -239,11 +224,15 @@ def _dot4(cg: Any, e: E.Call) -> ir.Value:
         eight = const(i16, 8)
         even = bd.ashr(bd.shl(halves, eight), eight)
         odd = bd.ashr(halves, eight)
-        pair = const(I32, 0x00FF00FF)
-        a_even = bd.bitcast(cg.splat(bd.and_(a4, pair), lanes), i16)
-        a_odd = bd.bitcast(cg.splat(bd.and_(bd.lshr(a4, const(I32, 8)), pair), lanes), i16)
-        out = bd.add(acc, bd.add(_pmaddwd(cg, even, a_even, lanes),
-                                 _pmaddwd(cg, odd, a_odd, lanes)))
+        if paired:  # stored as the two pairs: one broadcast load each
+            pe, po = cg.splat(a_even, lanes), cg.splat(a_odd, lanes)
+        else:  # split in vector registers (a scalar split costs GPR -> vector moves)
+            a_all = cg.splat(a4, lanes)
+            pair = const(vt, 0x00FF00FF)
+            pe = bd.and_(a_all, pair)
+            po = bd.and_(bd.lshr(a_all, const(vt, 8)), pair)
+        out = bd.add(acc, bd.add(_pmaddwd(cg, even, bd.bitcast(pe, i16), lanes),
+                                 _pmaddwd(cg, odd, bd.bitcast(po, i16), lanes)))
     else:
         out = acc
         for k in range(4):

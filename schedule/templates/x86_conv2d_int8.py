@@ -46,6 +46,7 @@ from schedule.templates.conv_common import PAD, conv_attrs
 from schedule.templates.registry import expect_args, placeholders, register_template
 from schedule.templates.x86_int8_dot import (
     COMP_SHIFT,
+    Activations,
     check_int8,
     dot4_intrin,
     dot4_term,
@@ -53,7 +54,6 @@ from schedule.templates.x86_int8_dot import (
     int8_stages,
     int32_lanes,
     pack_words,
-    shifted_u8,
     word_of,
 )
 from tensor_expr import tensor as T
@@ -136,7 +136,8 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     # takes just those (a quarter of ResNet's stride-2 shortcut inputs), the conv steps by 1
     sub = (KH, KW, a.padding) == (1, 1, (0, 0, 0, 0)) and a.strides != (1, 1)
     step = a.strides if sub else (1, 1)
-    dpad = _shifted_data(data, dl, (N, C, H, W), ic_bn, a.padding, step, (OH, OW))
+    acts = Activations.for_target(cfg.target, lanes)
+    dpad = _shifted_data(data, dl, (N, C, H, W), ic_bn, a.padding, acts, step, (OH, OW))
     kernel_in, words, comp = _kernel_words(kernel, kl, ic_bn, oc_bn, ICB, (CO, C, KH, KW))
     ico = T.reduce_axis((0, ICB), name="ic_outer")
     ry = T.reduce_axis((0, KH), name="kh")
@@ -147,7 +148,7 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     conv = T.compute(
         (N, OCB, OH, OW, oc_bn),
         lambda n, oc, h, w, ob: T.sum(dot4_term(
-            dpad[n, ico, h * sh + ry * dh, w * sw + rx * dw, ici * 4 + k],
+            dpad[n, ico, h * sh + ry * dh, w * sw + rx * dw, ici * 4 + acts.slot(k)],
             words(oc, ico, ry, rx, ici, ob), k), axis=[ico, ry, rx, ici, k]),
         name=CONV, tag=CONV)
     cfg.add_flop(2.0 * N * CO * OH * OW * C * KH * KW)
@@ -169,27 +170,30 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
 
 
 def _shifted_data(data: Tensor, layout: str, nchw: tuple[int, int, int, int], ic_bn: int,
-                  pads: tuple[int, int, int, int], step: tuple[int, int] = (1, 1),
-                  out_hw: tuple[int, int] = (0, 0)) -> Tensor:
-    """data + 128 as uint8 in NCHW[ic_bn]c, zero-padded (128 in the shifted domain) in H,
-    W and in channels up to a multiple of ic_bn; with a `step` other than (1, 1) (a 1x1
-    kernel, no padding) only the out_hw pixels at multiples of the step."""
+                  pads: tuple[int, int, int, int], acts: Activations,
+                  step: tuple[int, int] = (1, 1), out_hw: tuple[int, int] = (0, 0)
+                  ) -> Tensor:
+    """data + 128 in NCHW[ic_bn]c as `acts` stores it, zero-padded (128 in the shifted
+    domain) in H, W and in channels up to a multiple of ic_bn; with a `step` other than
+    (1, 1) (a 1x1 kernel, no padding) only the out_hw pixels at multiples of the step."""
     N, C, H, W = nchw
     if step != (1, 1):
         C_p = -(-C // ic_bn) * ic_bn
-        return T.compute((N, C_p // ic_bn, *out_hw, ic_bn), lambda n, co, h, w, b: guarded(
-            [co * ic_bn + b < C] if C_p > C else [],
-            shifted_u8(_read(data, layout, n, co * ic_bn + b, h * step[0], w * step[1])),
-            const(COMP_SHIFT, "uint8")), name="data_u8", tag=PAD)
+
+        def strided(n: Any, co: Any, h: Any, w: Any, b: Any) -> Any:
+            c = co * ic_bn + acts.channel(b)
+            return guarded([c < C] if C_p > C else [], acts.shifted(
+                _read(data, layout, n, c, h * step[0], w * step[1])), acts.pad)
+
+        return T.compute((N, C_p // ic_bn, *out_hw, ic_bn), strided, name="data_u8", tag=PAD)
     pt, pl, pb, pr = pads
     C_p = -(-C // ic_bn) * ic_bn
 
     def f(n: Any, co: Any, hh: Any, ww: Any, b: Any) -> Any:
-        c, h, w = co * ic_bn + b, hh - pt, ww - pl
+        c, h, w = co * ic_bn + acts.channel(b), hh - pt, ww - pl
         conds = ([h >= 0] if pt else []) + ([h < H] if pb else []) + \
             ([w >= 0] if pl else []) + ([w < W] if pr else []) + ([c < C] if C_p > C else [])
-        return guarded(conds, shifted_u8(_read(data, layout, n, c, h, w)),
-                       const(COMP_SHIFT, "uint8"))
+        return guarded(conds, acts.shifted(_read(data, layout, n, c, h, w)), acts.pad)
 
     return T.compute((N, C_p // ic_bn, H + pt + pb, W + pl + pr, ic_bn), f, name="data_u8",
                      tag=PAD)
@@ -253,8 +257,12 @@ def schedule_conv2d_int8(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     cfg.define_knob("unroll_kw", [True, False])
     cfg.define_reorder("reduce_order", [0, 1, 2, 3], policy="candidate",
                        candidates=[[0, 1, 2, 3], [1, 2, 0, 3], [1, 0, 2, 3]])
+    acts = Activations.for_target(cfg.target, lanes)
     if isinstance(cfg, FallbackConfig):
-        fallback_value(cfg, "unroll_kw", int(CC.op.reduce_axis[2].dom.extent.value) <= 3)
+        # unrolled taps let LLVM keep the paired activations of neighbouring columns,
+        # which spills them on 16-register AVX2 (measured 95 against 123 GOP/s, 1 thread)
+        fallback_value(cfg, "unroll_kw", int(CC.op.reduce_axis[2].dom.extent.value) <= 3
+                       and acts.dtype == "uint8")
     reg_n = int(cfg["tile_ow"].size[-1])
 
     # the output stage: parallel over (n, oc chunk, oh), a tile of reg_n columns
@@ -280,7 +288,7 @@ def schedule_conv2d_int8(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         s[CC].unroll(red[2])
     s[CC].unroll(cwi)
     s[CC].unroll(cbo)
-    s[CC].tensorize(cbi, dot4_intrin(lanes))
+    s[CC].tensorize(cbi, dot4_intrin(lanes, acts))
 
     if cropped:  # the cropping output stage
         schedule_copy_stage(s, outs[0])

@@ -39,6 +39,7 @@ from schedule.templates.conv_common import PAD
 from schedule.templates.registry import expect_args, placeholders, register_template
 from schedule.templates.x86_int8_dot import (
     COMP_SHIFT,
+    Activations,
     check_int8,
     dot4_intrin,
     dot4_term,
@@ -46,7 +47,6 @@ from schedule.templates.x86_int8_dot import (
     int8_stages,
     int32_lanes,
     pack_words,
-    shifted_u8,
     word_of,
 )
 from tensor_expr import tensor as T
@@ -97,9 +97,10 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     nr = _declare_tiles(cfg, M, NV, lanes)
     NB = NV * lanes // nr
 
+    acts = Activations.for_target(cfg.target, lanes)
     dpack = T.compute((M, 4 * K4), lambda m, k: guarded(
-        [k < K] if K4 * 4 > K else [], shifted_u8(data[m, k]), const(COMP_SHIFT, "uint8")),
-        name="data_u8", tag=PAD)
+        [acts.channel(k) < K] if K4 * 4 > K else [], acts.shifted(data[m, acts.channel(k)]),
+        acts.pad), name="data_u8", tag=PAD)
     if packed:
         wp = T.placeholder((NB, K4 + 1, nr), "int32", name="weight")
         weight_in, word, comp = wp, (lambda o, q, b: wp[o, q, b]), \
@@ -109,7 +110,7 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     k4 = T.reduce_axis((0, K4), name="k_outer")
     k = T.reduce_axis((0, 4), name="k_four")
     acc = T.compute((M, NB, nr), lambda m, o, b: T.sum(
-        dot4_term(dpack[m, k4 * 4 + k], word(o, k4, b), k), axis=[k4, k]), name=GEMM,
+        dot4_term(dpack[m, k4 * 4 + acts.slot(k)], word(o, k4, b), k), axis=[k4, k]), name=GEMM,
         tag=GEMM)
     cfg.add_flop(2.0 * M * N * K)
     if N % nr:
@@ -190,7 +191,7 @@ def schedule_dense_int8(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         s[CC].unroll(ki)
     s[CC].unroll(cm)
     s[CC].unroll(nio)
-    s[CC].tensorize(nii, dot4_intrin(lanes))
+    s[CC].tensorize(nii, dot4_intrin(lanes, Activations.for_target(cfg.target, lanes)))
 
     if cropped:  # the cropping output stage
         schedule_copy_stage(s, outs[0])

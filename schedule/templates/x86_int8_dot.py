@@ -4,12 +4,15 @@ One step of the intrinsic, for `lanes` int32 accumulators:
 
     acc[i] += sum_{k<4} a[k] * byte_k(b[i])        (i < lanes)
 
-`a` is 4 consecutive uint8 values (broadcast to every lane), `b` is `lanes` int32 words,
-each holding 4 signed int8 weights, byte k (little-endian) the weight of a[k]: in bytes
-exactly the weight block [oc_block][4] of TVM's OIHW[ic/4]i[oc_block]o[4]i layout. It is
-what VNNI's `vpdpbusd` does (unsigned bytes times signed bytes, summed by four into int32,
-wrapping); the LLVM backend (lowering.llvm.intrinsics) emits that instruction where the
-target has it, the exact `vpmaddwd` on int16-widened bytes where it does not.
+`a` is 4 activations (broadcast to every lane), `b` is `lanes` int32 words, each holding
+4 signed int8 weights, byte k (little-endian) the weight of a[k]: in bytes exactly the
+weight block [oc_block][4] of TVM's OIHW[ic/4]i[oc_block]o[4]i layout. It is what VNNI's
+`vpdpbusd` does (unsigned bytes times signed bytes, summed by four into int32, wrapping);
+the LLVM backend (lowering.llvm.intrinsics) emits that instruction where the target has
+it (`dot4_instruction`), the exact `vpmaddwd` on int16-widened bytes where it does not.
+For vpdpbusd the activations are 4 uint8 in order; for vpmaddwd they are stored widened,
+uint16 in the order a0 a2 a1 a3 (`Activations`), so that each of the two vpmaddwd takes
+its pair as one broadcast int32 word, with nothing to split per column.
 
 VNNI multiplies unsigned by signed bytes, so int8 activations enter shifted by +128 (as
 uint8) and every output subtracts 128 * sum(w) of its channel, which the packers compute
@@ -26,6 +29,7 @@ int32 arithmetic modulo 2^32, so the result is the int8 x int8 -> int32 sum bit 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -57,9 +61,63 @@ def dot4_term(a: Any, word: Any, k: Any) -> PrimExpr:
     return cast(a, "int32") * byte_of(word, k)
 
 
-def shifted_u8(x: Any) -> PrimExpr:
-    """An int8 activation as the uint8 the dot reads: x + 128 (wrapping: an xor)."""
-    return cast(cast(x, "int32") + COMP_SHIFT, "uint8")
+def dot4_instruction(features: frozenset[str] | set[str], lanes: int) -> str:
+    """Which instruction the dot over `lanes` int32 lanes becomes for a target with these
+    CPU features: "vpdpbusd", "vpmaddwd" or "generic" (plain shifts and multiplies).
+
+        >>> dot4_instruction({"avx512f", "avx512bw", "avx512vnni"}, 16)
+        'vpdpbusd'
+        >>> dot4_instruction({"avx2", "fma"}, 8), dot4_instruction(set(), 8)
+        ('vpmaddwd', 'generic')
+    """
+    bits = 32 * lanes
+    if bits == 512 and "avx512vnni" in features:
+        return "vpdpbusd"
+    if bits in (128, 256) and ("avxvnni" in features
+                               or {"avx512vnni", "avx512vl"} <= set(features)):
+        return "vpdpbusd"
+    if (bits == 512 and "avx512bw" in features) or (bits == 256 and "avx2" in features) \
+            or (bits == 128 and set(features) & {"sse2", "avx", "avx2"}):
+        return "vpmaddwd"
+    return "generic"
+
+
+@dataclass(frozen=True)
+class Activations:
+    """How the 4 activations of one dot are stored: "uint8" a0 a1 a2 a3 (vpdpbusd reads
+    the 4 bytes as one word) or "uint16" a0 a2 a1 a3 (vpmaddwd reads a0 a2 and a1 a3 as
+    one word each); both hold x + 128.
+
+        >>> from tessel_target import Target
+        >>> acts = Activations.for_target(Target.parse("llvm -mcpu=haswell"), 8)
+        >>> acts.dtype, [acts.slot(k) for k in range(4)]
+        ('uint16', [0, 2, 1, 3])
+    """
+
+    dtype: str
+
+    @staticmethod
+    def for_target(target: Any, lanes: int) -> Activations:
+        """The layout the target's dot instruction reads best."""
+        paired = dot4_instruction(target.features, lanes) == "vpmaddwd"
+        return Activations("uint16" if paired else "uint8")
+
+    def slot(self, k: Any) -> Any:
+        """Where a[k] sits in its group of 4 (and which k a slot holds: self-inverse)."""
+        return k if self.dtype == "uint8" else (k % 2) * 2 + k // 2
+
+    def channel(self, b: Any) -> Any:
+        """The activation stored at position b of a block (groups of 4 from 0)."""
+        return b if self.dtype == "uint8" else (b // 4) * 4 + self.slot(b % 4)
+
+    def shifted(self, x: Any) -> PrimExpr:
+        """An int8 activation as stored: x + 128 (as uint8 wrapping: an xor)."""
+        return cast(cast(x, "int32") + COMP_SHIFT, self.dtype)
+
+    @property
+    def pad(self) -> PrimExpr:
+        """The stored zero: 128."""
+        return const(COMP_SHIFT, self.dtype)
 
 
 def word_of(values: list[Any]) -> PrimExpr:
@@ -98,16 +156,18 @@ def int8_stages(s: Schedule, outs: list[Tensor], anchor: str, padded: str
     return (blocked[0] if blocked else outs[0]), acc, keep, bool(blocked)
 
 
-def dot4_intrin(lanes: int) -> TensorIntrin:
-    """The intrinsic over `lanes` int32 accumulators (16 for 512-bit vectors, 8 for 256).
+def dot4_intrin(lanes: int, acts: Activations = Activations("uint8")) -> TensorIntrin:
+    """The intrinsic over `lanes` int32 accumulators (16 for 512-bit vectors, 8 for 256),
+    its activations stored as `acts` says.
 
         >>> dot4_intrin(16).extents
         ([16], [4])
     """
-    a = T.placeholder((4,), "uint8", name="a")
+    a = T.placeholder((4,), acts.dtype, name="a")
     b = T.placeholder((lanes,), "int32", name="b")
     k = T.reduce_axis((0, 4), name="k")
-    c = T.compute((lanes,), lambda i: T.sum(dot4_term(a[k], b[i], k), axis=k), name="dot4")
+    c = T.compute((lanes,), lambda i: T.sum(dot4_term(a[acts.slot(k)], b[i], k), axis=k),
+                  name="dot4")
 
     def emit(outs: Any, ins: Any) -> PrimExpr:
         return Call("int32", DOT4, (outs[0].first, ins[0].first, ins[1].first,
@@ -118,7 +178,8 @@ def dot4_intrin(lanes: int) -> TensorIntrin:
 
 def dot4_reference(acc: np.ndarray, a: np.ndarray, words: np.ndarray) -> None:
     """The intrinsic in numpy, in place: acc[i] += sum_k a[k] * byte_k(words[i]) (int32,
-    wrapping); the loop-IR interpreter runs tensorized nests with it.
+    wrapping; uint16 `a` in the order a0 a2 a1 a3); the loop-IR interpreter runs
+    tensorized nests with it.
 
         >>> acc = np.array([5], np.int32)
         >>> dot4_reference(acc, np.array([1, 2, 3, 255], np.uint8),
@@ -126,6 +187,8 @@ def dot4_reference(acc: np.ndarray, a: np.ndarray, words: np.ndarray) -> None:
         >>> int(acc[0])  # 5 + 1 - 4 + 9 - 1020
         -1009
     """
+    if a.dtype == np.uint16:  # a0 a2 a1 a3
+        a = a[[0, 2, 1, 3]]
     b = np.ascontiguousarray(words, "<i4").view(np.int8).reshape(-1, 4).astype(np.int64)
     acc[:] = (acc.astype(np.int64) + b @ np.asarray(a, np.int64)).astype(np.int32)
 
