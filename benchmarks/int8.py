@@ -304,12 +304,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--check", action="store_true",
                     help="check the int8 model against relay_ir.interpret (slow at 224)")
     ap.add_argument("--skip-model", action="store_true", help="the per-conv table only")
+    ap.add_argument("--skip-convs", action="store_true", help="the model only")
     ap.add_argument("--int8-first-conv", action="store_true",
                     help="also the model with its first conv int8 (quantize keeps it float)")
     ap.add_argument("--target", default="llvm",
                     help="Tessel's target, e.g. 'llvm -mcpu=haswell' for the AVX2 code")
     a = ap.parse_args(argv)
-    out: dict[str, Any] = {"convs": conv_rows(a)}
+    out: dict[str, Any] = {"convs": [] if a.skip_convs else conv_rows(a)}
     if not a.skip_model:
         out["model"] = model_row(a)
     return out

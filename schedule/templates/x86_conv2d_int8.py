@@ -6,10 +6,11 @@ The vector runs over a block of oc_bn output channels, the register tile over re
 columns: per input-channel block, kernel tap and group of 4 input channels the micro-kernel
 broadcasts 4 input bytes per column and does one dot per column and vector of oc_bn.
 
-Layouts: the data is shifted to uint8 (x + 128) and zero-padded by one injective stage
-into NCHW[ic_bn]c, ic_bn a multiple of 4 (input channels padded to a multiple of 4 with the
-shifted zero); attrs `data_layout` "NCHW" (default) or "NCHWxc" (int8 blocked by any x, as
-another conv wrote it). `kernel_layout` "OIHW" (default: packed into words and summed into
+Layouts: the data is shifted (x + 128; uint8, or uint16 pairs where the dot is vpmaddwd:
+x86_int8_dot.Activations) and zero-padded by one injective stage into NCHW[ic_bn]c, ic_bn
+a multiple of 4 (input channels padded to a multiple of 4 with the shifted zero); attrs
+`data_layout` "NCHW" (default) or "NCHWxc" (int8 blocked by any x, as another conv wrote
+it). `kernel_layout` "OIHW" (default: packed into words and summed into
 the compensation by stages at every call) or "packed": the kernel argument, spec'd OIHW
 int8, arrives as int32 [CO/oc_bn, ICB*KH*KW + 1, ic_bn/4, oc_bn] (row r = (icb, kh, kw),
 each word 4 input channels' weights, the last row 128 * sum(w) per output channel in its

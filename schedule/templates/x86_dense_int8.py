@@ -4,12 +4,12 @@ pairs without; TVM's dense_int8).
 
 The accumulator tile is mr rows x nr columns (nr a multiple of the vector): per group of 4
 reduction values the micro-kernel broadcasts 4 data bytes per row and does one dot per row
-and vector. The data is shifted to uint8 (x + 128) and padded to a multiple of 4 along K by
-one injective stage; attrs `weight_layout` "plain" (default: words and compensation built
-by stages at every call) or "packed" (what build asks for a constant weight): the weight
-argument, spec'd [N, K] int8, arrives as int32 [ceil(N/nr), K/4 + 1, nr], each word 4
-weights of one output, the last row 128 * sum(w) per output, packed once by
-`input_packers`.
+and vector. The data is shifted (x + 128; uint8, or uint16 pairs where the dot is vpmaddwd)
+and padded to a multiple of 4 along K by one injective stage; attrs `weight_layout`
+"plain" (default: words and compensation built by stages at every call) or "packed" (what
+build asks for a constant weight): the weight argument, spec'd [N, K] int8, arrives as
+int32 [ceil(N/nr), K/4 + 1, nr], each word 4 weights of one output, the last row
+128 * sum(w) per output, packed once by `input_packers`.
 
     >>> from schedule.templates import instantiate
     >>> s, ts = instantiate("dense_int8.x86", [((4, 64), "int8"), ((32, 64), "int8")],
