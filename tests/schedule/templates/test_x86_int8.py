@@ -225,3 +225,25 @@ def test_random_int8_conv2d_shapes_are_bit_identical_to_the_interpreter(
     x, w = int8_values(rng, (1, c, hw, hw)), int8_values(rng, (co, c, k, k))
     got = _run(kernel, tensors, CONV, args, attrs, [x, w])
     np.testing.assert_array_equal(got, _interpret_conv(x, w, attrs))
+
+
+def test_a_dot_whose_accumulators_bound_inference_cuts_short_is_a_lowering_error() -> None:
+    # 7 outputs read of one 16-lane block: the local buffer would hold 7, the dot writes 16
+    import tensor_expr as te
+    from schedule import create_schedule
+    from schedule.templates.x86_int8_dot import dot4_intrin, dot4_term
+    from tessel_errors import LoweringError
+
+    a = te.placeholder((4,), "uint8", name="a")
+    b = te.placeholder((1, 16), "int32", name="b")
+    k = te.reduce_axis((0, 4), name="k")
+    acc = te.compute((1, 16), lambda o, i: te.sum(dot4_term(a[k], b[o, i], k), axis=k),
+                     name="acc")
+    out = te.compute((7,), lambda n: acc[n // 16, n % 16], name="out")
+    s = create_schedule(out)
+    s[acc].set_scope("local")
+    no, _ = s[out].split(out.op.axis[0], factor=16)
+    s[acc].compute_at(s[out], no)
+    s[acc].tensorize(acc.op.axis[1], dot4_intrin(16))
+    with pytest.raises(LoweringError, match="writes \\[16\\] elements but buffer 'acc' holds"):
+        lowering.lower(s, [a, b, out])
