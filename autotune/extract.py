@@ -8,8 +8,10 @@ occurs.
     [('conv2d_NCHWc.x86', 2)]
 
 The task of a group is the one build compiles it with: both ask
-relay_ir.backend.lower_group.anchor_task (a constant conv2d weight, which build packs once
-in the blocks the tuned config picks, gives the attrs kernel_layout="OIHWio" in both). The
+relay_ir.backend.lower_group (a constant conv2d weight, which build packs once in the
+blocks the tuned config picks, gives the attrs kernel_layout="OIHWio" in both). Where the
+target has several templates for a group's op (a GPU conv2d: implicit GEMM and direct),
+each is a task (`anchor_tasks`), and build takes the one with the fastest record. The
 group's elementwise epilogue is not part of the task: it is tuned as the bare anchor.
 """
 
@@ -24,7 +26,7 @@ def extract_tasks(mod: Any, target: str = "llvm", params: dict[str, Any] | None 
                   ) -> list[tuple[Task, int]]:
     """[(task, occurrences)] of a model, in first-occurrence order."""
     from relay_ir import transform as T
-    from relay_ir.backend.lower_group import anchor_task, constant_params
+    from relay_ir.backend.lower_group import anchor_tasks, constant_params
     from relay_ir.backend.pipeline import bind_params, main_of, optimize_for_build
     from relay_ir.expr import Call, Function
     from relay_ir.visitor import post_order
@@ -36,10 +38,10 @@ def extract_tasks(mod: Any, target: str = "llvm", params: dict[str, Any] | None 
         if not (isinstance(e, Call) and isinstance(e.op, Function)
                 and e.op.attr("Primitive")):
             continue
-        at = anchor_task(e.op, constant_params(e), target)
-        if at is None or not at.tunable:
-            continue
-        task = Task(at.template, list(at.specs), at.attrs, target,
-                    name=at.template.split(".")[0])
-        found[task] = found.get(task, 0) + 1
+        for at in anchor_tasks(e.op, constant_params(e), target):
+            if not at.tunable:
+                continue
+            task = Task(at.template, list(at.specs), at.attrs, target,
+                        name=at.template.split(".")[0])
+            found[task] = found.get(task, 0) + 1
     return list(found.items())

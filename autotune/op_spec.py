@@ -10,6 +10,7 @@ Forms (M x N x K means C[M, N] = A[M, K] @ B[K, N]; dense's weight is [N, K]):
     matmul:MxNxK    dense:MxNxK    batch_matmul:BxMxNxK
     conv2d:N,C,H,W,O,KH,KW[,stride[,pad]]          (NCHW data, OIHW kernel)
     conv2d_nchwc:N,C,H,W,O,KH,KW[,stride[,pad]]    (the blocked NCHWc template)
+    conv2d_gemm:N,C,H,W,O,KH,KW[,stride[,pad]]     (the GPU's implicit GEMM)
     depthwise_conv2d:N,C,H,W,KH,KW[,stride[,pad]]
 An optional `@dtype` suffix sets the dtype (default float32): `matmul:64x64x64@float64`.
 """
@@ -27,6 +28,7 @@ _FORMS = {
     "batch_matmul": "batch_matmul:BxMxNxK",
     "conv2d": "conv2d:N,C,H,W,O,KH,KW[,stride[,pad]]",
     "conv2d_nchwc": "conv2d_nchwc:N,C,H,W,O,KH,KW[,stride[,pad]]",
+    "conv2d_gemm": "conv2d_gemm:N,C,H,W,O,KH,KW[,stride[,pad]]",
     "depthwise_conv2d": "depthwise_conv2d:N,C,H,W,KH,KW[,stride[,pad]]",
 }
 
@@ -102,8 +104,9 @@ def parse_op_spec(spec: str, target: str = "llvm") -> Task:
     else:
         n, c, h, w, o, kh, kw = dims[:7]
         args = [((n, c, h, w), dtype), ((o, c, kh, kw), dtype)]
-        template = _template(spec, "conv2d_nchw" if op == "conv2d" else "conv2d_NCHWc",
-                             target)
+        family = {"conv2d": "conv2d_nchw", "conv2d_nchwc": "conv2d_NCHWc",
+                  "conv2d_gemm": "conv2d_nchw_gemm"}[op]
+        template = _template(spec, family, target)
     if (h + 2 * pad - kh) < 0 or (w + 2 * pad - kw) < 0:
         raise OpSpecError(f"op spec {spec!r}: the {kh}x{kw} kernel is larger than the "
                           f"padded {h}x{w} input")

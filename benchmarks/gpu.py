@@ -7,9 +7,15 @@ script on the same GPU in the same run (CUDA events, medians of repeats after wa
 1. peak fp32 FLOP/s: a kernel of independent FMA chains; peak bandwidth: a copy kernel;
 2. GEMM 4096^3 fp32 and fp16 (dense.cuda, tuned on this GPU; target for fp32: >= 60% of
    the measured peak);
-3. a ResNet-18 conv layer (64 -> 64, 3x3, 56x56) as relay_ir.build compiles it;
+3. a ResNet-18 conv layer (64 -> 64, 3x3, 56x56), untuned, as an implicit GEMM (build's
+   default on a GPU) and direct, so the run shows which is faster before tuning;
 4. a fused elementwise chain over 64M floats (target >= 80% of the measured bandwidth);
-5. ResNet-18 end to end, batch 1 and 16 (no peer yet: a torch CUDA twin is to write).
+5. ResNet-18 end to end, batch 1 and 16.
+
+Peers in the same run, where torch with CUDA is installed (the GPU machine's image has it):
+cuBLAS through torch.matmul (TF32 off) for the GEMMs, cuDNN through torch.conv2d for the
+conv layer, and the same ResNet-18 ONNX graph as a torch module (benchmarks.onnx_torch) on
+the GPU; each line prints Tessel's time over the peer's.
 
 Needs an NVIDIA GPU; without one it says so and exits with status 2. The fp16 GEMM sums
 in fp32 (dense.cuda); its fraction is of the fp32 FMA peak, since the template does not
@@ -131,28 +137,107 @@ def tuned_gemm(size: int, trials: int, repeat: int, dtype: str = "float32"
     return 2.0 * size ** 3 / t, str(best.config if best is not None else "fallback")
 
 
-def conv_layer(repeat: int) -> float:
-    """FLOP/s of ResNet-18's 64->64 3x3 conv at 56x56 (batch 1) as relay_ir.build makes it."""
-    import relay_ir
+def conv_layer(repeat: int, template: str) -> float:
+    """FLOP/s of ResNet-18's 64->64 3x3 conv at 56x56 (batch 1) through `template`
+    (conv2d_nchw_gemm.cuda, the implicit GEMM build uses by default, or conv2d_nchw.cuda,
+    direct), default config."""
+    import lowering
     from lowering.cuda import to_device
+    from schedule.templates import instantiate
 
-    mod = relay_ir.parse("""
-def @main(%x: Tensor[(1, 64, 56, 56), float32], %w: Tensor[(64, 64, 3, 3), float32]) {
-  nn.conv2d(%x, %w, padding=[1, 1])
-}""")
-    lib = relay_ir.build(mod, target="cuda")
-    kernel = lib.plan.kernels[0].kernel
+    args = [((1, 64, 56, 56), "float32"), ((64, 64, 3, 3), "float32")]
+    s, tensors = instantiate(template, args, {"padding": 1}, target="cuda")
+    kernel = lowering.build(s, tensors, target="cuda")
     rng = np.random.default_rng(0)
-    dev = [to_device(rng.standard_normal(s).astype("float32"))
-           for s in ((1, 64, 56, 56), (64, 64, 3, 3))]
+    dev = [to_device(rng.standard_normal(shape).astype("float32")) for shape, _ in args]
     dev.append(to_device(np.zeros((1, 64, 56, 56), "float32")))
     t = kernel.time(*dev, number=5, repeat=repeat)
     return 2.0 * 64 * 56 * 56 * 64 * 9 / t
 
 
+def torch_cuda() -> Any:
+    """torch, when it is installed and sees a GPU; else None (the peers are then skipped)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def torch_seconds(fn: Callable[[], Any], repeat: int, number: int = 3) -> float:
+    """Median seconds of `fn` on the GPU, by CUDA events around `number` calls."""
+    torch = torch_cuda()
+    fn()
+    torch.cuda.synchronize()
+    runs = []
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(number):
+            fn()
+        end.record()
+        end.synchronize()
+        runs.append(start.elapsed_time(end) / 1e3 / number)
+    return statistics.median(runs)
+
+
+def torch_gemm(size: int, repeat: int, dtype: str = "float32") -> float | None:
+    """FLOP/s of cuBLAS (torch.matmul, TF32 off) at size^3, or None without torch."""
+    torch = torch_cuda()
+    if torch is None:
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = torch.randn(size, size, device="cuda", dtype=getattr(torch, dtype))
+    b = torch.randn(size, size, device="cuda", dtype=getattr(torch, dtype))
+    return 2.0 * size ** 3 / torch_seconds(lambda: torch.matmul(a, b.T), repeat)
+
+
+def torch_conv(repeat: int) -> float | None:
+    """FLOP/s of cuDNN on the benchmark's conv layer (TF32 off), or None without torch."""
+    torch = torch_cuda()
+    if torch is None:
+        return None
+    torch.backends.cudnn.allow_tf32 = False
+    x = torch.randn(1, 64, 56, 56, device="cuda")
+    w = torch.randn(64, 64, 3, 3, device="cuda")
+    t = torch_seconds(lambda: torch.nn.functional.conv2d(x, w, padding=1), repeat)
+    return 2.0 * 64 * 56 * 56 * 64 * 9 / t
+
+
+def torch_resnet18(batch: int, repeat: int) -> float | None:
+    """torch's seconds per batch for the same ResNet-18 graph on the GPU, timed as Tessel's
+    is (wall clock around input in, run, output out), or None without torch."""
+    torch = torch_cuda()
+    if torch is None:
+        return None
+    from benchmarks.onnx_torch import to_torch
+    from tests.e2e import onnx_models
+
+    net = to_torch(onnx_models.resnet18()).cuda().eval()
+    x = np.random.default_rng(0).standard_normal((batch, 3, 224, 224)).astype("float32")
+
+    def run() -> np.ndarray:
+        with torch.inference_mode():
+            return net(torch.from_numpy(x).cuda()).cpu().numpy()
+
+    run()
+    runs = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        run()
+        runs.append(time.perf_counter() - t0)
+    return statistics.median(runs)
+
+
+def _versus(mine: float, peer: float | None, what: str) -> str:
+    """' (x.xx of <peer>)' — Tessel's throughput over the peer's — or why there is none."""
+    if peer is None:
+        return f"; no {what} figure (torch with CUDA not installed)"
+    return f"; {what} {peer / 1e12:.2f} TFLOP/s, Tessel / {what} = {mine / peer:.2f}"
+
+
 def resnet18(batch: int, repeat: int) -> float:
-    """Tessel's seconds per batch for ResNet-18 (no torch CUDA twin of the ONNX graph yet,
-    so no peer figure beside it)."""
+    """Tessel's seconds per batch for ResNet-18 (inputs copied in, outputs out, per run)."""
     import relay_ir
     from relay_ir.frontend.onnx import from_onnx
     from tests.e2e import onnx_models
@@ -207,18 +292,28 @@ def main(argv: list[str] | None = None) -> int:
         flops, cfg = tuned_gemm(opts.gemm_size, trials, opts.repeat)
         frac = flops / results["flops"] if "flops" in results else float("nan")
         return (f"{opts.gemm_size}^3 {flops / 1e12:.2f} TFLOP/s = {frac:.0%} of peak "
-                f"(target >= 60%) after {trials} trials; best config {cfg}")
+                f"(target >= 60%) after {trials} trials"
+                + _versus(flops, torch_gemm(opts.gemm_size, opts.repeat), "cuBLAS")
+                + f"; best config {cfg}")
 
     def gemm16() -> str:
         flops, cfg = tuned_gemm(opts.gemm_size, trials, opts.repeat, "float16")
         frac = flops / results["flops"] if "flops" in results else float("nan")
         return (f"{opts.gemm_size}^3 {flops / 1e12:.2f} TFLOP/s = {frac:.0%} of the fp32 "
-                f"FMA peak after {trials} trials; best config {cfg}")
+                f"FMA peak after {trials} trials"
+                + _versus(flops, torch_gemm(opts.gemm_size, opts.repeat, "float16"),
+                          "cuBLAS fp16")
+                + f"; best config {cfg}")
 
     def conv() -> str:
-        flops = conv_layer(opts.repeat)
-        frac = flops / results["flops"] if "flops" in results else float("nan")
-        return f"{flops / 1e12:.3f} TFLOP/s = {frac:.1%} of peak (generic GPU schedule)"
+        peer = torch_conv(opts.repeat)
+        parts = []
+        for template in ("conv2d_nchw_gemm.cuda", "conv2d_nchw.cuda"):
+            flops = conv_layer(opts.repeat, template)
+            frac = flops / results["flops"] if "flops" in results else float("nan")
+            parts.append(f"{template} untuned {flops / 1e12:.3f} TFLOP/s = {frac:.1%} of "
+                         "peak" + _versus(flops, peer, "cuDNN"))
+        return " | ".join(parts)
 
     def chain() -> str:
         bw = fused_chain(opts.repeat)
@@ -230,9 +325,15 @@ def main(argv: list[str] | None = None) -> int:
     section("GEMM fp16 (fp32 accumulation)", gemm16)
     section("ResNet-18 conv 64x64x3x3 @56", conv)
     section("fused elementwise chain", chain)
+    def model(batch: int) -> str:
+        mine = resnet18(batch, opts.repeat)
+        peer = torch_resnet18(batch, opts.repeat)
+        versus = ("; no torch figure (torch with CUDA not installed)" if peer is None else
+                  f"; torch eager {peer * 1e3:.2f} ms, Tessel / torch = {mine / peer:.2f}")
+        return f"{mine * 1e3:.1f} ms" + versus
+
     for batch in (1,) if opts.quick else (1, 16):
-        section(f"ResNet-18 batch {batch}",
-                lambda b=batch: f"{resnet18(b, opts.repeat) * 1e3:.1f} ms")
+        section(f"ResNet-18 batch {batch}", lambda b=batch: model(b))
     return 0
 
 

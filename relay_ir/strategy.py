@@ -10,9 +10,11 @@ anchored on it is scheduled (a template of schedule.templates, or a group schedu
 tensors (list of Tensors; a tuple input arrives as a list), its attrs dataclass and its
 checked output type (static shapes). `kind` says how a group is scheduled:
 "injective" (fused, vectorized, parallel), "reduce" (reductions and pooling), "softmax",
-or "anchor" (conv2d / dense / matmul: `template(arg_specs, attrs)` names the template
+or "anchor" (conv2d / dense / matmul). `template(arg_specs, attrs)` names the template
 family, e.g. "dense", and its attrs, or returns None when no template fits; the target
-picks the family's template with `schedule.templates.template_for`).
+picks the family's template with `schedule.templates.template_for`. Reductions, pooling
+and softmax name families too ("reduce", "pool2d", "softmax"): a group without an anchor
+takes its one such op's template where the target's is tunable (the GPU's).
 """
 
 from __future__ import annotations
@@ -191,10 +193,24 @@ def _axes(a: Any, ndim: int) -> list[int]:
     return axes
 
 
+# Reductions, pooling and softmax are scheduled by their group kind on the CPU; their
+# template families ("reduce", "pool2d", "softmax") name the tunable GPU templates. A group
+# takes such a template only where the target's is tunable (lower_group.anchor_task), so
+# the CPU's fixed x86 namesakes do not change what the CPU builds.
+
+
+def _reduce_template(name: str) -> TemplateFn:
+    def template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
+        axes = _axes(a, len(args[0][0]))
+        return "reduce", {"op": name, "axis": tuple(axes), "keepdims": bool(a.keepdims)}
+    return template
+
+
 _REDUCE = {"sum": ops.sum, "mean": ops.mean, "max": ops.max, "min": ops.min, "prod": ops.prod}
 for _name, _fn in _REDUCE.items():
     _register(_name, lambda xs, a, t, _f=_fn: _f(xs[0], axis=_axes(a, xs[0].ndim),
-                                                 keepdims=a.keepdims), kind="reduce")
+                                                 keepdims=a.keepdims), kind="reduce",
+              template=_reduce_template(_name))
 for _name, _fn in (("argmax", ops.argmax), ("argmin", ops.argmin)):
     def _arg(xs: list[Any], a: Any, t: Type, _f: Any = _fn) -> Tensor:
         axes = _axes(a, xs[0].ndim)
@@ -214,13 +230,29 @@ def _pool(fn: Any, avg: bool) -> ComputeFn:
     return f
 
 
-_register("nn.max_pool2d", _pool(ops.max_pool2d, False), kind="reduce")
-_register("nn.avg_pool2d", _pool(ops.avg_pool2d, True), kind="reduce")
+def _pool_template(kind: str) -> TemplateFn:
+    def template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
+        if tuple(a.dilation) != (1, 1) or a.layout != "NCHW":
+            return None
+        extra = {"count_include_pad": bool(a.count_include_pad)} if kind == "avg" else {}
+        return "pool2d", {"op": kind, "pool_size": tuple(a.pool_size),
+                          "strides": tuple(a.strides), "padding": tuple(a.padding),
+                          "ceil_mode": bool(a.ceil_mode), **extra}
+    return template
+
+
+_register("nn.max_pool2d", _pool(ops.max_pool2d, False), kind="reduce",
+          template=_pool_template("max"))
+_register("nn.avg_pool2d", _pool(ops.avg_pool2d, True), kind="reduce",
+          template=_pool_template("avg"))
 _register("nn.global_avg_pool2d", lambda xs, a, t: ops.global_avg_pool2d(xs[0], a.layout),
-          kind="reduce")
-_register("nn.softmax", lambda xs, a, t: ops.softmax(xs[0], axis=a.axis), kind="softmax")
+          kind="reduce", template=lambda args, a: ("reduce", {
+              "op": "mean", "axis": (2, 3), "keepdims": True}) if a.layout == "NCHW" else None)
+_register("nn.softmax", lambda xs, a, t: ops.softmax(xs[0], axis=a.axis), kind="softmax",
+          template=lambda args, a: ("softmax", {"axis": int(a.axis)}))
 _register("nn.log_softmax", lambda xs, a, t: ops.log_softmax(xs[0], axis=a.axis),
-          kind="softmax")
+          kind="softmax", template=lambda args, a: ("softmax", {"axis": int(a.axis),
+                                                                "log": True}))
 _register("nn.layer_norm", lambda xs, a, t: ops.layer_norm(
     xs[0], xs[1] if a.scale else None, xs[2] if a.center else None, axis=a.axis,
     epsilon=float(a.epsilon)), kind="reduce")

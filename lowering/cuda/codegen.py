@@ -39,7 +39,12 @@ import numpy as np
 
 from lowering import ir as lir
 from lowering.passes.storage_sync import BARRIER, storage_sync
-from lowering.passes.thread_allreduce import ALLREDUCE, allreduce_args, lower_thread_allreduce
+from lowering.passes.thread_allreduce import (
+    ALLREDUCE,
+    allreduce_args,
+    allreduce_form,
+    lower_thread_allreduce,
+)
 from tensor_expr import expr as E
 from tensor_expr.arith import simplify
 from tensor_expr.dtype import is_float, is_uint
@@ -441,8 +446,7 @@ class _Kernel:
             pad = line[:line.index(marker)]
             ctype = _C_TYPES[dtype]
             axis = tag[-1]
-            whole_warps = threads % 32 == 0 or threads == ext
-            if axis == "x" and ext <= 32 and ext & (ext - 1) == 0 and whole_warps:
+            if allreduce_form(tag, ext, block) == "warp":
                 mask = "0xffffffffu" if threads >= 32 else f"{(1 << threads) - 1:#x}u"
                 lines = [f"{{ {ctype} v = {red}[0];",
                          f"  for (int off = {ext // 2}; off > 0; off >>= 1) "
@@ -558,16 +562,20 @@ class _Kernel:
     # vector memory operations ------------------------------------------------------------
 
     def vector(self, s: lir.For, depth: int, out: list[str]) -> bool:
-        """Emit a vectorized loop as float4 / float2 (int4 / int2) loads and stores when its
-        body is one store whose accesses are contiguous in the loop var and provably
-        aligned to the vector (or do not move with it); False leaves it to the scalar
-        unrolled loop."""
+        """Emit a vectorized loop as float4 / float2 (int4 / int2; float16 as the bits of
+        half2 / half4 in ushort2 / ushort4, int8 as char4) loads and stores when its body
+        is one store whose accesses are contiguous in the loop var and provably aligned to
+        the vector (or do not move with it); False leaves it to the scalar unrolled
+        loop."""
         n = s.extent.value if isinstance(s.extent, E.IntImm) else 0
         st = s.body
         if n not in (2, 4) or not isinstance(st, lir.BufferStore) or \
                 st.buffer.dtype not in _VECTOR_TYPES:
             return False
+        if (st.buffer.dtype, n) not in _VECTOR_WIDTHS:
+            return False
         vt = f"{_VECTOR_TYPES[st.buffer.dtype]}{n}"
+        half = st.buffer.dtype == "float16"
         loads: list[lir.BufferLoad] = []
         from tensor_expr.visitor import post_order_visit
 
@@ -604,6 +612,8 @@ class _Kernel:
                 value = self.expr(st.value)
             finally:
                 self._lane = None
+            if half:
+                value = f"tessel_f2h({value})"
             out.append(f"{pad}  {{ const {ctype} {var} = {k}; {var}_out.{'xyzw'[k]} = "
                        f"{value}; }}")
         if st.buffer.scope == "global":
@@ -776,7 +786,8 @@ class _Kernel:
     def _e_BufferLoad(self, e: lir.BufferLoad) -> str:
         lane = self._lane
         if lane is not None and id(e) in lane[0]:
-            return f"{lane[0][id(e)]}.{lane[1]}"
+            bits = f"{lane[0][id(e)]}.{lane[1]}"
+            return f"tessel_h2f({bits})" if e.buffer.dtype == "float16" else bits
         text = self.access(e.buffer, e.indices)
         return f"tessel_h2f({text})" if e.buffer.dtype == "float16" else text
 
@@ -814,7 +825,10 @@ class _Kernel:
 
 
 _SHUFFLE_TYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64")
-_VECTOR_TYPES = {"float32": "float", "int32": "int"}
+_VECTOR_TYPES = {"float32": "float", "int32": "int", "float16": "ushort", "int8": "char"}
+# the vectors of 4 to 16 bytes CUDA loads and stores in one instruction
+_VECTOR_WIDTHS = {("float32", 2), ("float32", 4), ("int32", 2), ("int32", 4),
+                  ("float16", 2), ("float16", 4), ("int8", 4)}
 
 
 def _flat_index(buf: lir.Buffer, indices: tuple[E.PrimExpr, ...]) -> E.PrimExpr:

@@ -35,7 +35,13 @@ from lowering.cuda.codegen import CudaProgram, DeviceKernel
 from lowering.interpreter import _BufState, _Compiler, _scalar
 from lowering.kernel import check_arguments
 from lowering.passes.storage_sync import BARRIER
-from lowering.passes.thread_allreduce import ALLREDUCE, allreduce_args
+from lowering.passes.thread_allreduce import (
+    ALLREDUCE,
+    allreduce_args,
+    allreduce_form,
+    shared_tree_reduce,
+    warp_shuffle_reduce,
+)
 from tensor_expr import expr as E
 from tensor_expr.dtype import is_float
 from tessel_errors import LoweringError, RaceError
@@ -88,11 +94,11 @@ def _launch(kernel: DeviceKernel, grid: tuple[int, ...], scalars: dict[int, int]
             env[_TRACKER] = tracker
             thread = (tx, ty, tz)
             threads[thread] = program.start(env, block, thread, shared)
-        _run_block(kernel.name, block, threads, tracker)
+        _run_block(kernel.name, block, threads, tracker, kernel.block)
 
 
 def _run_block(name: str, block: Thread, threads: dict[Thread, Step],
-               tracker: _BlockTracker) -> None:
+               tracker: _BlockTracker, shape: tuple[int, int, int]) -> None:
     live = dict(threads)
     given: dict[Thread, Any] = {}  # what each thread's all-reduce returns
     while live:
@@ -115,31 +121,29 @@ def _run_block(name: str, block: Thread, threads: dict[Thread, Step],
             t2 = next(t for t, b in waiting.items() if b != first)
             raise RaceError(f"kernel '{name}' block {block}: threads {t1} and {t2} wait at "
                             "different barriers")
-        given = _all_reduce(waiting) if waiting and isinstance(
+        given = _all_reduce(waiting, shape) if waiting and isinstance(
             next(iter(waiting.values())), tuple) else {}
         tracker.new_phase()
         live = {t: live[t] for t in waiting}
 
 
-_COMBINE = {"sum": lambda a, b: a + b, "prod": lambda a, b: a * b,
-            "max": np.maximum, "min": np.minimum}
-
-
-def _all_reduce(waiting: dict[Thread, Any]) -> dict[Thread, Any]:
-    """Each thread's result of the all-reduce all threads wait at: the combination of the
-    values of the threads that differ from it only along the reduced axis, in lane order."""
+def _all_reduce(waiting: dict[Thread, Any], shape: tuple[int, int, int]
+                ) -> dict[Thread, Any]:
+    """Each thread's result of the all-reduce all threads wait at: the values of the
+    threads that differ from it only along the reduced axis, combined as the CUDA code
+    for a block of `shape` combines them (warp shuffles or the shared tree)."""
     _, op, axis, _ = next(iter(waiting.values()))
     groups: dict[Thread, list[tuple[int, Any]]] = {}
     for t, (_, _, _, value) in waiting.items():
         key = tuple(0 if k == axis else i for k, i in enumerate(t))
         groups.setdefault(key, []).append((t[axis], value))
+    extent = shape[axis]
+    form = allreduce_form("threadIdx." + "xyz"[axis], extent, shape)
+    reduce = warp_shuffle_reduce if form == "warp" else shared_tree_reduce
     totals = {}
     for key, members in groups.items():
         members.sort(key=lambda m: m[0])
-        acc = members[0][1]
-        for _, v in members[1:]:
-            acc = _COMBINE[op](acc, v)
-        totals[key] = acc
+        totals[key] = reduce(op, [v for _, v in members])
     return {t: totals[tuple(0 if k == axis else i for k, i in enumerate(t))]
             for t in waiting}
 

@@ -15,8 +15,12 @@ min, under a threadIdx loop whose var is not in `idx`) and rewrites the reductio
         if t == 0: B[idx] = combine(init, red[0])
 
 `init` is the reduction's initial store right before the region (taken out of it, so
-that one thread writes B, not all). CUDA code makes the all-reduce warp shuffles or a
-shared-memory tree; the simulator computes it as the collective it is.
+that one thread writes B, not all). `allreduce_form` decides, from the block's shape, how
+the all-reduce runs: warp shuffles (a shuffle-down tree over the lanes, then lane 0's
+value broadcast) or a tree in shared memory. CUDA code emits that form, and the simulator
+runs the same steps lane by lane (`warp_shuffle_reduce`, `shared_tree_reduce`), so that it
+combines the values in the order a GPU does: float results agree to the bit, not only to a
+rounding tolerance.
 
     >>> # used by lowering.cuda.codegen; see tests/lowering/cuda/test_cuda_reductions.py
 """
@@ -55,6 +59,65 @@ def combine(op: str, a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
     """`a op b` as an expression."""
     cls = {"sum": E.Add, "prod": E.Mul, "max": E.Max, "min": E.Min}[op]
     return cls(a, b)
+
+
+def allreduce_form(tag: str, extent: int, block: tuple[int, int, int]) -> str:
+    """How an all-reduce over `extent` threads along `tag` runs in a block of shape
+    `block` (x, y, z): "warp" (shuffles) when the reduced threads are the lanes of whole
+    warps (threadIdx.x, a power of two up to 32), else "tree" (shared memory).
+
+    >>> allreduce_form("threadIdx.x", 32, (32, 4, 1)), allreduce_form("threadIdx.x", 48, (48, 1, 1))
+    ('warp', 'tree')
+    """
+    threads = block[0] * block[1] * block[2]
+    whole_warps = threads % 32 == 0 or threads == extent
+    if tag.endswith(".x") and extent <= 32 and extent & (extent - 1) == 0 and whole_warps:
+        return "warp"
+    return "tree"
+
+
+def warp_shuffle_reduce(op: str, lanes: list[Any]) -> Any:
+    """What every lane holds after the CUDA code's shuffle reduction of `lanes` (one value
+    per lane, width = len(lanes), a power of two): `v = op(v, __shfl_down_sync(v, off))`
+    for off = width/2 .. 1 (a lane whose source is past the width reads its own value),
+    then lane 0's value broadcast.
+
+    >>> warp_shuffle_reduce("sum", [1, 2, 3, 4])
+    10
+    """
+    width, v = len(lanes), list(lanes)
+    off = width // 2
+    while off > 0:
+        v = [_apply(op, v[i], v[i + off] if i + off < width else v[i]) for i in range(width)]
+        off //= 2
+    return v[0]
+
+
+def shared_tree_reduce(op: str, lanes: list[Any]) -> Any:
+    """What the CUDA code's shared-memory tree leaves in slot 0 for `lanes` (any count):
+    for s = p2/2 .. 1 (p2 the power of two at or above the count), slot i < s with a
+    partner i + s inside the count takes `op(slot i, slot i + s)`.
+
+    >>> int(shared_tree_reduce("max", [3, 9, 4]))
+    9
+    """
+    n, v = len(lanes), list(lanes)
+    s = (1 << max(0, (n - 1).bit_length())) // 2
+    while s > 0:
+        for i in range(min(s, n - s)):
+            v[i] = _apply(op, v[i], v[i + s])
+        s //= 2
+    return v[0]
+
+
+def _apply(op: str, a: Any, b: Any) -> Any:
+    import numpy as np
+
+    if op == "sum":
+        return a + b
+    if op == "prod":
+        return a * b
+    return np.maximum(a, b) if op == "max" else np.minimum(a, b)
 
 
 def allreduce_args(call: E.Call) -> tuple[str, lir.Buffer, str, int]:
@@ -187,4 +250,5 @@ def _empty(s: lir.Stmt) -> bool:
     return isinstance(s, lir.SeqStmt) and not s.stmts
 
 
-__all__ = ["ALLREDUCE", "allreduce_args", "combine", "identity", "lower_thread_allreduce"]
+__all__ = ["ALLREDUCE", "allreduce_args", "allreduce_form", "combine", "identity",
+           "lower_thread_allreduce", "shared_tree_reduce", "warp_shuffle_reduce"]

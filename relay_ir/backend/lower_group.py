@@ -45,7 +45,7 @@ from schedule.templates import (
     constant_weight_attrs,
     get_template,
     input_packers,
-    template_for,
+    templates_for,
 )
 from schedule.templates.common import inline_injective, shape_of
 from schedule.templates.cuda_generic import schedule_gpu_generic
@@ -200,7 +200,8 @@ def _nest(t: Type, it: Any) -> Any:
 class AnchorTask:
     """The template task of a fused group: its anchor call, the template the anchor's
     strategy picks, the anchor's argument specs and the template attrs, and the positions
-    of the anchor's two operands among the group's parameters.
+    of the anchor's operands (two; one for a reduction, pool or softmax template) among
+    the group's parameters.
 
     relay_ir.build compiles the group through this template and autotune.extract_tasks
     tunes this task: both get it from `anchor_task`, so what is tuned is what is built.
@@ -210,7 +211,7 @@ class AnchorTask:
     template: str
     specs: tuple[Spec, ...]
     attrs: dict[str, Any]
-    operands: tuple[int, int]
+    operands: tuple[int, ...]
 
     @property
     def tunable(self) -> bool:
@@ -229,36 +230,62 @@ def constant_params(call: Call) -> frozenset[int]:
 
 
 def anchor_task(fn: Function, const_params: frozenset[int] = frozenset(),
-                target: Any = "llvm") -> AnchorTask | None:
+                target: Any = "llvm", tuning: TuningScope | None = None
+                ) -> AnchorTask | None:
     """The template task of a fused group, or None (no single anchor, operands that are not
     group parameters, no template for these shapes).
 
     `const_params` (see `constant_params`): a constant weight makes the template take it
-    in its packed layout (schedule.templates.constant_weight_attrs).
+    in its packed layout (schedule.templates.constant_weight_attrs). Where the target has
+    several templates for the anchor's family (`anchor_tasks`), the one whose record in
+    `tuning` is fastest, else the default.
     """
-    anchors = [c for c in group_ops(fn) if strategy_of(c.op).kind == "anchor"]
+    tasks = anchor_tasks(fn, const_params, target)
+    if len(tasks) > 1 and tuning is not None:
+        costs = [tuning.best_cost(t.template, list(t.specs), t.attrs, target) for t in tasks]
+        timed = [(c, k) for k, c in enumerate(costs) if c is not None]
+        if timed:
+            return tasks[min(timed)[1]]
+    return tasks[0] if tasks else None
+
+
+def anchor_tasks(fn: Function, const_params: frozenset[int] = frozenset(),
+                 target: Any = "llvm") -> list[AnchorTask]:
+    """The group's template task for each template the target has for the anchor's family
+    (schedule.templates.templates_for), the default first; [] when the group has none.
+    autotune.extract_tasks tunes them all; `anchor_task` chooses among them."""
+    ops = group_ops(fn)
+    anchors = [c for c in ops if strategy_of(c.op).kind == "anchor"]
+    secondary = False
+    if not anchors:  # a reduction, pool or softmax with a tunable template for the target
+        anchors = [c for c in ops if strategy_of(c.op).template is not None]
+        secondary = True
     if len(anchors) != 1:
-        return None
+        return []
     anchor = anchors[0]
     strat = strategy_of(anchor.op)
-    if strat.template is None or len(anchor.args) != 2:
-        return None
-    a0, a1 = anchor.args
-    if not (isinstance(a0, Var) and isinstance(a1, Var) and a0 is not a1
-            and a0 in fn.params and a1 in fn.params):
-        return None
-    specs = (_spec(a0.checked_type), _spec(a1.checked_type))
+    arity = 1 if secondary else 2
+    if strat.template is None or len(anchor.args) != arity:
+        return []
+    if not all(isinstance(a, Var) and a in fn.params for a in anchor.args) or \
+            len(set(map(id, anchor.args))) != arity:
+        return []
+    specs = tuple(_spec(a.checked_type) for a in anchor.args)
     if _has_zero_size(specs + tuple(_spec(t) for t in flatten_types(fn.body.checked_type))):
-        return None  # no work for a template to tile (and nothing worth tuning)
+        return []  # no work for a template to tile (and nothing worth tuning)
     picked = strat.template(list(specs), anchor.attrs)
-    name = template_for(picked[0], target) if picked is not None else None
-    if name is None:
-        return None
-    tattrs = dict(picked[1])
+    names = templates_for(picked[0], target) if picked is not None else ()
     pos = {p: k for k, p in enumerate(fn.params)}
-    if pos[a1] in const_params:
-        tattrs = constant_weight_attrs(name, tattrs)
-    return AnchorTask(anchor, name, specs, tattrs, (pos[a0], pos[a1]))
+    operands = tuple(pos[a] for a in anchor.args)
+    tasks = []
+    for name in names:
+        if secondary and not get_template(name).tunable:
+            continue
+        tattrs = dict(picked[1])
+        if arity == 2 and operands[1] in const_params:
+            tattrs = constant_weight_attrs(name, tattrs)
+        tasks.append(AnchorTask(anchor, name, specs, tattrs, operands))
+    return tasks
 
 
 def _has_zero_size(specs: Sequence[tuple[tuple[int, ...], str]]) -> bool:
@@ -297,10 +324,9 @@ def _template_path(fn: Function, task: AnchorTask, target: Any,
     prepack = {task.operands[k]: pack
                for k, pack in input_packers(task.template, specs, ins, attrs).items()}
     env, flat = _placeholders(fn, in_blocks)
-    a0, a1 = (fn.params[k] for k in task.operands)
-    env[a0] = Blocked(ins[0], data_block) if data_block else ins[0]
-    env[a1] = ins[1]
-    flat[task.operands[0]], flat[task.operands[1]] = ins[0], ins[1]
+    for k, (param, t) in enumerate(zip(task.operands, ins)):
+        env[fn.params[param]] = Blocked(t, data_block) if k == 0 and data_block else t
+        flat[param] = t
     anchor = Blocked(outs[0], shape_of(outs[0])[4]) if out_block else outs[0]
     final = _evaluate(fn, env, {id(task.anchor): anchor})
     if not isinstance(final, list):
@@ -384,7 +410,7 @@ def lower_group(fn: Function, target: Any = "llvm",
         in_specs = [physical_spec(sp, b) for sp, b in zip(in_specs, layout.in_blocks)]
         out_specs = [physical_spec(sp, b) for sp, b in zip(out_specs, layout.out_blocks)]
     attempts: list[tuple[str, Callable[[], Any]]] = []
-    task = anchor_task(fn, const_params, target)
+    task = anchor_task(fn, const_params, target, tuning)
     if task is not None:
         attempts.append((f"template {task.template}",
                          lambda: _template_path(fn, task, target, tuning, layout)))

@@ -125,6 +125,20 @@ class TuningScope:
                 self.elsewhere.append(key)
         return None
 
+    def best_cost(self, template: str, specs: Sequence[Any], attrs: dict[str, Any],
+                  target: Any) -> float | None:
+        """Seconds of the task's applicable record (`find_tuned`), or None; unlike
+        `config`, notes nothing (it compares a family's templates before one is chosen).
+
+            >>> TuningScope(None).best_cost("dense.x86", [((4, 16), "float32")] * 2, {},
+            ...                             "llvm") is None
+            True
+        """
+        if self.db is None:
+            return None
+        got = find_tuned(self.db, template, specs, attrs, target, self.any_device)
+        return got.record.mean if got is not None else None
+
     def warn(self, stacklevel: int = 2) -> None:
         """One warning for the untuned tasks, one for tasks tuned on other devices.
 

@@ -40,13 +40,22 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
 
 - dense.cuda, matmul.cuda, batch_matmul.cuda: shared-memory tiles of A and B, one output
   per thread; knobs tile_y, tile_x (threads per block axis), tile_k.
-- conv2d_nchw.cuda: direct, shared-memory input window and kernel slice per channel step;
-  knobs tile_co, tile_oh, tile_ow (threads), tile_rc. depthwise_conv2d_nchw.cuda: tile_c,
-  tile_oh, tile_ow. Other GPU groups use the generic GPU schedule
+- conv2d_nchw_gemm.cuda (a GPU conv2d's default): an implicit GEMM, the kernel and the
+  image's columns read into dense.cuda's shared tiles by index arithmetic; knobs tile_y
+  (output channels), tile_x (positions), tile_k. conv2d_nchw.cuda: direct, shared-memory
+  input window and kernel slice per channel step; knobs tile_co, tile_oh, tile_ow
+  (threads), tile_rc. depthwise_conv2d_nchw.cuda: tile_c,
+  tile_oh, tile_ow.
+- pool2d.cuda (knobs threads, unroll_window), softmax.cuda (one block per row, its
+  reductions across the threads: threads), reduce.cuda (mode serial / cross, threads);
+  attrs as their x86 namesakes'. Other GPU groups use the generic GPU schedule
   (schedule.templates.cuda_generic).
 
 `template_for(family, target)` names the template a target uses for an op family:
 "dense" is "dense.x86" on the CPU and "dense.cuda" on a GPU (None: no such template).
+`templates_for` lists every template a target has for a family, the default first: a GPU
+conv2d is an implicit GEMM (conv2d_nchw_gemm.cuda) or direct (conv2d_nchw.cuda); each is
+tuned as its own task, and a compilation takes the one with the fastest record.
 
 Tile sizes and spaces follow the vector width of the target the config carries
 (`cfg.target.fp32_lanes`, `cfg.target.vector_registers`: AVX2 8 lanes and 16 registers,
@@ -87,7 +96,9 @@ Intermediate injective stages of the chain are inlined into the output stage.
 
 from schedule.templates import (  # noqa: F401  (fill TEMPLATES)
     cuda_conv2d,
+    cuda_conv2d_gemm,
     cuda_dense,
+    cuda_reduce,
     x86_conv2d,
     x86_conv2d_int8,
     x86_conv2d_nchwc,
@@ -109,6 +120,7 @@ from schedule.templates.registry import (
     instantiate,
     register_template,
     template_for,
+    templates_for,
     workload_key,
 )
 

@@ -1,5 +1,5 @@
-"""Conv2d attributes (strides, padding, dilation) and the padded-input stage, shared by the
-x86 conv2d templates.
+"""Conv2d attributes (strides, padding, dilation), the padded-input stage and the operands
+of a groups=1 NCHW conv, shared by the conv2d templates.
 
     >>> from schedule.templates.conv_common import conv_attrs
     >>> conv_attrs({"strides": 2, "padding": 1}).padding
@@ -95,3 +95,41 @@ def pad_hw(data: Tensor, h_axis: int, pads: tuple[int, int, int, int],
         return if_then_else(cond, rd(*inner), const(0.0, data.dtype))
 
     return T.compute(tuple(out_shape), f, name=name, tag=PAD)
+
+
+@dataclass(frozen=True)
+class NchwConv:
+    """The operands of a groups=1 NCHW / OIHW conv template: its placeholders, their sizes,
+    the attrs, the output size and the zero-padded data stage."""
+
+    data: Tensor
+    kernel: Tensor
+    data_shape: tuple[int, int, int, int]
+    kernel_shape: tuple[int, int, int, int]
+    attrs: ConvAttrs
+    out_hw: tuple[int, int]
+    padded: Tensor
+
+
+def nchw_conv_operands(template: str, args: Any, attrs: dict[str, Any], hint: str = ""
+                       ) -> NchwConv:
+    """Check `args` (NCHW data, OIHW kernel, groups=1; `hint` says where other convs go)
+    and build the placeholders and the padded data.
+
+        >>> op = nchw_conv_operands("t", [((1, 4, 8, 8), "float32"),
+        ...                               ((8, 4, 3, 3), "float32")], {"padding": 1})
+        >>> op.out_hw, [int(d.value) for d in op.padded.shape]
+        ((8, 8), [1, 4, 10, 10])
+    """
+    from schedule.templates.registry import expect_args, placeholders
+
+    expect_args(template, args, 2, [4, 4])
+    data, kernel = placeholders(args, ["data", "kernel"])
+    dshape, kshape = shape_of(data), shape_of(kernel)
+    a = conv_attrs(attrs)
+    if a.groups != 1 or kshape[1] != dshape[1]:
+        raise ScheduleError(f"{template} handles groups=1 (kernel in-channels {kshape[1]} "
+                            f"must equal data channels {dshape[1]}){hint}")
+    out_hw = a.out_hw(dshape[2], dshape[3], kshape[2], kshape[3])
+    return NchwConv(data, kernel, tuple(dshape), tuple(kshape), a, out_hw,
+                    pad_hw(data, 2, a.padding))

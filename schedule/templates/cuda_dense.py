@@ -114,9 +114,25 @@ def schedule_gemm_cuda(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     C = find_anchor(outs, (GEMM, "dense", "matmul", "batch_matmul"))
     inline_injective(s, outs)
     O, CL = output_and_accumulator(s, outs, C)
-    M, N = shape_of(C)[-2:]
-    K = const_extent(C.op.reduce_axis[0].dom.extent)
-    # [blocks, virtual threads, threads, registers] per output axis
+    a, b = C.op.input_tensors[:2]
+    AA = s.cache_read(a, "shared", [CL])
+    BB = s.cache_read(b, "shared", [CL])
+    axes = list(s[O].op.axis)
+    if axes[:-2]:
+        _bind(s, O, axes[0], "blockIdx.z")
+    tile_gemm(cfg, s, O, CL, (axes[-2], axes[-1]), (AA, BB))
+    return s
+
+
+def tile_gemm(cfg: Any, s: Schedule, O: Tensor, CL: Tensor, yx: tuple[Any, Any],
+              loads: Sequence[Tensor]) -> None:
+    """Tile a GEMM whose output stage O computes rows `yx[0]` by columns `yx[1]` (axes of
+    O; outer axes of O stay outside) from the local accumulator CL, whose last two data
+    axes and one reduce axis are the GEMM's: the knobs tile_y, tile_x (4-way: blocks,
+    vthreads, threads, registers) and tile_k, the thread bindings, the accumulator at the
+    thread, and the shared `loads` fetched by all threads at each k step."""
+    M, N = shape_of(CL)[-2:]
+    K = const_extent(CL.op.reduce_axis[0].dom.extent)
     cfg.define_split("tile_y", M, num_outputs=4,
                      filter=lambda f: f[-2] <= MAX_TILE and f[-1] <= 8 and f[-3] <= 4)
     cfg.define_split("tile_x", N, num_outputs=4,
@@ -127,16 +143,12 @@ def schedule_gemm_cuda(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         rx = best_divisor(N, [4, 2])
         fallback_split(cfg, "tile_y", [1, best_divisor(M // ry, [8, 16, 4, 2]), ry])
         fallback_split(cfg, "tile_x", [1, best_divisor(N // rx, [16, 8, 32, 4, 2]), rx])
-        fallback_split(cfg, "tile_k", [best_divisor(K, [8, 16, 4, 2])])
-    a, b = C.op.input_tensors[:2]
-    AA = s.cache_read(a, "shared", [CL])
-    BB = s.cache_read(b, "shared", [CL])
-    axes = list(s[O].op.axis)
-    by, vy, ty, yi = cfg["tile_y"].apply(s, O, axes[-2])
-    bx, vx, tx, xi = cfg["tile_x"].apply(s, O, axes[-1])
-    s[O].reorder(*axes[:-2], by, bx, vy, vx, ty, tx, yi, xi)
-    if axes[:-2]:
-        _bind(s, O, axes[0], "blockIdx.z")
+        fallback_split(cfg, "tile_k", [best_divisor(K, [8, 16, 9, 4, 2])])
+    by, vy, ty, yi = cfg["tile_y"].apply(s, O, yx[0])
+    bx, vx, tx, xi = cfg["tile_x"].apply(s, O, yx[1])
+    outer = [a for a in s[O].leaf_iter_vars
+             if a not in (by, vy, ty, yi, bx, vx, tx, xi)]
+    s[O].reorder(*outer, by, bx, vy, vx, ty, tx, yi, xi)
     for ax, tag in ((by, "blockIdx.y"), (bx, "blockIdx.x"), (vy, "vthread"), (vx, "vthread"),
                     (ty, "threadIdx.y"), (tx, "threadIdx.x")):
         _bind(s, O, ax, tag)
@@ -148,10 +160,9 @@ def schedule_gemm_cuda(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     s[CL].unroll(ci)
     s[CL].unroll(cj)
     threads_y, threads_x = int(cfg["tile_y"].size[-2]), int(cfg["tile_x"].size[-2])
-    for load in (AA, BB):
+    for load in loads:
         s[load].compute_at(s[CL], ko)
         _cooperative_fetch(s, load, threads_y, threads_x)
-    return s
 
 
 for _name, _compute in (("dense.cuda", _dense_compute), ("matmul.cuda", _matmul_compute),

@@ -113,10 +113,16 @@ def constant_weight_attrs(name: str, attrs: dict[str, Any]) -> dict[str, Any]:
 _SUFFIX_BY_KEY = {"cpu": "x86", "gpu": "cuda"}
 # where a target implements a family in its own layout: the CPU's conv2d is NCHWc; a GPU
 # runs int8 conv2d / dense through its general templates
-_BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nchw",
-                ("conv2d_int8", "gpu"): "conv2d_nchw", ("dense_int8", "gpu"): "dense",
+_BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nchw_gemm",
+                ("conv2d_int8", "gpu"): "conv2d_nchw_gemm", ("dense_int8", "gpu"): "dense",
                 ("group_conv2d", "cpu"): "group_conv2d_NCHWc",
                 ("depthwise_conv2d_nchw", "cpu"): "depthwise_conv2d_NCHWc"}
+
+
+# other templates a target has for a family, each tuned as its own task: a compilation
+# takes the one whose tuning record is fastest (the first, template_for's, when none has)
+_ALTERNATES_BY_KEY = {("conv2d", "gpu"): ("conv2d_nchw",),
+                      ("conv2d_int8", "gpu"): ("conv2d_nchw",)}
 
 
 def template_for(family: str, target: Any) -> str | None:
@@ -125,18 +131,31 @@ def template_for(family: str, target: Any) -> str | None:
         >>> template_for("dense", "llvm"), template_for("dense", "cuda -sim")
         ('dense.x86', 'dense.cuda')
         >>> template_for("conv2d", "llvm"), template_for("conv2d", "cuda")
-        ('conv2d_NCHWc.x86', 'conv2d_nchw.cuda')
+        ('conv2d_NCHWc.x86', 'conv2d_nchw_gemm.cuda')
         >>> template_for("conv2d_NCHWc", "cuda") is None
         True
+    """
+    found = templates_for(family, target)
+    return found[0] if found else None
+
+
+def templates_for(family: str, target: Any) -> tuple[str, ...]:
+    """Every template `target` has for `family`, the default (template_for's) first.
+
+        >>> templates_for("conv2d", "cuda")
+        ('conv2d_nchw_gemm.cuda', 'conv2d_nchw.cuda')
+        >>> templates_for("dense", "llvm"), templates_for("conv2d_NCHWc", "cuda")
+        (('dense.x86',), ())
     """
     from tessel_target import Target
 
     for key in Target.parse(target).keys:
         suffix = _SUFFIX_BY_KEY.get(key)
         if suffix is not None:
-            name = f"{_BASE_BY_KEY.get((family, key), family)}.{suffix}"
-            return name if name in TEMPLATES else None
-    return None
+            bases = (_BASE_BY_KEY.get((family, key), family),
+                     *_ALTERNATES_BY_KEY.get((family, key), ()))
+            return tuple(n for n in (f"{b}.{suffix}" for b in bases) if n in TEMPLATES)
+    return ()
 
 
 def get_template(name: str) -> Template:

@@ -34,7 +34,7 @@ from schedule.templates.common import (
     schedule_copy_stage,
     shape_of,
 )
-from schedule.templates.conv_common import conv_attrs, pad_hw
+from schedule.templates.conv_common import conv_attrs, nchw_conv_operands, pad_hw
 from schedule.templates.registry import expect_args, placeholders, register_template
 from tensor_expr import tensor as T
 from tensor_expr.tensor import Tensor
@@ -48,16 +48,12 @@ CONV, DEPTHWISE = "conv2d_nchw", "depthwise_conv2d_nchw"
 
 def _conv_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
                   ) -> tuple[list[Tensor], list[Tensor]]:
-    expect_args("conv2d_nchw.x86", args, 2, [4, 4])
-    data, kernel = placeholders(args, ["data", "kernel"])
-    N, C, H, W = shape_of(data)
-    CO, CI, KH, KW = shape_of(kernel)
-    a = conv_attrs(attrs)
-    if a.groups != 1 or CI != C:
-        raise ScheduleError(f"conv2d_nchw.x86 handles groups=1 (kernel in-channels {CI} must "
-                            f"equal data channels {C}); use depthwise_conv2d_nchw.x86")
-    OH, OW = a.out_hw(H, W, KH, KW)
-    dpad = pad_hw(data, 2, a.padding)
+    op = nchw_conv_operands("conv2d_nchw.x86", args, attrs,
+                            "; use depthwise_conv2d_nchw.x86")
+    data, kernel, dpad, a = op.data, op.kernel, op.padded, op.attrs
+    N, C, H, W = op.data_shape
+    CO, _, KH, KW = op.kernel_shape
+    OH, OW = op.out_hw
     rc = T.reduce_axis((0, C), name="rc")
     ry = T.reduce_axis((0, KH), name="ry")
     rx = T.reduce_axis((0, KW), name="rx")

@@ -47,3 +47,10 @@ def test_an_op_spec_without_a_cuda_template_says_so() -> None:
 
 def test_a_conv2d_op_spec_for_cuda_names_the_direct_cuda_template() -> None:
     assert parse_op_spec("conv2d:1,3,8,8,4,3,3", "cuda").template == "conv2d_nchw.cuda"
+
+
+def test_a_conv2d_gemm_op_spec_names_the_implicit_gemm_template_on_a_gpu_only() -> None:
+    assert parse_op_spec("conv2d_gemm:1,3,8,8,4,3,3", "cuda").template == \
+        "conv2d_nchw_gemm.cuda"
+    with pytest.raises(OpSpecError, match=r"target 'llvm' has no conv2d_nchw_gemm template"):
+        parse_op_spec("conv2d_gemm:1,3,8,8,4,3,3", "llvm")

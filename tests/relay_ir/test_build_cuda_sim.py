@@ -42,9 +42,17 @@ def test_a_small_cnn_with_pooling_softmax_and_reductions_to_a_scalar() -> None:
     got, want = lib.run(x=x, w=w), relay_ir.interpret(mod, x, w)
     for g, r in zip(got, want):
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5)
-    schedules = dict(lib.group_schedules)
-    assert schedules.pop("fused_conv2d_relu") == "conv2d_nchw.cuda"
-    assert set(schedules.values()) == {"gpu generic"}
+    assert dict(lib.group_schedules) == {
+        "fused_conv2d_relu": "conv2d_nchw_gemm.cuda", "fused_max_pool2d": "pool2d.cuda",
+        "fused_global_avg_pool2d": "reduce.cuda", "fused_reshape": "gpu generic",
+        "fused_softmax": "softmax.cuda", "fused_sum": "reduce.cuda",
+        "fused_mean": "reduce.cuda"}
+
+
+def test_cpu_groups_of_the_reduction_family_keep_their_group_schedules() -> None:
+    schedules = dict(relay_ir.build(relay_ir.parse(SMALL_CNN), target="llvm").group_schedules)
+    assert schedules["fused_max_pool2d"] == "reduce"
+    assert schedules["fused_softmax"] == "softmax"
 
 
 def test_every_kernel_of_a_gpu_model_is_cuda_c() -> None:
@@ -66,4 +74,40 @@ def test_dense_and_batch_matmul_groups_take_the_cuda_templates() -> None:
     schedules = dict(relay_ir.build(P.transformer_block(), target="cuda -sim").group_schedules)
     assert schedules["fused_dense"] == "dense.cuda"
     assert schedules["fused_batch_matmul"] == "batch_matmul.cuda"
-    assert schedules["fused_softmax"] == "gpu generic"
+    assert schedules["fused_softmax"] == "softmax.cuda"
+
+
+CONV = """
+def @main(%x: Tensor[(1, 4, 6, 6), float32], %w: Tensor[(8, 4, 3, 3), float32]) {
+  nn.relu(nn.conv2d(%x, %w, padding=[1, 1]))
+}"""
+
+
+def test_a_gpu_conv2d_is_a_task_for_each_of_its_templates() -> None:
+    from autotune.extract import extract_tasks
+
+    tasks = [t.template for t, _ in extract_tasks(relay_ir.parse(CONV), "cuda -sim")]
+    assert tasks == ["conv2d_nchw_gemm.cuda", "conv2d_nchw.cuda"]
+
+
+@pytest.mark.parametrize(("fast", "slow"), [("conv2d_nchw.cuda", "conv2d_nchw_gemm.cuda"),
+                                            ("conv2d_nchw_gemm.cuda", "conv2d_nchw.cuda")])
+def test_build_takes_the_template_whose_record_is_fastest(tmp_path, fast: str,
+                                                         slow: str) -> None:
+    from autotune.extract import extract_tasks
+    from tuning_logs import MeasureRecord, TuningDatabase
+
+    mod = relay_ir.parse(CONV)
+    with TuningDatabase(tmp_path / "t.db") as db:
+        for task, _ in extract_tasks(mod, "cuda -sim"):
+            cost = 1e-5 if task.template == fast else 1e-4
+            db.add(MeasureRecord(task.workload_key, task.template, task.target,
+                                 task.device_key, task.config_space().get(0).to_json(),
+                                 costs=(cost,), tuner="test"))
+        lib = relay_ir.build(mod, target="cuda -sim", tuning_db=db)
+    assert dict(lib.group_schedules)["fused_conv2d_relu"] == fast
+    rng = seeded_rng()
+    x, w = rng.standard_normal((1, 4, 6, 6), "float32"), rng.standard_normal((8, 4, 3, 3),
+                                                                              "float32")
+    np.testing.assert_allclose(lib.run(x=x, w=w), relay_ir.interpret(mod, x, w),
+                               rtol=1e-4, atol=1e-5)

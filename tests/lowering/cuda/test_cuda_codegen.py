@@ -19,6 +19,7 @@ from tessel_errors import CodegenError, DeviceError
 from tessel_target import Target
 from tests.lowering.cuda.schedules import bind, shared_matmul, two_kernels, vector_scale
 from tests.rng import seeded_rng
+from tests.unwritten import unwritten
 
 pytestmark = pytest.mark.skipif(not compiler(), reason="no CUDA compiler (NVRTC or nvcc)")
 
@@ -225,6 +226,36 @@ def test_vector_loops_compute_the_same_values(offset: int) -> None:
     b = np.full(1024, np.nan, "float32")
     f(a, b)
     np.testing.assert_allclose(b, a[offset:] * 3, rtol=1e-6)
+
+
+def _narrow_vector_kernel(dtype: str, lanes: int):
+    A = te.placeholder((512,), dtype, name="A")
+    two = te.const(2, dtype)
+    B = te.compute((512,), lambda i: A[i] * two, name="B")
+    s = create_schedule(B)
+    rest, inner = s[B].split(B.op.axis[0], factor=lanes)
+    bx, tx = s[B].split(rest, factor=32)
+    bind(s, B, bx, "blockIdx.x")
+    bind(s, B, tx, "threadIdx.x")
+    s[B].vectorize(inner)
+    return lowering.build(s, [A, B], target="cuda -sim")
+
+
+@pytest.mark.parametrize(("dtype", "lanes", "vector"), [("float16", 2, "ushort2"),
+                                                        ("float16", 4, "ushort4"),
+                                                        ("int8", 4, "char4")])
+def test_narrow_types_load_and_store_as_vectors_of_their_bits(dtype: str, lanes: int,
+                                                              vector: str) -> None:
+    f = _narrow_vector_kernel(dtype, lanes)
+    assert f"const {vector} A_v0 = *reinterpret_cast<const {vector}*>" in f.source
+    assert f"*reinterpret_cast<{vector}*>(&B[" in f.source
+    if dtype == "float16":  # each lane converted from its bits and rounded back
+        assert "tessel_h2f(A_v0.x)" in f.source and "tessel_f2h(" in f.source
+    rng = seeded_rng()
+    a = (rng.standard_normal(512) * 20).astype(dtype)
+    b = unwritten((512,), dtype)
+    f(a, b)
+    np.testing.assert_array_equal(b, (a * np.array(2, dtype)).astype(dtype))
 
 
 def test_a_tiled_gemm_syncs_once_after_its_loads_and_once_before_the_next() -> None:

@@ -109,3 +109,60 @@ def test_a_reduction_bound_to_two_thread_axes_is_refused() -> None:
     with pytest.raises(CodegenError, match=r"bound to several thread axes \(threadIdx.x, "
                                            r"threadIdx.y\)"):
         lowering.build(s, [A, B], target="cuda")
+
+
+def _wide_range_rows(rows: int, length: int) -> np.ndarray:
+    """float32 values over eight orders of magnitude: sums in different orders round
+    differently, so the order the simulator combines lanes in shows in the result."""
+    rng = seeded_rng()
+    return (rng.standard_normal((rows, length)) *
+            10.0 ** rng.uniform(-4, 4, (rows, length))).astype("float32")
+
+
+def _lane_partials(a: np.ndarray, threads: int) -> np.ndarray:
+    """Each lane's own float32 partial sum: lane t adds a[:, t], a[:, t + threads], ...
+    in order, as the split reduce loop makes it."""
+    part = np.zeros((a.shape[0], threads), "float32")
+    for start in range(0, a.shape[1], threads):
+        chunk = a[:, start:start + threads]
+        part[:, :chunk.shape[1]] += chunk
+    return part
+
+
+def _shuffle_down_sum(lanes: np.ndarray) -> np.float32:
+    """CUDA's `for (off = w/2; off > 0; off >>= 1) v += __shfl_down_sync(m, v, off, w)`,
+    written out per lane: lane i reads lane i + off, or itself past the width."""
+    v = lanes.copy()
+    off = len(v) // 2
+    while off:
+        v = v + np.concatenate([v[off:], v[len(v) - off:]])
+        off //= 2
+    return v[0]
+
+
+def _shared_tree_sum(lanes: np.ndarray) -> np.float32:
+    """The shared-memory tree: slot i < s takes slot i + s while i + s is in range."""
+    v, n = lanes.copy(), len(lanes)
+    s = 1
+    while s < n:
+        s *= 2
+    s //= 2
+    while s:
+        for i in range(min(s, n - s)):
+            v[i] = v[i] + v[i + s]
+        s //= 2
+    return v[0]
+
+
+@pytest.mark.parametrize(("threads", "order"), [(32, _shuffle_down_sum),
+                                                (48, _shared_tree_sum)])
+def test_the_simulator_sums_lanes_in_the_order_the_gpu_code_does(threads, order) -> None:
+    f = _row_reduction("sum", threads, rows=4, length=200)
+    a = _wide_range_rows(4, 200)
+    b = unwritten((4,))
+    f(a, b)
+    parts = _lane_partials(a, threads)
+    gpu_order = np.array([order(p) for p in parts], "float32")
+    in_lane_order = np.array([np.add.accumulate(p)[-1] for p in parts], "float32")
+    assert not np.array_equal(gpu_order, in_lane_order)  # the order shows in these sums
+    np.testing.assert_array_equal(b, gpu_order)
