@@ -181,3 +181,15 @@ def test_a_saved_int8_model_loads_and_runs_bit_exact(tmp_path: Any) -> None:
     lib = R.load_compiled(str(tmp_path / "m"))
     xv = int8_values(rng, (1, 16, 8, 8))
     np.testing.assert_array_equal(lib.run(xv), R.interpret(mod, xv))
+
+
+def test_an_int8_conv_for_a_gpu_takes_the_gpu_conv_templates() -> None:
+    # the int8 families are the CPU's; a GPU keeps computing int8 conv2d with its own
+    rng = seeded_rng()
+    x = P.tvar("x", (1, 8, 6, 6), "int8")
+    mod = P.main_module([x], nn.conv2d(x, R.Constant(int8_values(rng, (16, 8, 3, 3))),
+                                       padding=(1, 1), out_dtype="int32"))
+    lib = R.build(mod, target="cuda -sim")
+    assert [how for _, how in lib.group_schedules] == ["conv2d_nchw_gemm.cuda"]
+    xv = int8_values(rng, (1, 8, 6, 6))
+    np.testing.assert_array_equal(lib.run(xv), R.interpret(mod, xv))
