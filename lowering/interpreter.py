@@ -282,14 +282,11 @@ class _Compiler:
         def view(a: Any) -> Fn:
             if not isinstance(a, lir.BufferLoad):
                 return self.expr(a)
-            key, buf = id(a.buffer), a.buffer
-            fidx = [self.expr(i) for i in a.indices]
+            where = self._element(a, "region at")
 
             def region(env: Env) -> Any:
-                st = env.get(key)
-                if st is None:
-                    raise LoweringError(f"buffer '{buf.name}' is used outside its allocation")
-                return st.flat[st.offset([int(f(env)) for f in fidx], "region at"):]
+                st, off = where(env)
+                return st.flat[off:]
             return region
 
         fargs = [view(a) for a in e.args]
@@ -302,16 +299,26 @@ class _Compiler:
         return call
 
     def _e_BufferLoad(self, e: lir.BufferLoad) -> Fn:
+        where = self._element(e, "read of")
+
+        def load(env: Env) -> Any:
+            st, off = where(env)
+            return st.flat[off]
+
+        return load
+
+    def _element(self, e: lir.BufferLoad, what: str) -> Callable[[Env], tuple[Any, int]]:
+        """(buffer state, flat offset) of the element `e` names, bounds-checked."""
         key, buf = id(e.buffer), e.buffer
         fidx = [self.expr(i) for i in e.indices]
 
-        def load(env: Env) -> Any:
+        def where(env: Env) -> tuple[Any, int]:
             st = env.get(key)
             if st is None:
                 raise LoweringError(f"buffer '{buf.name}' is read outside its allocation")
-            return st.flat[st.offset([int(f(env)) for f in fidx], "read of")]
+            return st, st.offset([int(f(env)) for f in fidx], what)
 
-        return load
+        return where
 
     # ------------------------------------------------------------------ statements
     def stmt(self, s: lir.Stmt) -> Callable[[Env], None]:
