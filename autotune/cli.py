@@ -82,6 +82,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
         from autotune.extract import extract_tasks
 
         mod, params = _load_model(args.model, args.shape)
+        if args.quantize:
+            from relay_ir.quantize import quantize
+
+            # the int8 model's tasks do not depend on its scales: a global scale needs no
+            # calibration data (relay_ir.quantize's defaults otherwise: first conv float)
+            mod, params = quantize(mod, params, calibrate=8.0), None
         found = extract_tasks(mod, args.target, params)
         print(f"{args.model}: {len(found)} tunable tasks")
         for t, n in found:
@@ -420,6 +426,8 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tune", help="autotune operators (--op SPEC)")
     t.add_argument("model", nargs="?", help="an ONNX model: tune its tunable operators")
     t.add_argument("--shape", action="append", help="input shape NAME=1x3x224x224")
+    t.add_argument("--quantize", action="store_true",
+                   help="tune the tasks of the int8 model relay_ir.quantize makes of MODEL")
     t.add_argument("--op", action="append", help="an op spec such as matmul:1024x1024x1024 "
                    "or conv2d:N,C,H,W,O,KH,KW,stride,pad (repeatable)")
     t.add_argument("--trials", type=int, default=200,

@@ -33,6 +33,7 @@ import numpy as np
 
 from lowering import ir as lir
 from lowering.kernel import check_arguments
+from schedule.templates.x86_int8_dot import DOT4, dot4_reference
 from tensor_expr import expr as E
 from tensor_expr.dtype import is_float
 from tessel_errors import KernelArgumentError, LoweringError
@@ -43,6 +44,10 @@ Fn = Callable[[Env], Any]
 # Implementations of extra intrinsics (e.g. tensorize intrinsics of a backend):
 # name -> fn(args: list of numpy scalars, dtype) -> value
 INTRINSIC_IMPLS: dict[str, Callable[[list[Any], str], Any]] = {}
+# Tensor intrinsics on memory regions (a tensorized nest's Call, whose arguments are its
+# regions' first elements): name -> fn(args), each region argument a numpy view of its
+# buffer from that element on, other arguments their values; it updates the views in place
+REGION_IMPLS: dict[str, Callable[[list[Any]], None]] = {}
 
 
 def run(func: lir.PrimFunc, *arrays: np.ndarray) -> None:
@@ -58,6 +63,17 @@ def run(func: lir.PrimFunc, *arrays: np.ndarray) -> None:
     body = _Compiler(func.name).stmt(func.body)
     with np.errstate(all="ignore"):
         body(env)
+
+
+def _dot4(args: list[Any]) -> None:
+    acc, a, words, lanes = args
+    n = int(lanes)
+    if len(acc) < n or len(a) < 4 or len(words) < n:
+        raise LoweringError(f"{DOT4}: a region runs past the end of its buffer")
+    dot4_reference(acc[:n], a[:4], words[:n])
+
+
+REGION_IMPLS[DOT4] = _dot4
 
 
 class _BufState:
@@ -248,6 +264,8 @@ class _Compiler:
         if e.name == "if_then_else":
             fc, ft, ff = (self.expr(a) for a in e.args)
             return lambda env: ft(env) if fc(env) else ff(env)
+        if e.name in REGION_IMPLS:
+            return self._region_call(e)
         impl = _intrinsic(e.name, e.dtype)
         fargs = [self.expr(a) for a in e.args]
         dtype = e.dtype
@@ -258,17 +276,49 @@ class _Compiler:
 
         return call
 
+    def _region_call(self, e: E.Call) -> Fn:
+        impl = REGION_IMPLS[e.name]
+
+        def view(a: Any) -> Fn:
+            if not isinstance(a, lir.BufferLoad):
+                return self.expr(a)
+            where = self._element(a, "region at")
+
+            def region(env: Env) -> Any:
+                st, off = where(env)
+                return st.flat[off:]
+            return region
+
+        fargs = [view(a) for a in e.args]
+        zero = _scalar(0, e.dtype)
+
+        def call(env: Env) -> Any:
+            impl([f(env) for f in fargs])
+            return zero
+
+        return call
+
     def _e_BufferLoad(self, e: lir.BufferLoad) -> Fn:
+        where = self._element(e, "read of")
+
+        def load(env: Env) -> Any:
+            st, off = where(env)
+            return st.flat[off]
+
+        return load
+
+    def _element(self, e: lir.BufferLoad, what: str) -> Callable[[Env], tuple[Any, int]]:
+        """(buffer state, flat offset) of the element `e` names, bounds-checked."""
         key, buf = id(e.buffer), e.buffer
         fidx = [self.expr(i) for i in e.indices]
 
-        def load(env: Env) -> Any:
+        def where(env: Env) -> tuple[Any, int]:
             st = env.get(key)
             if st is None:
                 raise LoweringError(f"buffer '{buf.name}' is read outside its allocation")
-            return st.flat[st.offset([int(f(env)) for f in fidx], "read of")]
+            return st, st.offset([int(f(env)) for f in fidx], what)
 
-        return load
+        return where
 
     # ------------------------------------------------------------------ statements
     def stmt(self, s: lir.Stmt) -> Callable[[Env], None]:

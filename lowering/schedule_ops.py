@@ -451,6 +451,14 @@ class _Lowerer:
         zero = {inf.loopvar[lv]: E.const(0) for lv in st.leaf_iter_vars[pos:]}
         idx = tuple(simplify_expr(substitute(i, zero)) for i in self._store_index(inf))
         d_ext, _ = intrin.extents
+        for b in inf.bufs:  # bound inference may have cut the buffer to what is read
+            have = [d.value if isinstance(d, E.IntImm) else None for d in b.shape]
+            if any(h is not None and h < want for h, want in zip(have[-len(d_ext):], d_ext)):
+                raise LoweringError(
+                    f"tensorize '{intrin.name}' at stage '{st.name}': the intrinsic writes "
+                    f"{list(d_ext)} elements but buffer '{b.name}' holds {have[-len(d_ext):]}"
+                    " in those dims (its consumers read less); compute whole intrinsic "
+                    "tiles, e.g. into a padded buffer that the consumer crops")
         outs = [Region(b, idx, tuple(d_ext), ir.BufferLoad(b, idx)) for b in inf.bufs]
         ins: list[Region] = []
         seen: set[int] = set()

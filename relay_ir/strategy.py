@@ -284,13 +284,19 @@ def _widening(a: Any, args: ArgSpecs) -> dict[str, Any]:
     return {"out_dtype": out} if out and out != args[0][1] else {}
 
 
+def _int8_dot(args: ArgSpecs, tattrs: dict[str, Any]) -> bool:
+    # int8 x int8 summed in int32 (what relay_ir.quantize produces) has its own templates,
+    # whose inner reduction is the CPU's 4-wide int8 dot product (VNNI's vpdpbusd)
+    return [dt for _, dt in args] == ["int8", "int8"] and tattrs.get("out_dtype") == "int32"
+
+
 def _conv_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
     _conv_ok(a)
     (dshape, _), (kshape, _) = args
     tattrs = {"strides": tuple(a.strides), "padding": tuple(a.padding),
               "dilation": tuple(a.dilation), "groups": a.groups, **_widening(a, args)}
     if a.groups == 1:
-        return "conv2d", tattrs
+        return ("conv2d_int8" if _int8_dot(args, tattrs) else "conv2d"), tattrs
     if a.groups == dshape[1] and kshape[1] == 1 and kshape[0] == dshape[1]:
         return "depthwise_conv2d_nchw", tattrs
     # the blocked template vectorizes a group's output channels: with fewer than 16 per
@@ -306,7 +312,10 @@ _register("nn.conv2d", _conv_compute, kind="anchor", template=_conv_template)
 
 
 def _dense_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
-    return ("dense", _widening(a, args)) if len(args[0][0]) == 2 else None
+    if len(args[0][0]) != 2:
+        return None
+    tattrs = _widening(a, args)
+    return ("dense_int8" if _int8_dot(args, tattrs) else "dense"), tattrs
 
 
 _register("nn.dense", lambda xs, a, t: ops.dense(xs[0], xs[1], out_dtype=a.out_dtype or None),

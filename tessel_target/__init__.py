@@ -188,16 +188,22 @@ class Target:
 
 _AVX2 = ("sse4.2", "avx", "avx2", "fma", "f16c", "bmi2")
 _AVX512 = _AVX2 + ("avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd")
+# the int8 dot-product instructions (vpdpbusd): 512-bit with AVX-512, 256-bit VEX alone
+_VNNI512, _AVXVNNI = ("avx512vnni",), ("avxvnni",)
 # What named x86 CPUs have, for targets that name a CPU other than the host (LLVM knows
 # this too, but llvmlite does not expose it); an unknown name gets SSE-width schedules.
 _KNOWN_CPU_FEATURES: dict[str, tuple[str, ...]] = {
-    **{c: _AVX2 for c in ("haswell", "broadwell", "skylake", "alderlake", "raptorlake",
-                          "meteorlake", "arrowlake", "lunarlake", "znver1", "znver2",
+    **{c: _AVX2 for c in ("haswell", "broadwell", "skylake", "znver1", "znver2",
                           "znver3", "x86-64-v3")},
-    **{c: _AVX512 for c in ("skylake-avx512", "cascadelake", "cooperlake", "icelake-client",
-                            "icelake-server", "tigerlake", "rocketlake", "sapphirerapids",
-                            "emeraldrapids", "graniterapids", "znver4", "x86-64-v4")},
-    **{c: _AVX512 + ("avx512vnni", "avx512bf16") for c in ("znver5",)},
+    **{c: _AVX2 + _AVXVNNI for c in ("alderlake", "raptorlake", "meteorlake", "arrowlake",
+                                     "lunarlake")},
+    **{c: _AVX512 for c in ("skylake-avx512", "x86-64-v4")},
+    **{c: _AVX512 + _VNNI512 for c in ("cascadelake", "cooperlake", "icelake-client",
+                                       "icelake-server", "tigerlake", "rocketlake",
+                                       "znver4")},
+    **{c: _AVX512 + _VNNI512 + _AVXVNNI for c in ("sapphirerapids", "emeraldrapids",
+                                                  "graniterapids")},
+    **{c: _AVX512 + _VNNI512 + _AVXVNNI + ("avx512bf16",) for c in ("znver5",)},
 }
 
 

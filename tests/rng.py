@@ -22,3 +22,17 @@ def seeded_rng() -> np.random.Generator:
     test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
     n = next(_calls.setdefault(test, itertools.count()))
     return np.random.default_rng([zlib.crc32(test.encode()), n])
+
+
+def int8_values(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Uniform int8 values with a quarter of them pinned to the extremes -128, -127, 126
+    and 127, where a kernel that saturates or shifts wrongly shows.
+
+        >>> v = int8_values(np.random.default_rng(0), (64,))
+        >>> v.dtype == np.int8 and bool((v == -128).any() or (v == 127).any())
+        True
+    """
+    v = rng.integers(-128, 128, shape)
+    edge = rng.random(shape) < 0.25
+    v[edge] = rng.choice([-128, 127, -127, 126], size=int(edge.sum()))
+    return v.astype("int8")

@@ -472,6 +472,9 @@ class ExprEmitter:
     def _e_Call(self, e: E.Call) -> ir.Value:
         if e.name == "if_then_else":
             return self._if_then_else(e)
+        region = intrinsics.REGION_CALLS.get(e.name)
+        if region is not None:
+            return region(self, e)
         args = [self.emit(a) for a in e.args]
         if len(args) > 1:
             args = self.unify(*args)

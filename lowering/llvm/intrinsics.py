@@ -5,6 +5,12 @@ libm call per lane would dominate fused elementwise kernels).
 
 float16 math is done in float32 and rounded back, as numpy does.
 
+Tensor intrinsics that work on memory regions (a tensorized nest's Call, whose arguments
+are the first elements of its regions) are in REGION_CALLS: `dot4_u8i8`, the 4-wide int8
+dot of schedule.templates.x86_int8_dot, becomes VNNI's vpdpbusd where the target has it,
+else two vpmaddwd on bytes widened to int16 (exact, where vpmaddubsw would saturate),
+else plain shifts and multiplies.
+
     >>> # used by ExprEmitter._e_Call; see lowering.llvm.exprs
 """
 
@@ -14,7 +20,10 @@ from typing import Any
 
 from llvmlite import ir
 
-from lowering.llvm.types import I32, const, lanes_of, reg_type, vec
+from lowering import ir as lir
+from lowering.llvm.types import I8, I32, const, lanes_of, mem_type, reg_type, vec
+from schedule.templates.x86_int8_dot import DOT4, dot4_instruction
+from tensor_expr import expr as E
 from tessel_errors import CodegenError
 
 _LLVM_UNARY = {
@@ -151,3 +160,88 @@ def _exp_f32(cg: Any, x: ir.Value) -> ir.Value:
         scale = b.bitcast(b.shl(b.add(kk, const(i32, 127)), const(i32, 23)), t)
         y = b.fmul(y, scale)
     return b.select(b.fcmp_unordered("uno", x, x), x, y)
+
+
+# ---------------------------------------------------------------------------------------
+# Region intrinsics (tensorize)
+
+
+def _address(cg: Any, load: Any) -> ir.Value:
+    """The address of a region's first element (a BufferLoad argument of the Call)."""
+    if not isinstance(load, lir.BufferLoad):
+        raise CodegenError(f"a region intrinsic takes the first element of each region, "
+                           f"got '{load}'")
+    info = cg.buffer(load.buffer)
+    if info.const_strides and info.const_strides[-1] != 1:
+        raise CodegenError(f"the region of '{load.buffer.name}' must be contiguous in its "
+                           f"last dimension for a tensorized intrinsic")
+    return cg.b.gep(info.ptr, [cg.flat_index(load.buffer, load.indices)],
+                    source_etype=mem_type(load.buffer.dtype))
+
+
+_PMADDWD = {128: "x86.sse2.pmadd.wd", 256: "x86.avx2.pmadd.wd",
+            512: "x86.avx512.pmaddw.d.512"}
+
+
+def _pmaddwd(cg: Any, x: ir.Value, y: ir.Value, lanes: int) -> ir.Value:
+    name = "llvm." + _PMADDWD[32 * lanes]
+    fn = cg.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(cg.module, ir.FunctionType(vec(I32, lanes), [x.type, y.type]), name)
+    return cg.b.call(fn, [x, y])
+
+
+def _dot4(cg: Any, e: E.Call) -> ir.Value:
+    """acc[0:lanes] += sum_k a[k] * byte_k(b[0:lanes]) (see schedule.templates.x86_int8_dot)."""
+    acc_first, a_first, b_first, n = e.args
+    if not isinstance(n, E.IntImm):
+        raise CodegenError(f"{DOT4}: the lane count must be a constant, got '{n}'")
+    lanes = n.value
+    bd = cg.b
+    vt = vec(I32, lanes)
+    acc_p, a_p, b_p = (_address(cg, x) for x in (acc_first, a_first, b_first))
+    acc = bd.load(acc_p, typ=vt, align=4)
+    words = bd.load(b_p, typ=vt, align=4)
+    paired = a_first.buffer.dtype == "uint16"  # a0 a2 | a1 a3, else 4 uint8 a0 a1 a2 a3
+    if paired:
+        a_even = bd.load(a_p, typ=I32, align=2)
+        a_odd = bd.load(bd.gep(a_p, [ir.Constant(I32, 4)], source_etype=I8), typ=I32, align=2)
+        a4 = bd.or_(a_even, bd.shl(a_odd, const(I32, 8)))
+    else:
+        a4 = bd.load(a_p, typ=I32, align=1)  # the 4 uint8 values as one little-endian word
+    how = dot4_instruction(cg.target.features, lanes)
+    if how == "vpdpbusd":
+        bytes_t = vec(I8, 4 * lanes)
+        av = bd.bitcast(cg.splat(a4, lanes), bytes_t)
+        out = cg.intrinsic(f"x86.avx512.vpdpbusd.{32 * lanes}", vt,
+                           [acc, av, bd.bitcast(words, bytes_t)], [])
+    elif how == "vpmaddwd":
+        # int16 lanes of the words: (byte1 byte0), (byte3 byte2); the even bytes and the
+        # odd ones sign-extended to int16 meet a's (a0, a2) and (a1, a3) pairs, so each
+        # vpmaddwd sums two exact products into the int32 lane of their output channel
+        i16 = vec(ir.IntType(16), 2 * lanes)
+        halves = bd.bitcast(words, i16)
+        eight = const(i16, 8)
+        even = bd.ashr(bd.shl(halves, eight), eight)
+        odd = bd.ashr(halves, eight)
+        if paired:  # stored as the two pairs: one broadcast load each
+            pe, po = cg.splat(a_even, lanes), cg.splat(a_odd, lanes)
+        else:  # split in vector registers (a scalar split costs GPR -> vector moves)
+            a_all = cg.splat(a4, lanes)
+            pair = const(vt, 0x00FF00FF)
+            pe = bd.and_(a_all, pair)
+            po = bd.and_(bd.lshr(a_all, const(vt, 8)), pair)
+        out = bd.add(acc, bd.add(_pmaddwd(cg, even, bd.bitcast(pe, i16), lanes),
+                                 _pmaddwd(cg, odd, bd.bitcast(po, i16), lanes)))
+    else:
+        out = acc
+        for k in range(4):
+            wk = bd.ashr(bd.shl(words, const(vt, 24 - 8 * k)), const(vt, 24))
+            ak = bd.and_(bd.lshr(a4, const(I32, 8 * k)), const(I32, 255))
+            out = bd.add(out, bd.mul(wk, cg.splat(ak, lanes)))
+    bd.store(out, acc_p, align=4)
+    return const(I32, 0)
+
+
+# name -> emit(codegen, call): Calls whose arguments are regions' first elements
+REGION_CALLS = {DOT4: _dot4}

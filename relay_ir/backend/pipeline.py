@@ -217,8 +217,9 @@ class _Planner:
             ins = [v for a in e.args for v in _flat_ids(memo[id(a)])]
             for i, pack in self.group_kernels[k].prepack.items():
                 val = self.values[ins[i]]
-                data = pack(val.data)
-                ins[i] = self.value("const", TensorType(data.shape, val.dtype), data=data)
+                data = pack(val.data)  # may change the dtype too (int8 -> int32 words)
+                ins[i] = self.value("const", TensorType(data.shape, str(data.dtype)),
+                                    data=data)
             blocks = layout.out_blocks if layout else (0,) * len(flatten_types(e.checked_type))
             outs = [self.value("temp", t, block=b)
                     for t, b in zip(flatten_types(e.checked_type), blocks)]

@@ -23,6 +23,12 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
 - conv2d_NCHWc.x86: tile_ic, tile_oc, tile_ow, reduce_order, unroll_kw; attrs data_layout
   (NCHW / NCHWc / NCHWxc: blocked by any x), kernel_layout (OIHW / OIHWio), out_layout
   (NCHW / NCHWc).
+- conv2d_int8.x86, dense_int8.x86 (int8 x int8 -> int32, what build uses for a quantized
+  model): the inner reduction is the 4-wide int8 dot of x86_int8_dot, tensorized
+  (vpdpbusd with VNNI, exact vpmaddwd without); conv2d knobs tile_ic, tile_oc, tile_ow,
+  reduce_order, unroll_kw, layouts as conv2d_NCHWc's (kernel_layout "packed": int32 words
+  and compensation); dense knobs tile_x, tile_y, tile_k, unroll_kw (weight_layout
+  "packed").
 - depthwise_conv2d_NCHWc.x86 (multiplier 1; what build uses on the CPU): tile_ow,
   unroll_kw; the block is the data's (data_layout NCHWxc) or the vector width (NCHW);
   kernel_layout OIHW / packed, out_layout NCHW / NCHWc.
@@ -104,8 +110,10 @@ from schedule.templates import (  # noqa: F401  (fill TEMPLATES)
     cuda_dense,
     cuda_reduce,
     x86_conv2d,
+    x86_conv2d_int8,
     x86_conv2d_nchwc,
     x86_dense,
+    x86_dense_int8,
     x86_depthwise_nchwc,
     x86_group_conv2d,
     x86_injective,

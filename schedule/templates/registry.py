@@ -111,17 +111,21 @@ def constant_weight_attrs(name: str, attrs: dict[str, Any]) -> dict[str, Any]:
 
 # the template-name suffix per target key (tessel_target.KINDS): "dense" -> "dense.x86"
 _SUFFIX_BY_KEY = {"cpu": "x86", "gpu": "cuda", "accel": "accel"}
-# where a target implements a family in its own layout: the CPU's conv2d is NCHWc
+# where a target implements a family in its own layout: the CPU's conv2d is NCHWc; a GPU
+# runs int8 conv2d / dense through its general templates
 _BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nchw_gemm",
+                ("conv2d_int8", "gpu"): "conv2d_nchw_gemm", ("dense_int8", "gpu"): "dense",
                 ("group_conv2d", "cpu"): "group_conv2d_NCHWc",
                 ("depthwise_conv2d_nchw", "cpu"): "depthwise_conv2d_NCHWc",
                 ("conv2d", "accel"): "conv2d_packed", ("conv2d_nchw", "accel"): "conv2d_packed",
-                ("dense", "accel"): "dense_packed"}
+                ("dense", "accel"): "dense_packed", ("conv2d_int8", "accel"): "conv2d_packed",
+                ("dense_int8", "accel"): "dense_packed"}
 
 
 # other templates a target has for a family, each tuned as its own task: a compilation
 # takes the one whose tuning record is fastest (the first, template_for's, when none has)
-_ALTERNATES_BY_KEY = {("conv2d", "gpu"): ("conv2d_nchw",)}
+_ALTERNATES_BY_KEY = {("conv2d", "gpu"): ("conv2d_nchw",),
+                      ("conv2d_int8", "gpu"): ("conv2d_nchw",)}
 
 
 def template_for(family: str, target: Any) -> str | None:

@@ -120,6 +120,30 @@ def test_tune_compile_and_run_a_model(tmp_path: Path) -> None:
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-4, atol=1e-4)
 
 
+def test_tune_quantize_tunes_the_int8_tasks_of_the_quantized_model(tmp_path: Path) -> None:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    # two convs: relay_ir.quantize keeps the first float, the second becomes int8
+    rng = np.random.default_rng(12)
+    ws = [numpy_helper.from_array(rng.standard_normal(s).astype("float32"), n)
+          for n, s in (("w1", (8, 4, 3, 3)), ("w2", (16, 8, 3, 3)))]
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+                           helper.make_node("Relu", ["a"], ["b"]),
+                           helper.make_node("Conv", ["b", "w2"], ["y"], pads=[1, 1, 1, 1])],
+                          "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                              [1, 4, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], ws)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
+              tmp_path / "two.onnx")
+    out = _tessel("tune", "two.onnx", "--quantize", "--trials-per-task", "2", "--tuner",
+                  "random", "--no-progress", "--min-repeat-ms", "1", cwd=tmp_path).stdout
+    assert "two.onnx: 2 tunable tasks" in out
+    row = next(line for line in out.splitlines() if line.startswith("conv2d_int8.x86 x1"))
+    assert row.split()[6:9] == ["random", "2", "2"]  # tuner, trials, new
+
+
 def test_db_plot_model_draws_the_scheduled_runs_estimate(tmp_path: Path) -> None:
     _tiny_onnx(tmp_path)
     _tessel("tune", "tiny.onnx", "--trials", "2", "--tuner", "random", "--no-progress",
