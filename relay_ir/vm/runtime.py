@@ -118,13 +118,15 @@ def fresh(shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> tuple[np.ndar
 
 
 def storage(size: int, alignment: int) -> tuple[np.ndarray, int]:
-    """An AllocStorage buffer and its address."""
+    """An AllocStorage buffer and its address, starting at a multiple of `alignment` (at
+    least ALIGN past 16 bytes: numpy's own allocation gives 16)."""
     if alignment <= 16:
         buf = _empty(size, _uint8)
         return buf, (_addressof(_from_buffer(buf)) if size else 0)
-    raw = _empty(size + ALIGN, _uint8)
-    base = _addressof(_from_buffer(raw)) if size + ALIGN else 0
-    start = -base % ALIGN
+    alignment = max(alignment, ALIGN)
+    raw = _empty(size + alignment, _uint8)
+    base = _addressof(_from_buffer(raw))
+    start = -base % alignment
     return raw[start:start + size], base + start
 
 
