@@ -615,7 +615,7 @@ class _FunctionText:
         n = len(ins.args)
         args = "".join(f", r{r}" for r in ins.args)
         self.emit(f"c_ = r{ins.closure}")
-        self.emit(f"if c_.__class__ is not _Clo or len(c_.captured) + {n} != _NP[c_.func]:")
+        self.emit(f"if c_.__class__ is not _Clo or len(c_.captured) + {n} != _NP.get(c_.func):")
         self.emit(f"    raise _bad_closure(c_, {n}, {self.fname()})")
         call = f"_FN[c_.func](*c_.captured{args})"
         if self.direct:
