@@ -198,10 +198,12 @@ class LoadConsti(Instruction):
 
 @_instr("shape_of")
 class ShapeOf(Instruction):
-    """dst = the shape of the tensor in `tensor`, as an int64 vector."""
+    """dst = the shape of the tensor in `tensor`, as a vector of `dtype` (int64 or
+    int32)."""
 
     tensor: int
     dst: int
+    dtype: str = "int64"
 
 
 @_instr("reshape_tensor")

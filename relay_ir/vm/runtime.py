@@ -153,8 +153,10 @@ def ref(cell: Any, where: str) -> RefValue:
     return cell
 
 
-def shape_of(t: np.ndarray) -> np.ndarray:
-    return np.asarray(t.shape, dtype="int64")
+def shape_of(t: Any, dtype: str) -> np.ndarray:
+    if not isinstance(t, np.ndarray):
+        raise RelayRuntimeError(f"shape_of expects a tensor, got a {type(t).__name__}")
+    return np.asarray(t.shape, dtype=dtype)
 
 
 def reshape(t: np.ndarray, shape: Any) -> np.ndarray:

@@ -331,7 +331,8 @@ class _FunctionText:
         elif isinstance(ins, B.RefWrite):
             self.emit(f"_ref(r{ins.ref}, {self.fname()}).value = r{ins.value}")
         elif isinstance(ins, B.ShapeOf):
-            self.emit(f"r{ins.dst} = _shape_of(r{ins.tensor})")
+            dt = self.env("DT", np.dtype(ins.dtype))
+            self.emit(f"r{ins.dst} = _shape_of(r{ins.tensor}, {dt})")
         elif isinstance(ins, B.ReshapeTensor):
             self.emit(f"r{ins.dst} = _reshape(r{ins.tensor}, r{ins.shape_reg})")
             self.reshape_fact(ins)

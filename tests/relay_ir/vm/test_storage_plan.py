@@ -14,7 +14,9 @@ from relay_ir.vm import bytecode as B
 from relay_ir.vm.analysis import FunctionInfo
 from relay_ir.vm.compiler import Executable
 from relay_ir.vm.translate import Translation
+from tessel_errors import RelayError
 from tests.relay_ir.programs import PROGRAMS
+from tests.relay_ir.vm.test_vm_save_load import _forge
 from tests.relay_ir.vm.test_vm_translation import _kept_across_the_call
 from tests.rng import seeded_rng
 
@@ -138,3 +140,17 @@ def test_tensors_the_bytecode_puts_on_the_same_bytes_are_one_memory():
                      compiled.kernels, compiled.params, "llvm", {"main": 0})
     x = seeded_rng().standard_normal(4).astype("float32")
     np.testing.assert_allclose(vm.VirtualMachine(exe).run(x), np.exp(x), rtol=1e-6)
+
+
+def test_a_tensor_past_the_end_of_its_storage_is_refused_at_load(tmp_path):
+    _chain().save(str(tmp_path))
+
+    def shrink(desc):
+        for ins in desc["functions"][0]["instructions"]:
+            if ins["op"] == "alloc_storage":
+                ins["ints"][0] = 16  # size
+
+    _forge(str(tmp_path), shrink)
+    with pytest.raises(RelayError, match=r"@main: instruction 1 \(alloc_tensor\): the tensor "
+                                         r"ends at byte 32, past the end of its 16-byte storage"):
+        vm.load(str(tmp_path))
