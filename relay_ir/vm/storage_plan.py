@@ -25,7 +25,7 @@ run).
        2: invoke_packed kernel=0 arity=2 output_size=1 args=(%0, %2)
        3: alloc_tensor storage=%1 offset=576 shape=(16,) dtype='float32' dst=%4
        4: invoke_packed kernel=0 arity=2 output_size=1 args=(%2, %4)
-       5: alloc_tensor storage=%1 offset=0 shape=(16,) dtype='float32' dst=%6
+       5: alloc_tensor storage=%1 offset=0 shape=(16,) dtype='float32' dst=%6  # reuses bytes of %2
        6: invoke_packed kernel=0 arity=2 output_size=1 args=(%4, %6)
        7: alloc_storage size=64 alignment=64 dst=%7
        8: alloc_tensor storage=%7 offset=0 shape=(16,) dtype='float32' dst=%8

@@ -55,12 +55,15 @@ def test_the_shared_storage_computes_the_chain():
                                atol=1e-5)
 
 
-def test_printed_bytecode_shows_the_shared_storage():
+def test_printed_bytecode_shows_the_shared_storage_and_the_reused_bytes():
     text = str(_chain().bytecode).splitlines()
     arena = text[1].split("dst=")[1]
     assert text[1].startswith("   0: alloc_storage size=")
     shared = [ln for ln in text if f"alloc_tensor storage={arena} offset=0 " in ln]
     assert len(shared) == 2
+    first = shared[0].split("dst=")[1]
+    assert shared[1].endswith(f"dst=%7  # reuses bytes of {first}")
+    assert sum("reuses bytes" in ln for ln in text) == 1
 
 
 def test_a_returned_tensor_keeps_a_storage_of_its_own():
