@@ -98,8 +98,8 @@ def plan_storage(fn: B.Function, static_kernel: Callable[[int], bool]) -> B.Func
 def relocate(code: tuple[B.Instruction, ...], new: dict[int, list[B.Instruction]]
              ) -> tuple[B.Instruction, ...]:
     """`code` with the instruction at each pc in `new` replaced by a list of instructions
-    (maybe none), jumps retargeted: a jump to a replaced pc lands on the first of its
-    replacements (or, for none, on what follows).
+    (maybe none, maybe holding the instruction itself), jumps retargeted: a jump to a
+    replaced pc lands on the first of its replacements (or, for none, on what follows).
 
         >>> code = (B.Goto(2), B.Move(0, 1), B.Ret(0))
         >>> relocate(code, {1: []})
@@ -112,8 +112,9 @@ def relocate(code: tuple[B.Instruction, ...], new: dict[int, list[B.Instruction]
         out += new.get(pc, [ins])
     start.append(len(out))
     for pc, ins in enumerate(code):
-        if isinstance(ins, (B.If, B.Goto)) and new.get(pc, [ins]) == [ins]:
-            at = start[pc]
+        kept = [k for k, x in enumerate(new.get(pc, [ins])) if x is ins]
+        if isinstance(ins, (B.If, B.Goto)) and kept:
+            at = start[pc] + kept[0]
             if isinstance(ins, B.If):
                 out[at] = replace(ins, true_offset=start[pc + ins.true_offset] - at,
                                   false_offset=start[pc + ins.false_offset] - at)

@@ -157,3 +157,11 @@ def test_a_tensor_past_the_end_of_its_storage_is_refused_at_load(tmp_path):
     with pytest.raises(RelayError, match=r"@main: instruction 1 \(alloc_tensor\): the tensor "
                                          r"ends at byte 32, past the end of its 16-byte storage"):
         vm.load(str(tmp_path))
+
+
+def test_relocation_keeps_every_jump_on_its_target():
+    from relay_ir.vm.storage_plan import relocate
+
+    code = (B.If(0, 1, 1, 3), B.AllocStorage(8, 16, 2), B.Goto(2), B.Move(0, 3), B.Ret(3))
+    out = relocate(code, {0: [B.LoadConsti(1, 4), code[0]], 1: [], 3: [B.Move(1, 3)]})
+    assert out == (B.LoadConsti(1, 4), B.If(0, 1, 1, 2), B.Goto(2), B.Move(1, 3), B.Ret(3))
