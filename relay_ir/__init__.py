@@ -145,6 +145,7 @@ from relay_ir.op.transform import (
     transpose,
 )
 from relay_ir.op.runtime import check_shape
+from relay_ir.op.shape_of import shape_of
 from relay_ir.op.registry import get_op
 from relay_ir.typing import TypeInferenceReport, infer_expr_type, infer_type
 

@@ -21,6 +21,7 @@ import relay_ir.op.transform as tf
 from relay_ir.builder import const
 from relay_ir.expr import Expr, Tuple, TupleGetItem
 from relay_ir.frontend.onnx_common import OnnxNode, converter, normalize_axis, onnx_dtype
+from relay_ir.op.shape_of import shape_of
 
 Ctx = Any  # relay_ir.frontend.onnx._GraphConverter (not imported: it imports this module)
 
@@ -135,10 +136,18 @@ def _constant_of_shape(ctx: Ctx, node: OnnxNode) -> Expr:
 
 @converter("Shape")
 def _shape(ctx: Ctx, node: OnnxNode) -> Expr:
+    # the dims asked for, when all static, are a constant (later nodes fold with it);
+    # else relay's shape_of, which the VM reads at run time from the tensor
     x = ctx.input(node, 0)
-    shape = ctx.static_shape(x, node, "Shape (folded to a constant)")
-    start, end = node.attr("start", 0), node.attr("end", None)
-    return const(np.array(shape[slice(start, end)], dtype="int64"))
+    shape = ctx.shape(x, node)
+    picked = range(len(shape))[slice(node.attr("start", 0), node.attr("end", None))]
+    dims = [shape[i] for i in picked]
+    if all(isinstance(d, int) for d in dims):
+        return const(np.array(dims, dtype="int64"))
+    out = shape_of(x)
+    if len(picked) == len(shape):
+        return out
+    return tf.strided_slice(out, (picked.start,), (picked.stop,))
 
 
 @converter("Size")

@@ -4,9 +4,10 @@ Bottom-up: an op call whose arguments are all constants is evaluated through the
 numpy reference (the interpreter's `evaluate_op`) and replaced by a Constant (a Tuple of
 Constants for tuple-valued ops); a projection of a literal tuple becomes the field; an
 `if` on a constant condition becomes the taken branch; a `let` binding a constant is
-inlined. A call whose evaluation fails (e.g. a run-time shape check that would fire) is
-left alone, so the program still reports the error when run. Results larger than
-`max_elements` are not folded (they would bloat the module).
+inlined; `shape_of` of a tensor whose type has no `?` dim becomes its shape. A call
+whose evaluation fails (e.g. a run-time shape check that would fire) is left alone, so
+the program still reports the error when run. Results larger than `max_elements` are not
+folded (they would bloat the module).
 
     >>> import numpy as np
     >>> from relay_ir.expr import Constant, Tuple, TupleGetItem
@@ -24,6 +25,7 @@ from relay_ir.expr import Call, Constant, Expr, Function, If, Let, Tuple, TupleG
 from relay_ir.interpreter import evaluate_op
 from relay_ir.module import IRModule
 from relay_ir.op.registry import Op
+from relay_ir.op.shape_of import shape_of_op, static_shape_of
 from relay_ir.transform.analysis import post_order
 from relay_ir.transform.pass_manager import FunctionPass, PassContext
 from relay_ir.transform.rewrite import rewrite
@@ -88,6 +90,9 @@ def fold_constant(expr: Expr, max_elements: int = DEFAULT_MAX_ELEMENTS) -> Expr:
             return new.tuple_value.fields[new.index]
         if isinstance(new, If) and isinstance(new.cond, Constant) and new.cond.data.size == 1:
             return new.true_branch if bool(new.cond.data.reshape(())) else new.false_branch
+        if isinstance(new, Call) and isinstance(new.op, Op) and new.op is shape_of_op:
+            shape = static_shape_of(new, old.args[0].checked_type)  # type: ignore[union-attr]
+            return new if shape is None else Constant(shape)
         if isinstance(new, Call) and isinstance(new.op, Op) and new.op.name not in KEPT_OPS:
             if all(_is_const(a) for a in new.args) and not _too_big(old, max_elements):
                 return _fold_call(new, max_elements)

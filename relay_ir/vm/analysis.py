@@ -81,35 +81,13 @@ def ends_block(ins: B.Instruction) -> bool:
 
 @dataclass
 class StaticStorage:
-    """An AllocStorage whose tensors are temporaries: one buffer per function (and calling
-    thread) serves every run of the instruction."""
+    """An AllocStorage whose tensors are all temporaries none of which is live across a
+    call: one buffer per function (and calling thread) serves every run of it."""
 
     pc: int
     size: int
     alignment: int
     tensors: list[int]  # the AllocTensor pcs over it
-    last: int  # the last instruction using one of its tensors
-
-
-def share_buffers(storages: list[StaticStorage]) -> list[list[StaticStorage]]:
-    """Temporaries grouped so that each group can live in one buffer: a temporary joins a
-    group whose every member's last use comes before its allocation. Jumps go forward, so
-    on every path a later pc runs later: the earlier tensors are dead by then.
-
-        >>> a, b, c = (StaticStorage(0, 8, 16, [1], 4), StaticStorage(2, 8, 16, [3], 6),
-        ...            StaticStorage(5, 4, 16, [6], 9))
-        >>> [[s.pc for s in g] for g in share_buffers([a, b, c])]
-        [[0, 5], [2]]
-    """
-    groups: list[list[StaticStorage]] = []
-    for st in sorted(storages, key=lambda s: s.pc):
-        for g in groups:
-            if g[-1].last < st.pc:
-                g.append(st)
-                break
-        else:
-            groups.append([st])
-    return groups
 
 
 class FunctionInfo:
@@ -205,6 +183,7 @@ class FunctionInfo:
             for r in writes(ins, dynamic):
                 if 0 <= r < n:
                     self.defs[r].append(pc)
+        self.call_pcs = [pc for pc, ins in enumerate(self.code) if is_call(ins)]
 
     def single_def(self, r: int) -> int | None:
         """The one instruction (PARAM for a parameter) defining `r`, or None."""
@@ -247,29 +226,46 @@ class FunctionInfo:
         `aliases`)."""
         return self.aliases(r) is None
 
+    def live_range(self, pc: int) -> tuple[int, int] | None:
+        """The pcs from the AllocTensor at `pc` to the last use of its tensor (under any of
+        its aliases), or None when the tensor may outlive the function (see `aliases`) or
+        its register is written elsewhere too. Jumps go forward, so on every path a later
+        pc runs later: outside this range the tensor is dead."""
+        ins = self.code[pc]
+        if not isinstance(ins, B.AllocTensor) or self.single_def(ins.dst) != pc or \
+                self.backward:
+            return None
+        names = self.aliases(ins.dst)
+        if names is None:
+            return None
+        return pc, max([pc, *(u for x in names for u in self.uses[x])])
+
+    def calls_within(self, first: int, last: int) -> bool:
+        """Whether a call lies strictly between pcs `first` and `last` (a recursion there
+        would run this function again while the range is live)."""
+        return any(first < pc < last for pc in self.call_pcs)
+
+    def temporary(self, pc: int) -> tuple[int, int] | None:
+        """The live range of the AllocTensor at `pc` when its tensor is a temporary no call
+        can see: it does not escape and no call happens while it is live."""
+        rng = self.live_range(pc)
+        return None if rng is None or self.calls_within(*rng) else rng
+
     def static_storages(self) -> dict[int, StaticStorage]:
-        """The AllocStorage pcs whose buffer may be allocated once: every tensor over it
-        is a single-definition temporary that does not escape, and no call happens
-        between the allocation and the last use of its tensors (so no recursion re-enters
-        the function while they are live)."""
+        """The AllocStorage pcs whose buffer may be allocated once rather than at every
+        run: every tensor over it is a temporary (see `temporary`). The storage plan in
+        the bytecode keeps tensors that are live at once apart; a recursive run of the
+        function can only start between those ranges, when nothing in the buffer is
+        live."""
         out: dict[int, StaticStorage] = {}
-        calls = [pc for pc, ins in enumerate(self.code) if is_call(ins)]
         for pc, ins in enumerate(self.code):
             if not isinstance(ins, B.AllocStorage) or self.single_def(ins.dst) != pc:
                 continue
-            tensors = []
-            last = pc
-            ok = True
-            for use in self.uses[ins.dst]:
-                t = self.code[use]
-                names = self.aliases(t.dst) if isinstance(t, B.AllocTensor) else None
-                if names is None or self.single_def(t.dst) != use:
-                    ok = False
-                    break
-                tensors.append(use)
-                last = max([last, use, *(u for x in names for u in self.uses[x])])
-            if ok and tensors and not any(pc < c < last for c in calls):
-                out[pc] = StaticStorage(pc, ins.size, ins.alignment, tensors, last)
+            tensors = self.uses[ins.dst]
+            if tensors and all(isinstance(self.code[t], B.AllocTensor) and
+                               self.code[t].storage == ins.dst and
+                               self.temporary(t) is not None for t in tensors):
+                out[pc] = StaticStorage(pc, ins.size, ins.alignment, list(tensors))
         return out
 
     def known_closure(self, r: int) -> B.AllocClosure | None:
@@ -356,4 +352,4 @@ def plain_functions(infos: list[FunctionInfo]) -> list[bool]:
 
 
 __all__ = ["PARAM", "FunctionInfo", "StaticStorage", "is_call", "plain_functions", "reads",
-           "share_buffers", "writes"]
+           "writes"]

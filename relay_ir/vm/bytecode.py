@@ -15,8 +15,11 @@ instead of pushing one, so a tail-recursive loop of any length runs in one frame
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import Any
+
+import numpy as np
 
 TUPLE_TAG = -1  # AllocADT's tag for a tuple (ADT constructors number from 0)
 
@@ -198,10 +201,12 @@ class LoadConsti(Instruction):
 
 @_instr("shape_of")
 class ShapeOf(Instruction):
-    """dst = the shape of the tensor in `tensor`, as an int64 vector."""
+    """dst = the shape of the tensor in `tensor`, as a vector of `dtype` (int64 or
+    int32)."""
 
     tensor: int
     dst: int
+    dtype: str = "int64"
 
 
 @_instr("reshape_tensor")
@@ -262,13 +267,22 @@ class Function:
     def text(self, function_names: tuple[str, ...] = (), kernel_names: tuple[str, ...] = ()
              ) -> str:
         """The function, one instruction a line; calls are annotated with their callee's
-        name when the names are given."""
+        name when the names are given, a tensor placed on bytes an earlier tensor of its
+        storage had with that tensor's register."""
         params = ", ".join(f"%{i}" for i in range(self.num_params))
         lines = [f"fn @{self.name}({params}) [{self.num_registers} registers]"]
         width = len(str(max(len(self.instructions) - 1, 0)))
+        placed: dict[int, list[tuple[int, int, int]]] = {}  # storage -> (start, end, reg)
         for i, ins in enumerate(self.instructions):
             note = ""
-            if isinstance(ins, (Invoke, AllocClosure)) and ins.func < len(function_names):
+            if isinstance(ins, AllocTensor):
+                end = ins.offset + _nbytes(ins)
+                before = placed.setdefault(ins.storage, [])
+                shared = [r for a, b, r in before if a < end and ins.offset < b]
+                before.append((ins.offset, end, ins.dst))
+                if shared:
+                    note = "  # reuses bytes of " + ", ".join(f"%{r}" for r in shared)
+            elif isinstance(ins, (Invoke, AllocClosure)) and ins.func < len(function_names):
                 note = f"  # @{function_names[ins.func]}"
             elif isinstance(ins, InvokePacked) and ins.kernel < len(kernel_names):
                 note = f"  # {kernel_names[ins.kernel]}"
@@ -278,6 +292,10 @@ class Function:
                 note = "  # -> " + ", ".join(str(i + o) for o in offsets)
             lines.append(f"  {i:>{width}}: {ins}{note}")
         return "\n".join(lines)
+
+
+def _nbytes(ins: AllocTensor) -> int:
+    return int(np.dtype(ins.dtype).itemsize) * math.prod(ins.shape)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@
   are its free variables then its own; the value is an AllocClosure over the free
   variables' registers. A function that calls itself through its let variable rebuilds
   its own closure on entry from the captured values.
+- `shape_of` (which FuseOps leaves outside the groups) is a ShapeOf.
 - A fused group's call allocates its outputs (one storage each) and InvokePacked's the
   group's kernel; groups with `?` dims return fresh outputs instead. A group that only
   reshapes (reshape, squeeze, expand_dims of static shapes) is a
@@ -57,6 +58,7 @@ from relay_ir.expr import (
     Var,
 )
 from relay_ir.op.registry import Op
+from relay_ir.op.shape_of import shape_of_op
 from relay_ir.ty import TensorType, TupleType
 from relay_ir.visitor import free_vars
 from relay_ir.vm import bytecode as B
@@ -203,6 +205,9 @@ class FunctionCompiler:
         if isinstance(op, Constructor):
             fields = tuple(self.value(a) for a in call.args)
             return self.emit_dst(lambda d: B.AllocADT(self.ctx.constructor(op), fields, d))
+        if op is shape_of_op:
+            tensor = self.value(call.args[0])
+            return self.emit_dst(lambda d: B.ShapeOf(tensor, d, call.attrs.dtype))
         if isinstance(op, Op):
             args = tuple(self.value(a) for a in call.args)
             k = self.ctx.op_kernel(call)

@@ -5,7 +5,7 @@
     ...                              " if (less(%n, 1)) { %x } else { negative(%x) } }"))
     >>> print(exe.bytecode)
     fn @main(%0, %1) [7 registers]
-      0: alloc_storage size=1 alignment=16 dst=%2
+      0: alloc_storage size=64 alignment=64 dst=%2
       1: alloc_tensor storage=%2 offset=0 shape=() dtype='bool' dst=%3
       2: invoke_packed kernel=0 arity=2 output_size=1 args=(%1, %3)  # fused_less
       3: load_consti val=1 dst=%4
@@ -20,9 +20,11 @@ The pipeline: @main's params bound as constants, then relay_ir.build's pass sequ
 (relay_ir.backend.pipeline.optimize_for_build: type inference, simplification, constant
 folding, FuseOps) over every global function; then each function in A-normal form is
 emitted as bytecode (relay_ir.vm.codegen), local functions lifted into VM functions of
-their own. Every fused group becomes one kernel through relay_ir.backend.lower_group with
-the op strategies and tuning records build uses; identical groups (structurally equal, same
-constant positions) compile once.
+their own, and each function's temporaries given offsets in one storage
+(relay_ir.vm.storage_plan; above, the `less` result, dead at the `if`). Every fused group
+becomes one kernel through relay_ir.backend.lower_group with the op strategies and tuning
+records build uses; identical groups (structurally equal, same constant positions)
+compile once.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from relay_ir.vm.kernels import (
     has_strategies,
     is_dynamic_group,
 )
+from relay_ir.vm.storage_plan import plan_storage
 from tessel_errors import RelayError
 
 # A parameter's check: ("tensor", shape with None for `?` / str for a shape var, dtype),
@@ -161,6 +164,8 @@ class _ModuleCompiler:
         funcs = tuple(f for f in self.functions if f is not None)
         if len(funcs) != len(self.functions):
             raise RelayError("relay_ir.vm.compile: a global holds a bare fused group")
+        static = [not k.dynamic for k in self.kernels]
+        funcs = tuple(plan_storage(f, static.__getitem__) for f in funcs)
         bytecode = B.Bytecode(funcs, tuple(k.name for k in self.kernels))
         return Executable(bytecode, self.constants, self.constructors, self.kernels, specs,
                           self.target, dict(self.index))

@@ -118,13 +118,15 @@ def fresh(shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> tuple[np.ndar
 
 
 def storage(size: int, alignment: int) -> tuple[np.ndarray, int]:
-    """An AllocStorage buffer and its address."""
+    """An AllocStorage buffer and its address, starting at a multiple of `alignment` (at
+    least ALIGN past 16 bytes: numpy's own allocation gives 16)."""
     if alignment <= 16:
         buf = _empty(size, _uint8)
         return buf, (_addressof(_from_buffer(buf)) if size else 0)
-    raw = _empty(size + ALIGN, _uint8)
-    base = _addressof(_from_buffer(raw)) if size + ALIGN else 0
-    start = -base % ALIGN
+    alignment = max(alignment, ALIGN)
+    raw = _empty(size + alignment, _uint8)
+    base = _addressof(_from_buffer(raw))
+    start = -base % alignment
     return raw[start:start + size], base + start
 
 
@@ -151,8 +153,10 @@ def ref(cell: Any, where: str) -> RefValue:
     return cell
 
 
-def shape_of(t: np.ndarray) -> np.ndarray:
-    return np.asarray(t.shape, dtype="int64")
+def shape_of(t: Any, dtype: str) -> np.ndarray:
+    if not isinstance(t, np.ndarray):
+        raise RelayRuntimeError(f"shape_of expects a tensor, got a {type(t).__name__}")
+    return np.asarray(t.shape, dtype=dtype)
 
 
 def reshape(t: np.ndarray, shape: Any) -> np.ndarray:

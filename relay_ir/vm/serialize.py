@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 from dataclasses import fields
 from pathlib import Path
@@ -33,6 +34,7 @@ from relay_ir.backend.artifact_manifest import MANIFEST, read_verified
 from relay_ir.backend.artifact_schema import load_consts
 from relay_ir.backend.json_check import Int, ListOf, Nested, Obj, Str
 from relay_ir.backend.serialize import _check_object, _load_kernel, read_desc, write_folder
+from relay_ir.op.shape_of import INT_DTYPES
 from relay_ir.vm import bytecode as B
 from relay_ir.vm.dynamic import DynamicKernel
 from relay_ir.vm.kernels import InterpretedGroup, OpKernel, StaticKernel
@@ -94,9 +96,12 @@ def _decode(d: dict[str, Any], where: str) -> B.Instruction:
     for f in fields(cls):
         kind = str(f.type)
         if kind == "str":
-            if "text" not in d:
+            if "text" in d:
+                values.append(d["text"])
+            elif isinstance(f.default, str):  # (files from before the field was added)
+                values.append(f.default)
+            else:
                 raise RelayError(f"{where}: a {d['op']} instruction without its text")
-            values.append(d["text"])
             continue
         if not ints:
             raise RelayError(f"{where}: a {d['op']} instruction with too few fields")
@@ -126,6 +131,10 @@ def _check_indices(fn: B.Function, sizes: dict[str, int], where: str) -> None:
     n = len(fn.instructions)
     if fn.num_params > fn.num_registers:
         raise RelayError(f"{where}: {fn.num_params} params but {fn.num_registers} registers")
+    storage_bytes: dict[int, int] = {}  # register -> the smallest AllocStorage writing it
+    for ins in fn.instructions:
+        if isinstance(ins, B.AllocStorage):
+            storage_bytes[ins.dst] = min(ins.size, storage_bytes.get(ins.dst, ins.size))
     for pc, ins in enumerate(fn.instructions):
         at = f"{where}: instruction {pc} ({ins.opcode})"
         regs = [getattr(ins, f) for f in _REGISTER_FIELDS if hasattr(ins, f)]
@@ -154,6 +163,12 @@ def _check_indices(fn: B.Function, sizes: dict[str, int], where: str) -> None:
                 np.dtype(ins.dtype)  # a bad dtype name raises TypeError, caught by load
                 if any(d < 0 for d in ins.shape) or ins.offset < 0:
                     raise RelayError(f"{at}: a negative extent or offset")
+                end = ins.offset + np.dtype(ins.dtype).itemsize * math.prod(ins.shape)
+                if end > storage_bytes.get(ins.storage, end):
+                    raise RelayError(f"{at}: the tensor ends at byte {end}, past the end of "
+                                     f"its {storage_bytes[ins.storage]}-byte storage")
+        if isinstance(ins, B.ShapeOf) and ins.dtype not in INT_DTYPES:
+            raise RelayError(f"{at}: dtype {ins.dtype!r} is not one of {', '.join(INT_DTYPES)}")
         offsets = (ins.true_offset, ins.false_offset) if isinstance(ins, B.If) else \
             (ins.offset,) if isinstance(ins, B.Goto) else ()
         if any(not 0 <= pc + o < n for o in offsets):

@@ -12,10 +12,10 @@ instructions out as Python:
   checked once, before its first kernel call, as lib.run checks inputs.
 - Every static kernel call site owns a ctypes pointer array filled once with the addresses
   that never change (constants, temporaries), so a call sets only the others.
-- Temporaries (tensors that do not escape the function and die before any call) live in
-  buffers allocated when the VM is made (relay_ir.vm.analysis), shared by temporaries of
-  one function whose instructions do not overlap: no allocation and no address lookup at
-  run time.
+- A storage whose tensors are all temporaries (they do not escape the function and no
+  call happens while they are live) is allocated once per instantiation instead of at
+  every run, its tensors views at the offsets the bytecode's storage plan gives them
+  (relay_ir.vm.storage_plan): no allocation and no address lookup at run time.
 - Calls: a function whose calls are loops on itself or calls of such functions is a
   plain Python function called directly (`plain_functions`). Every other one is made
   twice: a direct version `d<i>(depth, ...)` calling its callees as Python functions, and
@@ -51,12 +51,13 @@ from typing import Any
 
 import numpy as np
 
-from relay_ir.backend.executor import KernelFn, aligned_bytes
+from relay_ir.backend.executor import KernelFn
 from relay_ir.vm import bytecode as B
 from relay_ir.vm import native
-from relay_ir.vm.analysis import FunctionInfo, plain_functions, share_buffers
+from relay_ir.vm.analysis import FunctionInfo, plain_functions
 from relay_ir.vm.kernels import StaticKernel
 from relay_ir.vm.native import ALIGNED, C_CONTIGUOUS
+from relay_ir.vm.runtime import storage
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,7 @@ class Static:
 
     def make(self) -> dict[str, Any]:
         """A fresh buffer and its views: name -> view, name_addr -> its address."""
-        buf = aligned_bytes(self.size) if self.alignment > 16 else np.empty(self.size, np.uint8)
-        base = buf.ctypes.data
+        buf, base = storage(self.size, self.alignment)
         out: dict[str, Any] = {}
         for name, shape, dtype, offset in self.views:
             out[name] = np.ndarray(shape, dtype, buf, offset)
@@ -204,17 +204,16 @@ class _FunctionText:
         self.facts: dict[int, Any] = {}
         self.statics = self.info.static_storages()
         self.static_views: dict[int, str] = {}  # AllocTensor pc -> view name
-        # temporaries whose instructions do not overlap share a buffer
-        for group in share_buffers(list(self.statics.values())):
-            name = f"S{index}_{group[0].pc}"
-            static = Static(max(st.size for st in group), max(st.alignment for st in group))
-            for st in group:
-                for t in st.tensors:
-                    ins = self.fn.instructions[t]
-                    vname = f"{name}_{t}"
-                    static.views.append((vname, tuple(int(d) for d in ins.shape),
-                                         np.dtype(ins.dtype), int(ins.offset)))
-                    self.static_views[t] = vname
+        # the bytecode's storage plan says which tensors share a buffer and where
+        for st in self.statics.values():
+            name = f"S{index}_{st.pc}"
+            static = Static(st.size, st.alignment)
+            for t in st.tensors:
+                ins = self.fn.instructions[t]
+                vname = f"{name}_{t}"
+                static.views.append((vname, tuple(int(d) for d in ins.shape),
+                                     np.dtype(ins.dtype), int(ins.offset)))
+                self.static_views[t] = vname
             tr.statics[name] = static
         self.loops = False
         self.generator = not tr.plain[index] and not direct
@@ -332,7 +331,8 @@ class _FunctionText:
         elif isinstance(ins, B.RefWrite):
             self.emit(f"_ref(r{ins.ref}, {self.fname()}).value = r{ins.value}")
         elif isinstance(ins, B.ShapeOf):
-            self.emit(f"r{ins.dst} = _shape_of(r{ins.tensor})")
+            dt = self.env("DT", np.dtype(ins.dtype))
+            self.emit(f"r{ins.dst} = _shape_of(r{ins.tensor}, {dt})")
         elif isinstance(ins, B.ReshapeTensor):
             self.emit(f"r{ins.dst} = _reshape(r{ins.tensor}, r{ins.shape_reg})")
             self.reshape_fact(ins)
@@ -616,7 +616,7 @@ class _FunctionText:
         n = len(ins.args)
         args = "".join(f", r{r}" for r in ins.args)
         self.emit(f"c_ = r{ins.closure}")
-        self.emit(f"if c_.__class__ is not _Clo or len(c_.captured) + {n} != _NP[c_.func]:")
+        self.emit(f"if c_.__class__ is not _Clo or len(c_.captured) + {n} != _NP.get(c_.func):")
         self.emit(f"    raise _bad_closure(c_, {n}, {self.fname()})")
         call = f"_FN[c_.func](*c_.captured{args})"
         if self.direct:

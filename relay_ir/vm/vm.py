@@ -51,6 +51,16 @@ class VMClosure:
     func: int
     captured: tuple[Any, ...]
 
+    def __post_init__(self) -> None:
+        # a closure made by hand reaches the VM's function table as it is: refuse what
+        # could only index it wrongly (a negative index would count from the end)
+        if self.func.__class__ is not int or self.func < 0:
+            raise KernelArgumentError(f"VMClosure: func must be the index of a function of "
+                                      f"the executable (an int >= 0), got {self.func!r}")
+        if self.captured.__class__ is not tuple:
+            raise KernelArgumentError(f"VMClosure: captured must be a tuple of values, got a "
+                                      f"{type(self.captured).__name__}")
+
     def __repr__(self) -> str:
         return f"VMClosure(func {self.func}, {len(self.captured)} captured)"
 
@@ -137,7 +147,8 @@ class VirtualMachine:
         return {
             "_CV": ConstructorValue, "_Clo": VMClosure, "_Gen": types.GeneratorType,
             "_KNOWN": self._known, "_NEVER": False,
-            "_NP": [f.num_params for f in self.functions], "_Ref": RefValue, "_T": timer,
+            "_NP": {i: f.num_params for i, f in enumerate(self.functions)},
+            "_Ref": RefValue, "_T": timer,
             "_arity": R.arity, "_bad_closure": self._bad_closure, "_chk": R.check_tensor,
             "_fatal": R.fatal, "_field": R.field, "_fresh": R.fresh,
             "_kfail": R.kernel_failed, "_ndarray": np.ndarray, "_no_case": R.no_case,
@@ -151,6 +162,10 @@ class VirtualMachine:
     def _bad_closure(self, clo: Any, nargs: int, caller: str) -> RelayRuntimeError:
         if not isinstance(clo, VMClosure):
             return RelayRuntimeError(f"@{caller} calls a {type(clo).__name__}, not a function")
+        if not clo.func < len(self.functions):
+            return RelayRuntimeError(
+                f"@{caller} calls a closure of function {clo.func}, but the executable has "
+                f"{len(self.functions)} functions (0..{len(self.functions) - 1})")
         fn = self.functions[clo.func]
         return R.arity(fn.name, fn.num_params, len(clo.captured) + nargs)
 

@@ -84,7 +84,8 @@ def test_a_group_that_only_reshapes_is_a_reshape_tensor_of_the_same_data():
 
 
 def test_shape_of_and_reshape_tensor_run_as_written():
-    # the compiler emits ShapeOf for no program yet: a hand-written function runs it
+    # a hand-written function: a view to a shape held in a register (the compiler's
+    # ReshapeTensors read constant shapes)
     from relay_ir.vm.compiler import Executable
 
     code = (B.ShapeOf(0, 1), B.LoadConst(0, 2), B.ReshapeTensor(0, 2, 3),

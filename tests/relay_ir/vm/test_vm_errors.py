@@ -72,3 +72,21 @@ def test_build_points_to_the_vm_for_control_flow():
 def test_only_the_cpu_target_is_compiled():
     with pytest.raises(RelayError, match=r"compiles for the CPU"):
         vm.compile(PROGRAMS_BY_NAME["loop"].build(), target="cuda")
+
+
+def test_a_closure_made_with_a_negative_function_index_is_refused():
+    with pytest.raises(KernelArgumentError, match=r"VMClosure: func must be the index of a "
+                                                  r"function of the executable \(an int >= 0\), "
+                                                  r"got -1"):
+        vm.VMClosure(-1, ())
+
+
+def test_a_closure_of_a_function_the_executable_lacks_names_the_index_and_the_count():
+    mod = prelude_main("@map(%f, %xs)", "%f: fn (Tensor[(2,), float32]) -> Tensor[(2,), "
+                       "float32], %xs: List[Tensor[(2,), float32]]")
+    exe = vm.compile(mod)
+    n = len(exe.functions)
+    xs = py_list(mod, [seeded_rng().standard_normal(2).astype("float32")])
+    with pytest.raises(RelayRuntimeError, match=rf"@map calls a closure of function {n + 5}, "
+                                                rf"but the executable has {n} functions"):
+        vm.VirtualMachine(exe).run(vm.VMClosure(n + 5, ()), xs)

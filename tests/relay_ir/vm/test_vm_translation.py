@@ -155,23 +155,3 @@ def test_closures_over_a_list_longer_than_the_direct_call_depth_match_the_interp
     s = rng.standard_normal(2).astype("float32")
     got = vm.VirtualMachine(vm.compile(mod)).run(py_list(mod, items), s)
     assert_values_close(got, interpret(mod, py_list(mod, items), s), 1e-4, 1e-4)
-
-
-def test_temporaries_whose_instructions_do_not_overlap_share_a_buffer():
-    # four chained denses: the 1st output is dead before the 3rd is allocated
-    import relay_ir
-    from relay_ir.vm.translate import Translation
-
-    mod = relay_ir.parse("def @main(%x: Tensor[(1, 8), float32], %w: Tensor[(8, 8), float32])"
-                         " { nn.dense(nn.dense(nn.dense(nn.dense(%x, %w), %w), %w), %w) }")
-    exe = vm.compile(mod)
-    storages = FunctionInfo(exe.functions[0], lambda k: True).static_storages()
-    assert len(storages) == 3
-    assert len(Translation(exe).statics) == 2
-    rng = seeded_rng()
-    x = rng.standard_normal((1, 8)).astype("float32")
-    w = (rng.standard_normal((8, 8)) * 0.5).astype("float32")
-    want = x
-    for _ in range(4):
-        want = want @ w.T
-    np.testing.assert_allclose(vm.VirtualMachine(exe).run(x, w), want, rtol=1e-4, atol=1e-5)
