@@ -286,6 +286,11 @@ def accel_group(fn: Function, consts: frozenset[int], target: Any,
     env = Env(target)
     task = anchor_task(fn, consts, target)
     if task is None or task.template not in ("conv2d_packed.accel", "dense_packed.accel"):
+        anchors = [c for c in group_ops(fn) if c.op.name in ("nn.conv2d", "nn.dense")]
+        dtypes = [getattr(a.checked_type, "dtype", "?") for c in anchors[:1] for a in c.args]
+        if dtypes and any(dt != "int8" for dt in dtypes):
+            raise Rejected(f"the {anchors[0].op.name} reads {'/'.join(dtypes)}, not int8 x "
+                           "int8")
         ops = ", ".join(sorted({c.op.name for c in group_ops(fn)}))
         raise Rejected(f"no int8 conv2d or dense anchor with its operands as parameters "
                        f"({ops})")

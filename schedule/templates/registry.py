@@ -117,9 +117,10 @@ _BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nc
                 ("conv2d_int8", "gpu"): "conv2d_nchw_gemm", ("dense_int8", "gpu"): "dense",
                 ("group_conv2d", "cpu"): "group_conv2d_NCHWc",
                 ("depthwise_conv2d_nchw", "cpu"): "depthwise_conv2d_NCHWc",
-                ("conv2d", "accel"): "conv2d_packed", ("conv2d_nchw", "accel"): "conv2d_packed",
-                ("dense", "accel"): "dense_packed", ("conv2d_int8", "accel"): "conv2d_packed",
-                ("dense_int8", "accel"): "dense_packed"}
+                # the accelerator computes int8 only: a float conv or dense has no template
+                # there (and is no accel tuning task); an --op spec names conv2d_nchw
+                ("conv2d_nchw", "accel"): "conv2d_packed", ("dense", "accel"): "dense_packed",
+                ("conv2d_int8", "accel"): "conv2d_packed", ("dense_int8", "accel"): "dense_packed"}
 
 
 # other templates a target has for a family, each tuned as its own task: a compilation
@@ -137,8 +138,8 @@ def template_for(family: str, target: Any) -> str | None:
         ('conv2d_NCHWc.x86', 'conv2d_nchw_gemm.cuda')
         >>> template_for("conv2d_NCHWc", "cuda") is None
         True
-        >>> template_for("conv2d", "accel -batch=4")
-        'conv2d_packed.accel'
+        >>> template_for("conv2d_int8", "accel -batch=4"), template_for("conv2d", "accel")
+        ('conv2d_packed.accel', None)
 
     """
     found = templates_for(family, target)

@@ -120,12 +120,12 @@ def test_tune_compile_and_run_a_model(tmp_path: Path) -> None:
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-4, atol=1e-4)
 
 
-def test_tune_quantize_tunes_the_int8_tasks_of_the_quantized_model(tmp_path: Path) -> None:
+def _two_convs(tmp_path: Path) -> None:
+    """two.onnx: two convs; relay_ir.quantize keeps the first float, the second is int8."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    # two convs: relay_ir.quantize keeps the first float, the second becomes int8
     rng = np.random.default_rng(12)
     ws = [numpy_helper.from_array(rng.standard_normal(s).astype("float32"), n)
           for n, s in (("w1", (8, 4, 3, 3)), ("w2", (16, 8, 3, 3)))]
@@ -137,11 +137,24 @@ def test_tune_quantize_tunes_the_int8_tasks_of_the_quantized_model(tmp_path: Pat
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], ws)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
               tmp_path / "two.onnx")
+
+
+def test_tune_quantize_tunes_the_int8_tasks_of_the_quantized_model(tmp_path: Path) -> None:
+    _two_convs(tmp_path)
     out = _tessel("tune", "two.onnx", "--quantize", "--trials-per-task", "2", "--tuner",
                   "random", "--no-progress", "--min-repeat-ms", "1", cwd=tmp_path).stdout
     assert "two.onnx: 2 tunable tasks" in out
     row = next(line for line in out.splitlines() if line.startswith("conv2d_int8.x86 x1"))
     assert row.split()[6:9] == ["random", "2", "2"]  # tuner, trials, new
+
+
+def test_tune_quantize_for_the_accelerator_tunes_only_its_int8_conv(tmp_path: Path) -> None:
+    _two_convs(tmp_path)  # the float first conv stays on the host: no accelerator task
+    out = _tessel("tune", "two.onnx", "--quantize", "--target", "accel", "--trials-per-task",
+                  "2", "--tuner", "random", "--no-progress", cwd=tmp_path).stdout
+    assert "two.onnx: 1 tunable tasks" in out
+    row = next(line for line in out.splitlines() if line.startswith("conv2d_packed.accel x1"))
+    assert row.split()[6:9] == ["random", "2", "2"]
 
 
 def test_db_plot_model_draws_the_scheduled_runs_estimate(tmp_path: Path) -> None:
