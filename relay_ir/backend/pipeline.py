@@ -209,6 +209,11 @@ class _Planner:
         if isinstance(e, Call) and isinstance(e.op, Op):
             if e.op.name == "runtime.check_shape":  # static shapes: checked at the inputs
                 return memo[id(e.args[0])]
+            if e.op.name == "shape_of":  # static shapes: a constant (FoldConstant may be off)
+                from relay_ir.op.shape_of import static_shape_of
+
+                data = np.ascontiguousarray(static_shape_of(e, e.args[0].checked_type))
+                return self.value("const", TensorType(data.shape, str(data.dtype)), data=data)
             raise RelayError(f"relay_ir.build: op {e.op.name} was left outside every fused "
                              "group (a FuseOps bug?)")
         if isinstance(e, Call) and isinstance(e.op, Function) and e.op.attr("Primitive"):

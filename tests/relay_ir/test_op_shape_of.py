@@ -90,3 +90,12 @@ def test_build_runs_a_program_computing_with_a_static_shape():
                          " multiply(%x, cast(take(shape_of(%x), 1), dtype=\"float32\")) }")
     x = rand(seeded_rng(), 2, 3)
     np.testing.assert_allclose(relay_ir.build(mod).run(x), x * 3, rtol=1e-6)
+
+
+def test_build_without_fold_constant_makes_a_static_shape_a_constant():
+    mod = relay_ir.parse("def @main(%x: Tensor[(2, 3), float32]) {"
+                         " multiply(%x, cast(take(shape_of(%x), 1), dtype=\"float32\")) }")
+    x = rand(seeded_rng(), 2, 3)
+    with relay_ir.transform.PassContext(opt_level=0):
+        lib = relay_ir.build(mod)
+    np.testing.assert_allclose(lib.run(x), x * 3, rtol=1e-6)
