@@ -9,7 +9,16 @@ dtype):
   x's own;
 - `transpose(transpose(x, p), q)` -> one transpose with the composed permutation, and
   an identity transpose -> `x`;
-- `cast(x, t)` where x already has dtype t -> `x`.
+- `cast(x, t)` where x already has dtype t -> `x`;
+- `dyn.reshape(x, s)` where every element of s is known when compiling (a number, or
+  `?` dim i of x itself at position i, which the static reshape's 0 copies;
+  relay_ir.transform.shape_value) -> the static `reshape`, when its type relation accepts
+  the shape (else the call stays, and fails when run naming dyn.reshape). So a model
+  whose shapes are all static needs no dyn.reshape (relay_ir.build runs it, also at
+  opt_level 0), and the flatten `reshape(x, [shape_of(x)[0], -1])` keeps its static
+  dims;
+- `runtime.check_shape(x, shape)` where x's type already has every dim the check wants
+  (type inference checked a `?` that a rule above made static) -> `x`.
 
 The pass runs type inference first when types are missing.
 
@@ -25,10 +34,12 @@ import numpy as np
 
 from relay_ir.expr import Call, Constant, Expr, Function
 from relay_ir.module import IRModule
-from relay_ir.op.registry import Op
+from relay_ir.op._common import NotReady, RelationError
+from relay_ir.op.registry import TYPE_RELATIONS, Op, get_op
 from relay_ir.transform.infer_type import ensure_typed
 from relay_ir.transform.pass_manager import FunctionPass, PassContext
 from relay_ir.transform.rewrite import op_call, rewrite
+from relay_ir.transform.shape_value import shape_value
 from relay_ir.ty import TensorType
 
 _SHAPE_ONLY = {"reshape", "squeeze", "expand_dims"}
@@ -91,8 +102,10 @@ def simplify_expr(expr: Expr) -> Expr:
 
     def visit(old: Expr, new: Expr) -> Expr:
         out = rule(old, new)
-        if old.checked_type is not None:
-            types[id(out)] = old.checked_type
+        # a rule may know a more precise type than the node it replaces (a static reshape)
+        t = out.checked_type if out.checked_type is not None else old.checked_type
+        if t is not None:
+            types[id(out)] = t
         return out
 
     def rule(old: Expr, new: Expr) -> Expr:
@@ -111,6 +124,10 @@ def simplify_expr(expr: Expr) -> Expr:
             return _simplify_shape(old, new, type_of)
         if name == "transpose":
             return _simplify_transpose(old, new, type_of)
+        if name == "dyn.reshape":
+            return _static_reshape(old, new)
+        if name == "runtime.check_shape" and _proven(type_of(new.args[0]), new.attrs.shape):
+            return new.args[0]
         return new
 
     return rewrite(expr, visit)
@@ -154,6 +171,36 @@ def _simplify_transpose(old: Call, new: Call, type_of: Callable[[Expr], object])
     if outer == list(range(ndim)):
         return x
     return new
+
+
+def _static_reshape(old: Call, new: Call) -> Expr:
+    """dyn.reshape -> reshape where the new shape is known (see the module docstring)."""
+    value = shape_value(old.args[1])
+    if value is None or value.numbers.ndim != 1:
+        return new
+    newshape: list[int] = []
+    for i, d in enumerate(value.elements()):
+        if isinstance(d, int):
+            if d == 0 and old.attrs.allowzero:
+                return new  # an extent of 0: the static reshape's 0 copies a dim
+            newshape.append(d)
+        elif d[0] is old.args[0] and d[1] == i:
+            newshape.append(0)
+        else:
+            return new
+    reshape = get_op("reshape")
+    attrs = reshape.make_attrs({"newshape": tuple(newshape)})
+    try:
+        t = TYPE_RELATIONS[reshape]([old.args[0].checked_type], attrs)
+    except (RelationError, NotReady):
+        return new
+    return Call(reshape, (new.args[0],), attrs, checked_type=getattr(t, "ret", t))
+
+
+def _proven(t: object, shape: tuple[int, ...]) -> bool:
+    """Whether a value of type `t` passes check_shape(shape) whatever it holds."""
+    return isinstance(t, TensorType) and t.ndim == len(shape) and all(
+        w == -1 or d == w for d, w in zip(t.shape, shape))
 
 
 class SimplifyExpr(FunctionPass):
