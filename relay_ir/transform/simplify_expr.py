@@ -17,8 +17,10 @@ dtype):
   whose shapes are all static needs no dyn.reshape (relay_ir.build runs it, also at
   opt_level 0), and the flatten `reshape(x, [shape_of(x)[0], -1])` keeps its static
   dims;
-- `runtime.check_shape(x, shape)` where x's type already has every dim the check wants
-  (type inference checked a `?` that a rule above made static) -> `x`.
+- `runtime.check_shape(r, shape)` where r is such a static reshape whose type has every
+  dim the check wants (type inference checked a `?` of the dyn.reshape that the static
+  relation now computes) -> `r`. Only there: the type of a value a check guards is the
+  refinement the check establishes, not a proof.
 
 The pass runs type inference first when types are missing.
 
@@ -96,6 +98,9 @@ def simplify_expr(expr: Expr) -> Expr:
     # Rebuilt nodes lose their checked_type, but each keeps the type of the node it
     # replaces: remember it, so rules can look at the types of rewritten children.
     types: dict[int, object] = {}
+    # the static reshapes made here: their type is their relation's on their input's, a
+    # fact, where a checked_type may be a refinement a check still has to establish
+    made: set[int] = set()
 
     def type_of(e: Expr) -> object:
         return types.get(id(e), e.checked_type)
@@ -125,8 +130,12 @@ def simplify_expr(expr: Expr) -> Expr:
         if name == "transpose":
             return _simplify_transpose(old, new, type_of)
         if name == "dyn.reshape":
-            return _static_reshape(old, new)
-        if name == "runtime.check_shape" and _proven(type_of(new.args[0]), new.attrs.shape):
+            out = _static_reshape(old, new)
+            if out is not new:
+                made.add(id(out))
+            return out
+        if name == "runtime.check_shape" and id(new.args[0]) in made and \
+                _proven(type_of(new.args[0]), new.attrs.shape):
             return new.args[0]
         return new
 

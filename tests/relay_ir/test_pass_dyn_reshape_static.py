@@ -118,6 +118,15 @@ def test_the_check_a_static_reshape_proves_is_dropped_and_one_still_needed_is_ke
     assert "runtime.check_shape" in _ops(_simplified(dyn).body)
 
 
+def test_the_check_of_a_parameter_whose_question_mark_a_use_refined_is_kept():
+    # the parameter's type says (6,) after inference, but only the check makes it so
+    mod = relay_ir.parse("def @main(%x: Tensor[(?,), float32]) { reshape(%x, newshape=[2, 3]) }")
+    fn = SimplifyExpr()(InferType()(mod))["main"]  # (inference again would restore a check)
+    assert "runtime.check_shape" in _ops(fn.body)
+    with pytest.raises(RelayRuntimeError, match=r"%x: dim 0 must be 6"):
+        relay_ir.interpret(IRModule.from_expr(fn), rand(seeded_rng(), 5))
+
+
 @pytest.mark.parametrize("opt_level", [2, 0])
 def test_build_runs_a_program_whose_new_shape_is_static(opt_level):
     x, y = relay_ir.var("x", shape=(2, 6)), relay_ir.var("y", shape=(3, 4))
