@@ -23,6 +23,7 @@ from relay_ir.expr import Expr, Tuple, TupleGetItem
 from relay_ir.frontend.onnx_common import OnnxNode, converter, normalize_axis, onnx_dtype
 from relay_ir.op.dyn_reshape import dyn_reshape
 from relay_ir.op.shape_of import shape_of
+from relay_ir.transform.shape_value import static_reshape
 
 Ctx = Any  # relay_ir.frontend.onnx._GraphConverter (not imported: it imports this module)
 
@@ -195,7 +196,11 @@ def _reshape(ctx: Ctx, node: OnnxNode) -> Expr:
             raise node.error(f"Reshape at opset {node.opset} takes its target shape from the "
                              f"'shape' attribute, which is missing")
     elif ctx.maybe_static(node, 1) is None:  # computed from `?` dims: known when run
-        return dyn_reshape(x, ctx.input(node, 1), allowzero=bool(node.attr("allowzero", 0)))
+        target, allowzero = ctx.input(node, 1), int(node.attr("allowzero", 0))
+        known = static_reshape(x, target, allowzero, ctx.type_of)
+        if known is not None:  # the flatten [Shape(x)[0], -1]: (0, -1) keeps static dims
+            return tf.reshape(x, known[0])
+        return dyn_reshape(x, target, allowzero=bool(allowzero))
     else:
         shape = ctx.static_ints(node, 1, "the target shape")
     if node.attr("allowzero", 0) and 0 in shape:

@@ -23,6 +23,7 @@ the flatten of exported ONNX models, into the static `reshape(x, (0, -1))`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,9 +31,10 @@ import numpy as np
 
 from relay_ir.expr import Call, Constant, Expr, Tuple
 from relay_ir.interpreter import evaluate_op
-from relay_ir.op.registry import Op
+from relay_ir.op._common import NotReady, RelationError
+from relay_ir.op.registry import TYPE_RELATIONS, Op, get_op
 from relay_ir.op.shape_of import shape_of_op
-from relay_ir.ty import TensorType
+from relay_ir.ty import TensorType, Type
 from tessel_errors import TesselError
 
 # a shape computation's vectors are short; a larger integer tensor is data, not a shape
@@ -60,16 +62,20 @@ class ShapeValue:
                 for n, c in zip(self.numbers.reshape(-1), self.codes.reshape(-1))]
 
 
-def _small_int(e: Expr) -> bool:
-    t = e.checked_type
-    return isinstance(t, TensorType) and np.dtype(t.dtype).kind in "iu" and \
-        all(isinstance(d, int) for d in t.shape) and int(np.prod(t.shape)) <= MAX_ELEMENTS
+def _checked_type(e: Expr) -> Any:
+    return e.checked_type
 
 
 class _Evaluator:
-    def __init__(self) -> None:
+    def __init__(self, type_of: Callable[[Expr], Any]) -> None:
+        self.type_of = type_of
         self.dims: list[tuple[Expr, int]] = []
         self.memo: dict[int, Any] = {}
+
+    def small_int(self, e: Expr) -> bool:
+        t = self.type_of(e)
+        return isinstance(t, TensorType) and np.dtype(t.dtype).kind in "iu" and \
+            all(isinstance(d, int) for d in t.shape) and int(np.prod(t.shape)) <= MAX_ELEMENTS
 
     def code(self, x: Expr, axis: int) -> int:
         for k, (y, a) in enumerate(self.dims):
@@ -90,11 +96,11 @@ class _Evaluator:
             if data.dtype.kind not in "iu" or data.size > MAX_ELEMENTS:
                 return None
             return data.astype("int64"), np.full(data.shape, -1, "int64")
-        if not (isinstance(e, Call) and isinstance(e.op, Op)) or not _small_int(e):
+        if not (isinstance(e, Call) and isinstance(e.op, Op)) or not self.small_int(e):
             return None
         if e.op is shape_of_op:
             x = e.args[0]
-            t = x.checked_type
+            t = self.type_of(x)
             if not isinstance(t, TensorType):
                 return None
             numbers = np.array([d if isinstance(d, int) else 0 for d in t.shape], "int64")
@@ -136,19 +142,63 @@ class _Evaluator:
                 np.asarray(evaluate_op(e, [codes, *rest_numbers])))
 
 
-def shape_value(e: Expr) -> ShapeValue | None:
-    """What is known of the small integer tensor `e` (typed) at compile time, or None when
-    nothing can be said: see the module docstring.
+def shape_value(e: Expr, type_of: Callable[[Expr], Any] = _checked_type
+                ) -> ShapeValue | None:
+    """What is known of the small integer tensor `e` at compile time, or None when nothing
+    can be said: see the module docstring. `type_of` gives a node's type (its checked_type
+    unless told otherwise).
 
         >>> from relay_ir.builder import const
         >>> shape_value(const(np.array([2, -1]))).numbers
         array([ 2, -1])
     """
-    ev = _Evaluator()
+    ev = _Evaluator(type_of)
     v = ev.value(e)
     if v is None:
         return None
     return ShapeValue(v[0], v[1], tuple(ev.dims))
 
 
-__all__ = ["MAX_ELEMENTS", "ShapeValue", "shape_value"]
+def static_reshape(data: Expr, newshape: Expr, allowzero: int,
+                   type_of: Callable[[Expr], Any] = _checked_type
+                   ) -> tuple[tuple[int, ...], Type] | None:
+    """The static reshape's newshape (0 copying a dim) that does what dyn.reshape(data,
+    newshape, allowzero) does, and the type of its result, when every element of newshape
+    is known when compiling: a number, or the `?` dim i of `data` itself at position i.
+    None where an element is not known, a 0 under allowzero is an extent (the static 0
+    copies), or the static relation refuses the shape (dyn.reshape then fails when run,
+    naming itself).
+
+        >>> from relay_ir.builder import var
+        >>> from relay_ir.op.shape_of import shape_of
+        >>> from relay_ir.transform import InferType
+        >>> from relay_ir.module import IRModule
+        >>> x = var("x", shape=(None, 2, 3))
+        >>> body = InferType()(IRModule.from_expr(shape_of(x)))["main"].body
+        >>> x = body.args[0]
+        >>> newshape, t = static_reshape(x, body, 0)
+        >>> newshape, str(t)
+        ((0, 2, 3), 'Tensor[(?, 2, 3), float32]')
+    """
+    value = shape_value(newshape, type_of)
+    if value is None or value.numbers.ndim != 1:
+        return None
+    out: list[int] = []
+    for i, d in enumerate(value.elements()):
+        if isinstance(d, int):
+            if d == 0 and allowzero:
+                return None
+            out.append(d)
+        elif d[0] is data and d[1] == i:
+            out.append(0)
+        else:
+            return None
+    reshape = get_op("reshape")
+    try:
+        t = TYPE_RELATIONS[reshape]([type_of(data)], reshape.make_attrs({"newshape": tuple(out)}))
+    except (RelationError, NotReady):
+        return None
+    return tuple(out), getattr(t, "ret", t)
+
+
+__all__ = ["MAX_ELEMENTS", "ShapeValue", "shape_value", "static_reshape"]

@@ -6,7 +6,7 @@ dtype):
   zeros, and the result of the same type as `x`);
 - chains of reshape / squeeze / expand_dims (they keep the row-major element order):
   collapsed into one `reshape` to the final static shape, or into `x` when that shape is
-  x's own;
+  x's own; with `?` dims, a reshape of a reshape into one when the outer has no 0;
 - `transpose(transpose(x, p), q)` -> one transpose with the composed permutation, and
   an identity transpose -> `x`;
 - `cast(x, t)` where x already has dtype t -> `x`;
@@ -36,12 +36,11 @@ import numpy as np
 
 from relay_ir.expr import Call, Constant, Expr, Function
 from relay_ir.module import IRModule
-from relay_ir.op._common import NotReady, RelationError
-from relay_ir.op.registry import TYPE_RELATIONS, Op, get_op
+from relay_ir.op.registry import Op, get_op
 from relay_ir.transform.infer_type import ensure_typed
 from relay_ir.transform.pass_manager import FunctionPass, PassContext
 from relay_ir.transform.rewrite import op_call, rewrite
-from relay_ir.transform.shape_value import shape_value
+from relay_ir.transform.shape_value import static_reshape
 from relay_ir.ty import TensorType
 
 _SHAPE_ONLY = {"reshape", "squeeze", "expand_dims"}
@@ -145,7 +144,7 @@ def simplify_expr(expr: Expr) -> Expr:
 def _simplify_shape(old: Call, new: Call, type_of: Callable[[Expr], object]) -> Expr:
     out_t = _static(old.checked_type)
     if out_t is None:
-        return new
+        return _merge_reshapes(new)
     inner = new.args[0]
     inner_t = _static(old.args[0].checked_type)
     # Look through a chain of shape-only ops to its source (in the rewritten graph).
@@ -161,6 +160,16 @@ def _simplify_shape(old: Call, new: Call, type_of: Callable[[Expr], object]) -> 
     if source is not inner:
         return op_call("reshape", [source], newshape=tuple(out_t.shape))
     return new
+
+
+def _merge_reshapes(new: Call) -> Expr:
+    """reshape(reshape(x, a), b) -> reshape(x, b) with `?` dims, when b has no 0 (which
+    would copy a dim of the inner result): a -1 is inferred from the element count, which
+    the inner reshape keeps."""
+    inner = new.args[0]
+    if _op_name(new) != "reshape" or 0 in new.attrs.newshape or _op_name(inner) != "reshape":
+        return new
+    return op_call("reshape", [inner.args[0]], newshape=new.attrs.newshape)  # type: ignore[attr-defined]
 
 
 def _simplify_transpose(old: Call, new: Call, type_of: Callable[[Expr], object]) -> Expr:
@@ -184,26 +193,12 @@ def _simplify_transpose(old: Call, new: Call, type_of: Callable[[Expr], object])
 
 def _static_reshape(old: Call, new: Call) -> Expr:
     """dyn.reshape -> reshape where the new shape is known (see the module docstring)."""
-    value = shape_value(old.args[1])
-    if value is None or value.numbers.ndim != 1:
+    known = static_reshape(old.args[0], old.args[1], old.attrs.allowzero)
+    if known is None:
         return new
-    newshape: list[int] = []
-    for i, d in enumerate(value.elements()):
-        if isinstance(d, int):
-            if d == 0 and old.attrs.allowzero:
-                return new  # an extent of 0: the static reshape's 0 copies a dim
-            newshape.append(d)
-        elif d[0] is old.args[0] and d[1] == i:
-            newshape.append(0)
-        else:
-            return new
-    reshape = get_op("reshape")
-    attrs = reshape.make_attrs({"newshape": tuple(newshape)})
-    try:
-        t = TYPE_RELATIONS[reshape]([old.args[0].checked_type], attrs)
-    except (RelationError, NotReady):
-        return new
-    return Call(reshape, (new.args[0],), attrs, checked_type=getattr(t, "ret", t))
+    newshape, t = known
+    return Call(get_op("reshape"), (new.args[0],), get_op("reshape").make_attrs(
+        {"newshape": newshape}), checked_type=t)
 
 
 def _proven(t: object, shape: tuple[int, ...]) -> bool:

@@ -81,6 +81,29 @@ def test_a_saved_and_loaded_cnn_with_the_flatten_pattern_runs_at_two_batches_lik
         _assert_like_ort(model, machine, {"x": randn(rng, batch, 3, 8, 8)})
 
 
+def _const(name: str, values) -> onnx.NodeProto:
+    value = numpy_helper.from_array(np.asarray(values, "int64"), name + "_v")
+    return helper.make_node("Constant", [], [name], value=value)
+
+
+def test_a_reshape_keeping_the_batch_with_constant_nodes_converts_to_the_static_reshape(rng):
+    # Reshape(x, [Shape(x)[0], 4, -1]) with the numbers in Constant nodes: known when
+    # converting, so the result keeps its static dims (?, 4, 16) and a Flatten at axis 2,
+    # which needs the dims after the axis, converts
+    nodes = [_const("zero", 0), _const("ax", [0]), _const("rest", [4, -1]),
+             helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "ax"], ["n1"]),
+             helper.make_node("Concat", ["n1", "rest"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["r"]),
+             helper.make_node("Flatten", ["r"], ["y"], axis=2)]
+    model = graph_model(nodes, {"x": ("float32", ("N", 4, 4, 4))}, ["y"], opset=13)
+    mod, _ = from_onnx(model)
+    assert "dyn.reshape" not in relay_ir.astext(mod)
+    for batch in (2, 3):
+        _check(model, {"x": randn(rng, batch, 4, 4, 4)})
+
+
 def _reshape_like_model() -> onnx.ModelProto:
     """Reshape(x, Shape(y)): the new shape is another input's, both with `?` dims."""
     nodes = [helper.make_node("Shape", ["y"], ["s"]),
