@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import relay_ir
 from relay_ir.op._common import RelationError
@@ -86,6 +88,41 @@ def test_an_int32_new_shape_works_as_int64():
     x = rand(seeded_rng(), 6)
     got = ref("dyn.reshape", x, np.array([3, -1], "int32"))
     np.testing.assert_array_equal(got, x.reshape(3, 2))
+
+
+@st.composite
+def _reshapes(draw):
+    """(data shape, a new shape of as many elements with maybe a -1 and 0s copying equal
+    dims, the numpy shape it means)."""
+    shape = draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
+    factors = [p for d in shape for p in (2, 3) for _ in range(_times(d, p))]
+    slots = draw(st.integers(1, 4))
+    target = [1] * slots
+    for f in factors:
+        target[draw(st.integers(0, slots - 1))] *= f
+    newshape = list(target)
+    for i in range(min(slots, len(shape))):
+        if target[i] == shape[i] and draw(st.booleans()):
+            newshape[i] = 0
+    if draw(st.booleans()):
+        newshape[draw(st.integers(0, slots - 1))] = -1
+    return tuple(shape), newshape, tuple(target)
+
+
+def _times(d: int, p: int) -> int:
+    n = 0
+    while d % p == 0:
+        d, n = d // p, n + 1
+    return n
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(_reshapes())
+def test_random_new_shapes_with_0_and_minus_1_give_numpys_reshape(case):
+    shape, newshape, target = case
+    x = np.arange(int(np.prod(shape)), dtype="float32").reshape(shape)
+    got = ref("dyn.reshape", x, _shape(*newshape))
+    np.testing.assert_array_equal(got, np.reshape(x, target))
 
 
 # --- shapes that do not fit: errors naming the op and both shapes ---------------------------
