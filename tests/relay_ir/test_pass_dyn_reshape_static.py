@@ -39,9 +39,9 @@ def _i64(*values: int):
     return relay_ir.const(np.array(values, "int64"))
 
 
-def _flatten_of(x, batch_index: int = 0):
-    """[shape_of(x)[batch_index], -1], as the ONNX exporters write a flatten."""
-    n = relay_ir.take(relay_ir.shape_of(x), relay_ir.const(np.int64(batch_index)), axis=0)
+def _flatten_of(x):
+    """[shape_of(x)[0], -1], as the ONNX exporters write a flatten."""
+    n = relay_ir.take(relay_ir.shape_of(x), relay_ir.const(np.int64(0)), axis=0)
     return relay_ir.concatenate([relay_ir.expand_dims(n, 0), _i64(-1)], 0)
 
 
