@@ -5,7 +5,8 @@ initializer that the graph uses as a tensor; `params` maps those names to numpy 
 Dynamic input dims (a dim_param or no dim at all) become `?`. Values known at conversion
 time (Constant nodes, integer initializers, Shape of a static tensor, and small
 computations on them) are folded, so that Reshape, Slice, Pad, Expand and friends see
-their shape inputs as numbers; where such an input is not static the error names the node.
+their shape inputs as numbers; where such an input is not static the error names the node,
+except for Reshape, which then reshapes at run time (relay's dyn.reshape).
 
     >>> import onnx
     >>> from onnx import helper, TensorProto

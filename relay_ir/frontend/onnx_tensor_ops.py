@@ -21,7 +21,9 @@ import relay_ir.op.transform as tf
 from relay_ir.builder import const
 from relay_ir.expr import Expr, Tuple, TupleGetItem
 from relay_ir.frontend.onnx_common import OnnxNode, converter, normalize_axis, onnx_dtype
+from relay_ir.op.dyn_reshape import dyn_reshape
 from relay_ir.op.shape_of import shape_of
+from relay_ir.transform.shape_value import static_reshape
 
 Ctx = Any  # relay_ir.frontend.onnx._GraphConverter (not imported: it imports this module)
 
@@ -152,8 +154,12 @@ def _shape(ctx: Ctx, node: OnnxNode) -> Expr:
 
 @converter("Size")
 def _size(ctx: Ctx, node: OnnxNode) -> Expr:
-    shape = ctx.static_shape(ctx.input(node, 0), node, "Size (folded to a constant)")
-    return const(np.array(int(np.prod(shape, dtype=np.int64)), dtype="int64"))
+    # a constant where the shape is static; else the product of shape_of, at run time
+    x = ctx.input(node, 0)
+    shape = ctx.shape(x, node)
+    if all(isinstance(d, int) for d in shape):
+        return const(np.array(int(np.prod(shape, dtype=np.int64)), dtype="int64"))
+    return red.prod(shape_of(x))
 
 
 @converter("Range")
@@ -189,6 +195,12 @@ def _reshape(ctx: Ctx, node: OnnxNode) -> Expr:
         if shape is None:
             raise node.error(f"Reshape at opset {node.opset} takes its target shape from the "
                              f"'shape' attribute, which is missing")
+    elif ctx.maybe_static(node, 1) is None:  # computed from `?` dims: known when run
+        target, allowzero = ctx.input(node, 1), int(node.attr("allowzero", 0))
+        known = static_reshape(x, target, allowzero, ctx.type_of)
+        if known is not None:  # the flatten [Shape(x)[0], -1]: (0, -1) keeps static dims
+            return tf.reshape(x, known[0])
+        return dyn_reshape(x, target, allowzero=bool(allowzero))
     else:
         shape = ctx.static_ints(node, 1, "the target shape")
     if node.attr("allowzero", 0) and 0 in shape:

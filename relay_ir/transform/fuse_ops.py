@@ -16,8 +16,8 @@ function, following the post-dominator rules of Relay's fuse_ops.
    A group never grows beyond `max_depth` nodes.
 4. Each group becomes `Function(params, body, attrs=(("Primitive", 1),))` called where
    its root was; values from other groups (and non-scalar constants) become params.
-   Non-computational ops (run-time shape checks, shape_of) stay plain calls outside the
-   groups.
+   Non-computational ops (run-time shape checks, shape_of, dyn.reshape) stay plain calls
+   outside the groups.
 
     >>> FuseOps(max_depth=4).max_depth
     4
@@ -43,7 +43,7 @@ DEFAULT_MAX_DEPTH = 256
 # Ops that compute nothing a kernel would: they stay plain calls, outside every group (as
 # Relay's TNonComputational ops). A run-time shape check inside a Primitive function would
 # make the function's parameter look refined and the caller grow a second check.
-NON_COMPUTATIONAL = {"runtime.check_shape", "runtime.relax_shape", "shape_of"}
+NON_COMPUTATIONAL = {"runtime.check_shape", "runtime.relax_shape", "shape_of", "dyn.reshape"}
 
 
 # --- 1. the indexed forward graph --------------------------------------------------------

@@ -6,10 +6,21 @@ dtype):
   zeros, and the result of the same type as `x`);
 - chains of reshape / squeeze / expand_dims (they keep the row-major element order):
   collapsed into one `reshape` to the final static shape, or into `x` when that shape is
-  x's own;
+  x's own; with `?` dims, a reshape of a reshape into one when the outer has no 0;
 - `transpose(transpose(x, p), q)` -> one transpose with the composed permutation, and
   an identity transpose -> `x`;
-- `cast(x, t)` where x already has dtype t -> `x`.
+- `cast(x, t)` where x already has dtype t -> `x`;
+- `dyn.reshape(x, s)` where every element of s is known when compiling (a number, or
+  `?` dim i of x itself at position i, which the static reshape's 0 copies;
+  relay_ir.transform.shape_value) -> the static `reshape`, when its type relation accepts
+  the shape (else the call stays, and fails when run naming dyn.reshape). So a model
+  whose shapes are all static needs no dyn.reshape (relay_ir.build runs it, also at
+  opt_level 0), and the flatten `reshape(x, [shape_of(x)[0], -1])` keeps its static
+  dims;
+- `runtime.check_shape(r, shape)` where r is such a static reshape whose type has every
+  dim the check wants (type inference checked a `?` of the dyn.reshape that the static
+  relation now computes) -> `r`. Only there: the type of a value a check guards is the
+  refinement the check establishes, not a proof.
 
 The pass runs type inference first when types are missing.
 
@@ -25,10 +36,11 @@ import numpy as np
 
 from relay_ir.expr import Call, Constant, Expr, Function
 from relay_ir.module import IRModule
-from relay_ir.op.registry import Op
+from relay_ir.op.registry import Op, get_op
 from relay_ir.transform.infer_type import ensure_typed
 from relay_ir.transform.pass_manager import FunctionPass, PassContext
 from relay_ir.transform.rewrite import op_call, rewrite
+from relay_ir.transform.shape_value import static_reshape
 from relay_ir.ty import TensorType
 
 _SHAPE_ONLY = {"reshape", "squeeze", "expand_dims"}
@@ -85,14 +97,19 @@ def simplify_expr(expr: Expr) -> Expr:
     # Rebuilt nodes lose their checked_type, but each keeps the type of the node it
     # replaces: remember it, so rules can look at the types of rewritten children.
     types: dict[int, object] = {}
+    # the static reshapes made here: their type is their relation's on their input's, a
+    # fact, where a checked_type may be a refinement a check still has to establish
+    made: set[int] = set()
 
     def type_of(e: Expr) -> object:
         return types.get(id(e), e.checked_type)
 
     def visit(old: Expr, new: Expr) -> Expr:
         out = rule(old, new)
-        if old.checked_type is not None:
-            types[id(out)] = old.checked_type
+        # a rule may know a more precise type than the node it replaces (a static reshape)
+        t = out.checked_type if out.checked_type is not None else old.checked_type
+        if t is not None:
+            types[id(out)] = t
         return out
 
     def rule(old: Expr, new: Expr) -> Expr:
@@ -111,6 +128,14 @@ def simplify_expr(expr: Expr) -> Expr:
             return _simplify_shape(old, new, type_of)
         if name == "transpose":
             return _simplify_transpose(old, new, type_of)
+        if name == "dyn.reshape":
+            out = _static_reshape(old, new)
+            if out is not new:
+                made.add(id(out))
+            return out
+        if name == "runtime.check_shape" and id(new.args[0]) in made and \
+                _proven(type_of(new.args[0]), new.attrs.shape):
+            return new.args[0]
         return new
 
     return rewrite(expr, visit)
@@ -119,7 +144,7 @@ def simplify_expr(expr: Expr) -> Expr:
 def _simplify_shape(old: Call, new: Call, type_of: Callable[[Expr], object]) -> Expr:
     out_t = _static(old.checked_type)
     if out_t is None:
-        return new
+        return _merge_reshapes(new)
     inner = new.args[0]
     inner_t = _static(old.args[0].checked_type)
     # Look through a chain of shape-only ops to its source (in the rewritten graph).
@@ -135,6 +160,16 @@ def _simplify_shape(old: Call, new: Call, type_of: Callable[[Expr], object]) -> 
     if source is not inner:
         return op_call("reshape", [source], newshape=tuple(out_t.shape))
     return new
+
+
+def _merge_reshapes(new: Call) -> Expr:
+    """reshape(reshape(x, a), b) -> reshape(x, b) with `?` dims, when b has no 0 (which
+    would copy a dim of the inner result): a -1 is inferred from the element count, which
+    the inner reshape keeps."""
+    inner = new.args[0]
+    if _op_name(new) != "reshape" or 0 in new.attrs.newshape or _op_name(inner) != "reshape":
+        return new
+    return op_call("reshape", [inner.args[0]], newshape=new.attrs.newshape)  # type: ignore[attr-defined]
 
 
 def _simplify_transpose(old: Call, new: Call, type_of: Callable[[Expr], object]) -> Expr:
@@ -154,6 +189,22 @@ def _simplify_transpose(old: Call, new: Call, type_of: Callable[[Expr], object])
     if outer == list(range(ndim)):
         return x
     return new
+
+
+def _static_reshape(old: Call, new: Call) -> Expr:
+    """dyn.reshape -> reshape where the new shape is known (see the module docstring)."""
+    known = static_reshape(old.args[0], old.args[1], old.attrs.allowzero)
+    if known is None:
+        return new
+    newshape, t = known
+    return Call(get_op("reshape"), (new.args[0],), get_op("reshape").make_attrs(
+        {"newshape": newshape}), checked_type=t)
+
+
+def _proven(t: object, shape: tuple[int, ...]) -> bool:
+    """Whether a value of type `t` passes check_shape(shape) whatever it holds."""
+    return isinstance(t, TensorType) and t.ndim == len(shape) and all(
+        w == -1 or d == w for d, w in zip(t.shape, shape))
 
 
 class SimplifyExpr(FunctionPass):

@@ -2,14 +2,15 @@
 
 A fused group whose only `?` is the batch (axis 0 of every tensor that has a `?`), and
 whose every op computes image b of its output from image b of its inputs alone (a conv,
-a dense, a pool, elementwise ops, a softmax or reduction over other axes), gives the
+a dense, a pool, elementwise ops, a softmax or reduction over other axes, a reshape that
+keeps each image's elements together), gives the
 same result run once per image with the kernel built for batch 1: the template, its
 blocking and any tuning record apply as in relay_ir.build, where a symbolic-extent
 kernel gets the plain, untiled schedule (20-30x slower on a small CNN, measured).
 
 The check is on the group's ops and typed shapes, conservative: an op not listed, or an
-attribute that mixes images (a softmax over axis 0, a pad of the batch axis, a reshape),
-keeps the symbolic kernel.
+attribute that mixes images (a softmax over axis 0, a pad of the batch axis, a reshape
+that moves elements between images), keeps the symbolic kernel.
 
     >>> import relay_ir
     >>> from relay_ir.transform.infer_type import InferType
@@ -21,6 +22,7 @@ keeps the symbolic kernel.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from relay_ir.backend.lower_group import flatten_types, group_ops
@@ -42,12 +44,16 @@ _PER_IMAGE = frozenset({
 _AXIS = frozenset({"nn.bias_add", "nn.softmax", "nn.log_softmax", "concatenate", "split"})
 _REDUCE = frozenset({"sum", "mean", "max", "min", "prod", "argmax", "argmin"})
 # ops whose output rank differs from their batched input's by design
-_RESHAPING = _REDUCE | {"nn.batch_flatten", "nn.global_avg_pool2d"}
+_RESHAPING = _REDUCE | {"nn.batch_flatten", "nn.global_avg_pool2d", "reshape"}
 
 
 def _batch_only(t: Any) -> bool:
     # every dim but axis 0 is a constant (axis 0 may be `?` or constant)
     return all(isinstance(d, int) for d in t.shape[1:])
+
+
+def _image_size(t: Any) -> int:
+    return math.prod(int(d) for d in t.shape[1:])
 
 
 def has_batch(t: Any) -> bool:
@@ -61,6 +67,8 @@ def _tensors(t: Any) -> list[Any]:
 def _axis_ok(call: Call, rank: int) -> bool:
     a = call.attrs
     name = call.op.name
+    if name == "reshape":  # (checked in per_image: images of equal size in and out)
+        return True
     if name in _AXIS:
         return int(a.axis) % max(rank, 1) != 0
     if name in _REDUCE:
@@ -103,6 +111,8 @@ def per_image(fn: Function) -> bool:
             return False
         if not _axis_ok(call, len(ins[0].shape)):
             return False
+        if call.op.name == "reshape" and _image_size(ins[0]) != _image_size(out[0]):
+            return False  # a batch of another extent: images mix
     return True
 
 

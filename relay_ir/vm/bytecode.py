@@ -209,14 +209,27 @@ class ShapeOf(Instruction):
     dtype: str = "int64"
 
 
+# ReshapeTensor's modes: the shape is the result's ("", a static view), or it is
+# dyn.reshape's new shape, resolved and checked at run time (-1 infers a dim; 0 copies the
+# data's dim, or with allowzero is an extent of 0)
+RESHAPE_MODES = ("", "dyn", "dyn_allowzero")
+
+
 @_instr("reshape_tensor")
 class ReshapeTensor(Instruction):
-    """dst = the tensor in `tensor` viewed with the shape held (an int64 vector) in
-    `shape_reg`."""
+    """dst = the tensor in `tensor` viewed with the shape held (an integer vector) in
+    `shape_reg`; with a `mode` of dyn.reshape (RESHAPE_MODES) the shape's 0s and -1 are
+    resolved against the tensor's and a shape that does not fit is a RelayRuntimeError."""
 
     tensor: int
     shape_reg: int
     dst: int
+    mode: str = ""
+
+    def __str__(self) -> str:
+        text = f"reshape_tensor tensor=%{self.tensor} shape_reg=%{self.shape_reg} " \
+            f"dst=%{self.dst}"
+        return f"{text} mode={self.mode!r}" if self.mode else text
 
 
 @_instr("fatal")
@@ -312,6 +325,7 @@ class Bytecode:
 
 
 __all__ = [
+    "RESHAPE_MODES",
     "TUPLE_TAG",
     "AllocADT",
     "AllocClosure",

@@ -13,11 +13,13 @@
   are its free variables then its own; the value is an AllocClosure over the free
   variables' registers. A function that calls itself through its let variable rebuilds
   its own closure on entry from the captured values.
-- `shape_of` (which FuseOps leaves outside the groups) is a ShapeOf.
+- `shape_of` (which FuseOps leaves outside the groups) is a ShapeOf; `dyn.reshape`
+  (likewise) a ReshapeTensor in a dyn mode, which resolves and checks the new shape.
 - A fused group's call allocates its outputs (one storage each) and InvokePacked's the
   group's kernel; groups with `?` dims return fresh outputs instead. A group that only
-  reshapes (reshape, squeeze, expand_dims of static shapes) is a
-  ReshapeTensor: the same data under the new shape, no kernel and no copy.
+  reshapes (reshape, squeeze, expand_dims of static shapes; a reshape with `?` dims, in
+  the dyn mode) is a ReshapeTensor: the same data under the new shape, no kernel and no
+  copy.
 
     >>> import relay_ir, relay_ir.vm
     >>> mod = relay_ir.parse("def @main(%x: (int32, int32)) { %x.1 }")
@@ -57,6 +59,7 @@ from relay_ir.expr import (
     TupleGetItem,
     Var,
 )
+from relay_ir.op.dyn_reshape import dyn_reshape_op
 from relay_ir.op.registry import Op
 from relay_ir.op.shape_of import shape_of_op
 from relay_ir.ty import TensorType, TupleType
@@ -208,6 +211,10 @@ class FunctionCompiler:
         if op is shape_of_op:
             tensor = self.value(call.args[0])
             return self.emit_dst(lambda d: B.ShapeOf(tensor, d, call.attrs.dtype))
+        if op is dyn_reshape_op:
+            tensor, shape = self.value(call.args[0]), self.value(call.args[1])
+            mode = "dyn_allowzero" if call.attrs.allowzero else "dyn"
+            return self.emit_dst(lambda d: B.ReshapeTensor(tensor, shape, d, mode))
         if isinstance(op, Op):
             args = tuple(self.value(a) for a in call.args)
             k = self.ctx.op_kernel(call)
@@ -228,12 +235,14 @@ class FunctionCompiler:
 
     def call_group(self, call: Call) -> int:
         fn: Function = call.op  # type: ignore[assignment]
-        shape = view_shape(fn)
+        shape, mode = view_shape(fn), ""
+        if shape is None:
+            shape, mode = dyn_view_shape(fn), "dyn"
         if shape is not None:  # no kernel: the same data under another shape
             src = self.value(call.args[0])
             const = np.asarray(shape, dtype="int64")
             shape_reg = self.emit_dst(lambda d: B.LoadConst(self.ctx.constant(const), d))
-            return self.emit_dst(lambda d: B.ReshapeTensor(src, shape_reg, d))
+            return self.emit_dst(lambda d: B.ReshapeTensor(src, shape_reg, d, mode))
         k, prepacked = self.ctx.group_kernel(call)
         ins: list[int] = []
         for i, (p, a) in enumerate(zip(fn.params, call.args)):
@@ -348,9 +357,9 @@ class FunctionCompiler:
 VIEW_OPS = frozenset({"reshape", "squeeze", "expand_dims"})
 
 
-def view_shape(fn: Function) -> tuple[int, ...] | None:
-    """The output shape when a fused group is one view op of its one input and both shapes
-    are static (the VM reshapes instead of copying: ReshapeTensor), else None."""
+def _one_view(fn: Function) -> tuple[Call, TensorType, TensorType] | None:
+    """The call, input and output types when a fused group is one view op of its one
+    input, with one dtype."""
     body = fn.body
     if len(fn.params) != 1 or not isinstance(body, Call) or not isinstance(body.op, Op) or \
             body.op.name not in VIEW_OPS or len(body.args) != 1 or body.args[0] is not fn.params[0]:
@@ -359,9 +368,25 @@ def view_shape(fn: Function) -> tuple[int, ...] | None:
     if not (isinstance(src, TensorType) and isinstance(out, TensorType)) or \
             src.dtype != out.dtype:
         return None
-    if not all(isinstance(d, int) for d in (*src.shape, *out.shape)):
+    return body, src, out
+
+
+def view_shape(fn: Function) -> tuple[int, ...] | None:
+    """The output shape when a fused group is one view op of its one input and both shapes
+    are static (the VM reshapes instead of copying: ReshapeTensor), else None."""
+    view = _one_view(fn)
+    if view is None or not all(isinstance(d, int) for d in (*view[1].shape, *view[2].shape)):
         return None
-    return tuple(int(d) for d in out.shape)
+    return tuple(int(d) for d in view[2].shape)
 
 
-__all__ = ["VIEW_OPS", "FunctionCompiler", "view_shape"]
+def dyn_view_shape(fn: Function) -> tuple[int, ...] | None:
+    """The newshape of a group that is one reshape with `?` dims (0 copies a dim, -1
+    infers one: what ReshapeTensor's dyn mode resolves at run time), else None."""
+    view = _one_view(fn)
+    if view is None or view[0].op.name != "reshape":
+        return None
+    return tuple(int(d) for d in view[0].attrs.newshape)
+
+
+__all__ = ["VIEW_OPS", "FunctionCompiler", "dyn_view_shape", "view_shape"]

@@ -24,6 +24,7 @@ import numpy as np
 
 from relay_ir.backend.executor import ALIGN
 from relay_ir.interpreter import ConstructorValue, RefValue, _short
+from relay_ir.op.dyn_reshape import resolve_newshape
 from tessel_errors import KernelArgumentError, RelayRuntimeError
 
 Gen = types.GeneratorType
@@ -163,6 +164,15 @@ def reshape(t: np.ndarray, shape: Any) -> np.ndarray:
     return t.reshape(tuple(int(d) for d in shape))
 
 
+def dyn_reshape(t: Any, newshape: Any, allowzero: int) -> np.ndarray:
+    """dyn.reshape's ReshapeTensor: `t` viewed with `newshape` resolved (0s, -1) and
+    checked against its shape, a RelayRuntimeError naming the op and both shapes if it
+    does not fit."""
+    if not isinstance(t, np.ndarray):
+        raise RelayRuntimeError(f"dyn.reshape expects a tensor, got a {type(t).__name__}")
+    return t.reshape(resolve_newshape(t.shape, newshape, allowzero))
+
+
 def fatal(message: str, value: Any) -> RelayRuntimeError:
     what = "" if value is None else f" {_short(value)}"
     return RelayRuntimeError(f"{message}{what}")
@@ -199,6 +209,6 @@ def tag_reader(constructors: list[Any]) -> Any:
     return tag
 
 
-__all__ = ["Gen", "arity", "check_tensor", "fatal", "field", "fresh",
+__all__ = ["Gen", "arity", "check_tensor", "dyn_reshape", "fatal", "field", "fresh",
            "kernel_failed", "no_case", "ref", "reshape", "run_frames",
            "scalar", "shape_of", "storage", "tag_reader"]

@@ -169,6 +169,9 @@ def _check_indices(fn: B.Function, sizes: dict[str, int], where: str) -> None:
                                      f"its {storage_bytes[ins.storage]}-byte storage")
         if isinstance(ins, B.ShapeOf) and ins.dtype not in INT_DTYPES:
             raise RelayError(f"{at}: dtype {ins.dtype!r} is not one of {', '.join(INT_DTYPES)}")
+        if isinstance(ins, B.ReshapeTensor) and ins.mode not in B.RESHAPE_MODES:
+            raise RelayError(f"{at}: mode {ins.mode!r} is not one of "
+                             f"{', '.join(repr(m) for m in B.RESHAPE_MODES)}")
         offsets = (ins.true_offset, ins.false_offset) if isinstance(ins, B.If) else \
             (ins.offset,) if isinstance(ins, B.Goto) else ()
         if any(not 0 <= pc + o < n for o in offsets):

@@ -71,7 +71,7 @@ class _Tensor:
 
 # the names the generated code takes from the VM (relay_ir.vm.vm supplies them)
 RUNTIME = ("_CV", "_Clo", "_Gen", "_KNOWN", "_NEVER", "_NP", "_Ref", "_T",
-           "_arity", "_bad_closure", "_chk", "_fatal", "_field", "_fresh", "_kfail",
+           "_arity", "_bad_closure", "_chk", "_dyn_reshape", "_fatal", "_field", "_fresh", "_kfail",
            "_ndarray", "_no_case", "_perf", "_ref", "_reshape", "_scalar", "_shape_of",
            "_storage", "_tag", "_VMCALL", "_empty", "_run")
 # nested direct calls before a call goes through the frame loop instead (bounds the Python
@@ -333,6 +333,9 @@ class _FunctionText:
         elif isinstance(ins, B.ShapeOf):
             dt = self.env("DT", np.dtype(ins.dtype))
             self.emit(f"r{ins.dst} = _shape_of(r{ins.tensor}, {dt})")
+        elif isinstance(ins, B.ReshapeTensor) and ins.mode:
+            allowzero = int(ins.mode == "dyn_allowzero")
+            self.emit(f"r{ins.dst} = _dyn_reshape(r{ins.tensor}, r{ins.shape_reg}, {allowzero})")
         elif isinstance(ins, B.ReshapeTensor):
             self.emit(f"r{ins.dst} = _reshape(r{ins.tensor}, r{ins.shape_reg})")
             self.reshape_fact(ins)

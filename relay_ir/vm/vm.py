@@ -150,7 +150,7 @@ class VirtualMachine:
             "_NP": {i: f.num_params for i, f in enumerate(self.functions)},
             "_Ref": RefValue, "_T": timer,
             "_arity": R.arity, "_bad_closure": self._bad_closure, "_chk": R.check_tensor,
-            "_fatal": R.fatal, "_field": R.field, "_fresh": R.fresh,
+            "_dyn_reshape": R.dyn_reshape, "_fatal": R.fatal, "_field": R.field, "_fresh": R.fresh,
             "_kfail": R.kernel_failed, "_ndarray": np.ndarray, "_no_case": R.no_case,
             "_perf": time.perf_counter, "_ref": R.ref, "_reshape": R.reshape,
             "_scalar": R.scalar, "_shape_of": R.shape_of, "_storage": R.storage,

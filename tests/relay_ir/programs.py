@@ -131,6 +131,25 @@ def gradual_checked_inputs(rng: np.random.Generator) -> list[Any]:
     return [rand(rng, int(rng.integers(1, 5)), 3), rand(rng, 16, 3)]
 
 
+def dyn_reshape() -> IRModule:
+    """Reshapes to shapes read at run time: the flatten [shape_of(x)[0], -1] (static once
+    simplified: (?, 12)), then to the shape of y (known only when run: dyn.reshape)."""
+    from relay_ir.op.dyn_reshape import dyn_reshape as dyn
+    from relay_ir.op.shape_of import shape_of
+
+    x, y = tvar("x", (None, 3, 4)), tvar("y", (None, None))
+    batch = X.take(shape_of(x), const(0, "int64"), axis=0)
+    flatten = X.concatenate(Tuple((X.expand_dims(batch, 0), const([-1], "int64"))),
+                            axis=0)
+    flat = dyn(nn.relu(x), flatten)
+    return main_module([x, y], R.sum(dyn(T.tanh(flat), shape_of(y)), axis=(1,)))
+
+
+def dyn_reshape_inputs(rng: np.random.Generator) -> list[Any]:
+    batch = int(rng.integers(1, 5))
+    return [rand(rng, batch, 3, 4), rand(rng, batch * 4, 3)]
+
+
 def _bn(x: Expr, c: int, rng: np.random.Generator) -> Expr:
     """batch_norm(x).0 with constant (folded-at-compile-time) statistics."""
     gamma, beta = const(positive(rng, c)), const(rand(rng, c, scale=0.1))
@@ -416,6 +435,7 @@ PROGRAMS: list[TestProgram] = [
     TestProgram("mlp", mlp, mlp_inputs),
     TestProgram("mlp_dynamic", mlp_dynamic, mlp_dynamic_inputs),
     TestProgram("gradual_checked", gradual_checked, gradual_checked_inputs),
+    TestProgram("dyn_reshape", dyn_reshape, dyn_reshape_inputs),
     TestProgram("conv_bn_relu", conv_bn_relu, conv_bn_relu_inputs, rtol=1e-4, atol=1e-4),
     TestProgram("resnet_block", resnet_block, resnet_block_inputs, rtol=1e-4, atol=1e-4),
     TestProgram("transformer_block", transformer_block, transformer_block_inputs,

@@ -51,6 +51,16 @@ def test_reshape_of_reshape_becomes_one_reshape():
     assert tuple(body.attrs.newshape) == (4, 6)
 
 
+def test_reshape_of_reshape_with_question_mark_dims_becomes_one_unless_the_outer_copies():
+    _, body, x = _simplified((None, 3, 4), lambda x: X.reshape(X.reshape(x, (0, -1)), (-1, 4)))
+    assert _ops(body) == ["reshape"] and body.args[0] is x and body.attrs.newshape == (-1, 4)
+    v = seeded_rng().standard_normal((5, 3, 4)).astype("float32")
+    np.testing.assert_array_equal(interpret(main_module([x], body), v), v.reshape(-1, 4))
+    # a 0 in the outer reshape copies a dim of the inner result, not of x
+    _, body, _ = _simplified((None, 3, 4), lambda x: X.reshape(X.reshape(x, (-1, 6)), (0, 6)))
+    assert _ops(body) == ["reshape", "reshape"]
+
+
 def test_reshape_back_to_the_input_shape_vanishes():
     _, body, x = _simplified((2, 3), lambda x: X.reshape(X.reshape(x, (6,)), (2, 3)))
     assert body is x

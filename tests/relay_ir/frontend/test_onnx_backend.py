@@ -41,7 +41,7 @@ KNOWN_FAILURES = {
     r"training": "training mode (Dropout, BatchNormalization)",
     r"_string": "string tensors",
     r"reduce_(max|min)_empty_set|reduce_log_sum_exp_empty_set_cpu|constantofshape_int_shape_zero"
-    r"|allowzero_reordered|kernel_size_one_expanded": "empty tensors",
+    r"|kernel_size_one_expanded": "empty tensors",
     r"identity_sequence|identity_opt": "sequence and optional values",
     r"maxpool_with_argmax": "MaxPool's Indices output / storage_order",
     r"wrap_pad": "Pad mode 'wrap'",

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from relay_ir.frontend import NonStaticInput, from_onnx
-from tests.relay_ir.frontend.onnx_helpers import graph_model, randn
+from relay_ir.frontend import from_onnx
+from tests.relay_ir.frontend.onnx_helpers import randn
 from tests.relay_ir.frontend.test_onnx_control_flow import _check, _graph, _model, _vi
 
 F, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
@@ -66,21 +66,3 @@ def test_a_loop_whose_trip_count_is_the_batch_runs_on_the_vm_at_two_batches(rng)
         for row in x:
             want = want * 0.5 + row
         np.testing.assert_allclose(s, want, rtol=1e-5, atol=1e-6)
-
-
-def test_a_reshape_to_a_shape_computed_from_a_question_mark_dim_names_the_node():
-    # relay's reshape takes its shape as an attribute: a shape known only at run time is
-    # refused at conversion, with the node and the fix named
-    nodes = [helper.make_node("Shape", ["x"], ["s"]),
-             helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
-             helper.make_node("Unsqueeze", ["n", "ax"], ["n1"]),
-             helper.make_node("Concat", ["n1", "minus1"], ["target"], axis=0),
-             helper.make_node("Reshape", ["x", "target"], ["y"], name="flatten")]
-    inits = {"zero": np.array(0, "int64"), "ax": np.array([0], "int64"),
-             "minus1": np.array([-1], "int64")}
-    model = graph_model(nodes, {"x": ("float32", ("N", 3, 4))}, ["y"], opset=13,
-                        initializers=inits)
-    with pytest.raises(NonStaticInput, match=r'node "flatten" \(Reshape, index 4\): input 1 '
-                                             r"\(the target shape\) must be known at "
-                                             r"conversion time.*from_onnx\(shape=\.\.\.\)"):
-        from_onnx(model)

@@ -24,6 +24,8 @@ def _main(text: str):
     ("sum(%x, axis=[0])", False),
     ("nn.relu(add(%x, %x))", True),
     ("reshape(%x, newshape=[-1])", False),
+    ("reshape(%x, newshape=[0, 2, 2])", True),
+    ("reshape(%x, newshape=[-1, 2])", False),
 ])
 def test_an_op_runs_per_image_only_when_it_keeps_images_apart(body, expected):
     fn = _main(f"def @main(%x: Tensor[(?, 4), float32]) {{ {body} }}")
