@@ -214,6 +214,10 @@ class _Planner:
 
                 data = np.ascontiguousarray(static_shape_of(e, e.args[0].checked_type))
                 return self.value("const", TensorType(data.shape, str(data.dtype)), data=data)
+            if e.op.name == "dyn.reshape":  # its new shape is only known at run time
+                raise not_dataflow_error("dyn.reshape, a reshape to a shape computed at run "
+                                         "time (SimplifyExpr makes the static reshape of "
+                                         "one known while compiling)")
             raise RelayError(f"relay_ir.build: op {e.op.name} was left outside every fused "
                              "group (a FuseOps bug?)")
         if isinstance(e, Call) and isinstance(e.op, Function) and e.op.attr("Primitive"):

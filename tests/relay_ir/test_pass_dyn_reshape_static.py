@@ -18,7 +18,7 @@ from relay_ir.transform import InferType, PassContext, SimplifyExpr
 from relay_ir.transform.analysis import post_order
 from relay_ir.transform.shape_value import shape_value
 from relay_ir.ty import ANY, TensorType
-from tessel_errors import RelayRuntimeError
+from tessel_errors import RelayError, RelayRuntimeError
 from tests.relay_ir.op_helpers import rand
 from tests.rng import seeded_rng
 
@@ -139,6 +139,13 @@ def test_build_runs_a_program_whose_new_shape_is_static(opt_level):
     rng = seeded_rng()
     xv, yv = rand(rng, 2, 6), rand(rng, 3, 4)
     np.testing.assert_allclose(lib.run(xv, yv), np.exp(xv).reshape(4, 3), rtol=1e-6)
+
+
+def test_build_of_a_shape_known_only_at_run_time_points_to_the_vm():
+    x, s = relay_ir.var("x", shape=(2, 6)), relay_ir.var("s", shape=(2,), dtype="int64")
+    with pytest.raises(RelayError, match=r"uses dyn.reshape, a reshape to a shape computed "
+                                         r"at run time.*relay_ir.vm.compile"):
+        relay_ir.build(_module([x, s], relay_ir.dyn_reshape(x, s)))
 
 
 # --- shape_value ---------------------------------------------------------------------------
