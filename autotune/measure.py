@@ -133,6 +133,15 @@ def _reference(task: Task, tensors: list[Any], logical: list[np.ndarray],
 
         got = te.evaluate(tensors[n_in:], dict(zip(tensors[:n_in], inputs)))
         return [np.asarray(g) for g in got]
+    kernel, ref_tensors = _default_kernel(task)
+    ref = [np.empty_like(o) for o in outs]
+    kernel(*_packed(task, ref_tensors, logical), *ref)
+    return ref
+
+
+def _default_kernel(task: Task) -> tuple[Any, list[Any]]:
+    """The task's default (fallback config) kernel and its argument tensors, built once per
+    worker: the reference of large problems and the control of `LocalRunner(control=True)`."""
     key = f"{task.workload_key}@{task.target}"
     if key not in _REFS:
         s, ref_tensors = task.instantiate(None)
@@ -140,10 +149,7 @@ def _reference(task: Task, tensors: list[Any], logical: list[np.ndarray],
 
         _REFS[key] = (lowering.build(s, ref_tensors, target=task.target, name="main"),
                       ref_tensors)
-    kernel, ref_tensors = _REFS[key]
-    ref = [np.empty_like(o) for o in outs]
-    kernel(*_packed(task, ref_tensors, logical), *ref)
-    return ref
+    return _REFS[key]
 
 
 def _on_gpu(task: Task) -> bool:
@@ -260,6 +266,9 @@ def _do_run(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, An
     warm = 0 if min_repeat_s and first >= min_repeat_s else int(opts.get("warmup", 1))
     for _ in range(warm):
         kernel(*inputs, *outs)
+    if opts.get("control") and not _on_accel(task):
+        return {**_control_costs(task, kernel, [*inputs, *outs], logical, first, opts,
+                                 min_repeat_s), "build_s": build_s}
     if opts.get("cache_flush"):
         return {"costs": _cold_costs(kernel, [*inputs, *outs], int(opts.get("repeat", 3)),
                                      min_repeat_s), "build_s": build_s}
@@ -271,6 +280,49 @@ def _do_run(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, An
             kernel(*inputs, *outs)
         costs.append((time.perf_counter() - t2) / number)
     return {"costs": costs, "build_s": build_s}
+
+
+def _slot(kernel: Any, arrays: list[np.ndarray], number: int, flush: bool) -> float:
+    """Seconds per call of one timed slot: `number` calls back to back, or one call after
+    a cache flush."""
+    if flush:
+        _flush_buffer()[:] += 1
+        number = 1
+    t0 = time.perf_counter()
+    for _ in range(number):
+        kernel(*arrays)
+    return (time.perf_counter() - t0) / number
+
+
+def _control_costs(task: Task, kernel: Any, arrays: list[np.ndarray],
+                   logical: list[np.ndarray], first: float, opts: dict[str, Any],
+                   min_repeat_s: float) -> dict[str, Any]:
+    """The candidate timed against the task's default kernel in ABBA quartets (default,
+    candidate, candidate, default), `repeat` of them: {"costs": candidate seconds per call,
+    "control": the default's, one each per quartet}. Load that changes during the quartet
+    hits both alike, so their ratio holds where either time alone swings 2x on a shared
+    machine."""
+    dflt, tensors = _default_kernel(task)
+    n_in = task.num_inputs()
+    d_arrays = [*_packed(task, tensors, logical),
+                *[np.zeros(tuple(int(getattr(x, "value", x)) for x in t.shape), t.dtype)
+                  for t in tensors[n_in:]]]
+    t0 = time.perf_counter()
+    dflt(*d_arrays)  # also warms the default's pages before it is timed
+    d_first = time.perf_counter() - t0
+    flush = bool(opts.get("cache_flush"))
+    base = int(opts.get("number", 1))
+    n_c = max(base, math.ceil(min_repeat_s / max(first, 1e-9)))
+    n_d = max(base, math.ceil(min_repeat_s / max(d_first, 1e-9)))
+    costs, control = [], []
+    for _ in range(int(opts.get("repeat", 3))):
+        d1 = _slot(dflt, d_arrays, n_d, flush)
+        c1 = _slot(kernel, arrays, n_c, flush)
+        c2 = _slot(kernel, arrays, n_c, flush)
+        d2 = _slot(dflt, d_arrays, n_d, flush)
+        costs.append((c1 + c2) / 2)
+        control.append((d1 + d2) / 2)
+    return {"costs": costs, "control": control}
 
 
 def _gpu_costs(kernel: Any, arrays: list[np.ndarray], first: float, opts: dict[str, Any],
@@ -516,6 +568,17 @@ class LocalRunner:
     times of one conv differ up to 2x, and do not rank configs alike). The timing worker's
     address space is capped at `memory_limit` bytes (see `Worker`): a candidate that
     allocates without bound costs an error record.
+
+    With `control` (CPU tasks), each candidate is timed beside the task's default config in
+    ABBA quartets (default, candidate, candidate, default; `repeat` quartets) and recorded
+    as its time relative to the default's, in the default's units: costs = (candidate /
+    default, per quartet) x the default's time at this runner's first control of the task
+    (the note says so and gives the ratio). On a shared machine the load changes between
+    two candidates, never much within a quartet: a config is recorded faster than another
+    only when it was faster beside the same control, and the default config itself, when
+    measured, records about that first time, so a config slower than the default cannot
+    win by a lucky moment (measured on ResNet-18: timed alone with cache flushes, 6 of 11
+    convs recorded a "best" that re-measured slower than the default).
     """
 
     def __init__(self, timeout: float = 10.0, number: int = 1, repeat: int = 3,
@@ -523,12 +586,13 @@ class LocalRunner:
                  n_parallel_build: int | None = None, imports: Sequence[str] = (),
                  ref_timeout: float = 120.0, builder: LocalBuilder | None = None,
                  slow_cutoff: float | None = 10.0, cache_flush: bool = False,
-                 memory_limit: int | None = None) -> None:
+                 memory_limit: int | None = None, control: bool = False) -> None:
         self.timeout = timeout
         self.slow_cutoff = slow_cutoff
         self._best: dict[str, float] = {}
         self.opts = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
-                     "warmup": warmup, "cache_flush": cache_flush}
+                     "warmup": warmup, "cache_flush": cache_flush, "control": control}
+        self._control: dict[str, float] = {}  # the default's seconds per task (first control)
         self.check_trials = check_trials
         self.ref_timeout = ref_timeout
         self.builder = builder or LocalBuilder(n_parallel_build, timeout, imports)
@@ -557,7 +621,10 @@ class LocalRunner:
                                            limit)
             run_s = time.perf_counter() - t0
             if status == "ok" and "error" not in res:
-                r = MeasureResult(tuple(res["costs"]), ErrorKind.NONE, res.get("note", ""),
+                costs, note = res["costs"], res.get("note", "")
+                if "control" in res:
+                    costs, note = self._relative(key, costs, res["control"])
+                r = MeasureResult(tuple(costs), ErrorKind.NONE, note,
                                   b.build_s + res["build_s"], run_s, features=b.features)
                 self._best[key] = min(self._best.get(key, math.inf), r.mean)
                 out.append(r)
@@ -565,6 +632,16 @@ class LocalRunner:
                 out.append(MeasureResult((), ErrorKind(res["error"]), res["msg"], b.build_s,
                                          run_s))
         return out
+
+    def _relative(self, key: str, costs: Sequence[float], control: Sequence[float]
+                  ) -> tuple[list[float], str]:
+        """Costs in the units of the task's default time (see the class doc), and a note."""
+        ratios = [c / max(d, 1e-12) for c, d in zip(costs, control)]
+        unit = self._control.setdefault(key, float(np.median(control)))
+        ratio = float(np.median(ratios))
+        return [r * unit for r in ratios], (
+            f"control: {ratio:.3f} x the default config timed alternately (ABBA), in units "
+            f"of its {unit * 1e3:.4g} ms; timed alone {float(np.median(costs)) * 1e3:.4g} ms")
 
     def close(self) -> None:
         """Stop the builder's and the runner's workers."""

@@ -204,3 +204,45 @@ def test_a_worker_caps_its_address_space_by_default() -> None:
     from autotune.measure import Worker, default_memory_limit
 
     assert Worker().memory_limit == default_memory_limit() >= 4 << 30
+
+
+def test_control_times_candidate_and_default_in_abba_quartets(monkeypatch) -> None:
+    import autotune.measure as m
+
+    calls: list[str] = []
+
+    def kernel(tag: str):
+        return lambda *arrays: calls.append(tag)
+
+    task = Task("matmul.x86", [((8, 8), "float32"), ((8, 8), "float32")])
+    _, tensors = task.instantiate(None)
+    monkeypatch.setattr(m, "_default_kernel", lambda t: (kernel("D"), tensors))
+    logical = [np.ones((8, 8), "float32")] * 2
+    got = m._control_costs(task, kernel("C"), [], logical, 1.0, {"repeat": 2, "number": 1},
+                           0.0)
+    assert calls == ["D"] + ["D", "C", "C", "D"] * 2  # an untimed first default call
+    assert len(got["costs"]) == len(got["control"]) == 2
+
+
+def test_control_costs_are_ratios_in_the_units_of_the_first_default_time() -> None:
+    runner = LocalRunner(control=True)
+    try:
+        costs, note = runner._relative("k", [2.0, 3.0, 4.0], [1.0, 1.0, 2.0])
+        assert costs == [2.0, 3.0, 2.0] and "control: 2.000 x the default" in note
+        # a later candidate of the task is scaled to the same unit, whatever its control
+        costs, _ = runner._relative("k", [5.0], [10.0])
+        assert costs == [0.5]
+        assert runner._relative("other", [1.0], [4.0])[0] == [1.0]
+    finally:
+        runner.close()
+
+
+def test_a_runner_with_control_records_candidates_beside_the_default() -> None:
+    task = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+    with LocalRunner(timeout=30, check_trials=1, control=True, min_repeat_ms=1,
+                     slow_cutoff=None) as runner:
+        res = runner.run([MeasureInput(task, task.config(i)) for i in (0, 5)])
+    assert all(r.ok and len(r.costs) == 3 and r.error_msg.startswith("control: ")
+               for r in res), [(r.error_kind, r.error_msg) for r in res]
+    units = {r.error_msg.split("units of its ")[1].split(" ms")[0] for r in res}
+    assert len(units) == 1  # one default time per task: both candidates in its units
