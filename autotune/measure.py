@@ -122,6 +122,28 @@ def _packed(task: Task, tensors: list[Any], logical: list[np.ndarray]) -> list[n
     return [packers[k](a) if k in packers else a for k, a in enumerate(logical)]
 
 
+def _aligned(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """The arrays at 64-byte boundaries, as a compiled model holds its values and constants
+    (relay_ir.backend.executor.aligned): numpy's 16-byte aligned arrays split vector loads
+    across cache lines by chance, which moved one conv's time by 15% from one allocation
+    to the next (its packed weight 64-byte aligned or not), more than most configs differ."""
+    from relay_ir.backend.executor import aligned
+
+    return [aligned(a) for a in arrays]
+
+
+def _zeros(tensors: Sequence[Any]) -> list[np.ndarray]:
+    """Zero-filled 64-byte aligned arrays of the tensors' shapes and dtypes."""
+    from relay_ir.backend.executor import aligned_empty
+
+    outs = []
+    for t in tensors:
+        o = aligned_empty(tuple(int(getattr(x, "value", x)) for x in t.shape), t.dtype)
+        o[...] = 0
+        outs.append(o)
+    return outs
+
+
 def _reference(task: Task, tensors: list[Any], logical: list[np.ndarray],
                inputs: list[np.ndarray], outs: list[np.ndarray], small_flop: float
                ) -> list[np.ndarray]:
@@ -238,9 +260,8 @@ def _do_run(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, An
     rng = np.random.default_rng(opts.get("seed"))
     n_in = task.num_inputs()
     logical = [_random_array(rng, s_, d) for s_, d in task.args]
-    inputs = _packed(task, tensors, logical)
-    outs = [np.zeros(tuple(int(getattr(x, "value", x)) for x in t.shape), t.dtype)
-            for t in tensors[n_in:]]
+    inputs = _aligned(_packed(task, tensors, logical))
+    outs = _zeros(tensors[n_in:])
     t1 = time.perf_counter()
     kernel(*inputs, *outs)
     first = time.perf_counter() - t1
@@ -304,9 +325,11 @@ def _control_costs(task: Task, kernel: Any, arrays: list[np.ndarray],
     machine."""
     dflt, tensors = _default_kernel(task)
     n_in = task.num_inputs()
-    d_arrays = [*_packed(task, tensors, logical),
-                *[np.zeros(tuple(int(getattr(x, "value", x)) for x in t.shape), t.dtype)
-                  for t in tensors[n_in:]]]
+    d_arrays = [*_aligned(_packed(task, tensors, logical)), *_zeros(tensors[n_in:])]
+    # where an argument has the same shape in both (the data, the output), both kernels
+    # use one array: only the code differs, not the addresses (see _aligned)
+    d_arrays = [a if a.shape == d.shape and a.dtype == d.dtype else d
+                for a, d in zip(arrays, d_arrays)]
     t0 = time.perf_counter()
     dflt(*d_arrays)  # also warms the default's pages before it is timed
     d_first = time.perf_counter() - t0
@@ -570,15 +593,17 @@ class LocalRunner:
     allocates without bound costs an error record.
 
     With `control` (CPU tasks), each candidate is timed beside the task's default config in
-    ABBA quartets (default, candidate, candidate, default; `repeat` quartets) and recorded
-    as its time relative to the default's, in the default's units: costs = (candidate /
-    default, per quartet) x the default's time at this runner's first control of the task
-    (the note says so and gives the ratio). On a shared machine the load changes between
-    two candidates, never much within a quartet: a config is recorded faster than another
-    only when it was faster beside the same control, and the default config itself, when
-    measured, records about that first time, so a config slower than the default cannot
-    win by a lucky moment (measured on ResNet-18: timed alone with cache flushes, 6 of 11
-    convs recorded a "best" that re-measured slower than the default).
+    ABBA quartets (default, candidate, candidate, default; `repeat` quartets, the two
+    kernels on the same data and output arrays) and recorded as its time relative to the
+    default's, in the default's units: one cost, the median quartet's candidate / default
+    ratio x the default's time at this runner's first control of the task (the note gives
+    the ratios). On a shared machine the load changes between two candidates, rarely within
+    a quartet: a config is recorded faster than another only when it was faster beside the
+    same control, and the default config itself, when measured, records about that first
+    time, so a config slower than the default cannot win by a lucky moment (measured on
+    ResNet-18: timed alone with cache flushes, 6 of 11 convs recorded a "best" that
+    re-measured slower than the default; the default timed against itself this way reads
+    0.99-1.01). All arrays are 64-byte aligned, as a compiled model's (see `_aligned`).
     """
 
     def __init__(self, timeout: float = 10.0, number: int = 1, repeat: int = 3,
@@ -639,9 +664,12 @@ class LocalRunner:
         ratios = [c / max(d, 1e-12) for c, d in zip(costs, control)]
         unit = self._control.setdefault(key, float(np.median(control)))
         ratio = float(np.median(ratios))
-        return [r * unit for r in ratios], (
+        # the median quartet: a burst of load on a shared machine lands in one quartet's
+        # default or candidate slots and moves its ratio either way; the median ignores it
+        return [ratio * unit], (
             f"control: {ratio:.3f} x the default config timed alternately (ABBA), in units "
-            f"of its {unit * 1e3:.4g} ms; timed alone {float(np.median(costs)) * 1e3:.4g} ms")
+            f"of its {unit * 1e3:.4g} ms (quartets " + " ".join(f"{r:.3f}" for r in ratios)
+            + f"); timed alone {float(np.median(costs)) * 1e3:.4g} ms")
 
     def close(self) -> None:
         """Stop the builder's and the runner's workers."""
