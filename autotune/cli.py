@@ -105,7 +105,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
                    min_repeat_ms=args.min_repeat_ms if args.min_repeat_ms is not None
                    else (10.0 if model else 50.0), imports=args.imports or (),
                    cache_flush=bool(args.cache_flush),
-                   control=model if args.control is None else args.control)
+                   control=model if args.control is None else args.control,
+                   model_layout=model)
     if args.cluster:
         from autotune.cluster import RayRunner
 

@@ -156,9 +156,21 @@ def _reference(task: Task, tensors: list[Any], logical: list[np.ndarray],
         got = te.evaluate(tensors[n_in:], dict(zip(tensors[:n_in], inputs)))
         return [np.asarray(g) for g in got]
     kernel, ref_tensors = _default_kernel(task)
-    ref = [np.empty_like(o) for o in outs]
+    ref = _zeros(ref_tensors[n_in:])  # its own shapes: a blocked output in its own blocks
     kernel(*_packed(task, ref_tensors, logical), *ref)
-    return ref
+    return [_as_nchw(r, o.shape) for r, o in zip(ref, outs)]
+
+
+def _as_nchw(a: np.ndarray, like: tuple[int, ...]) -> np.ndarray:
+    """`a` blocked NCHW[x]c as the blocking of `like` (an NCHWc output of another config's
+    blocks): unblocked, then blocked again; `a` itself where the shapes agree."""
+    if a.shape == tuple(like) or a.ndim != 5 or len(like) != 5 or a.size != math.prod(like):
+        return a
+    n, cb, h, w, b = a.shape
+    nchw = a.transpose(0, 1, 4, 2, 3).reshape(n, cb * b, h, w)
+    x = like[4]
+    return np.ascontiguousarray(nchw.reshape(n, nchw.shape[1] // x, x, h, w)
+                                .transpose(0, 1, 3, 4, 2))
 
 
 def _default_kernel(task: Task) -> tuple[Any, list[Any]]:
@@ -604,6 +616,8 @@ class LocalRunner:
     ResNet-18: timed alone with cache flushes, 6 of 11 convs recorded a "best" that
     re-measured slower than the default; the default timed against itself this way reads
     0.99-1.01). All arrays are 64-byte aligned, as a compiled model's (see `_aligned`).
+    With `model_layout`, an NCHWc conv is built and timed in the blocked layouts a model
+    runs it in (`timed_task`); its records stay the logical task's.
     """
 
     def __init__(self, timeout: float = 10.0, number: int = 1, repeat: int = 3,
@@ -611,13 +625,15 @@ class LocalRunner:
                  n_parallel_build: int | None = None, imports: Sequence[str] = (),
                  ref_timeout: float = 120.0, builder: LocalBuilder | None = None,
                  slow_cutoff: float | None = 10.0, cache_flush: bool = False,
-                 memory_limit: int | None = None, control: bool = False) -> None:
+                 memory_limit: int | None = None, control: bool = False,
+                 model_layout: bool = False) -> None:
         self.timeout = timeout
         self.slow_cutoff = slow_cutoff
         self._best: dict[str, float] = {}
         self.opts = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
                      "warmup": warmup, "cache_flush": cache_flush, "control": control}
         self._control: dict[str, float] = {}  # the default's seconds per task (first control)
+        self.model_layout = model_layout
         self.check_trials = check_trials
         self.ref_timeout = ref_timeout
         self.builder = builder or LocalBuilder(n_parallel_build, timeout, imports)
@@ -625,11 +641,25 @@ class LocalRunner:
         self._checked: dict[str, int] = {}
         self._seed = 0
 
+    def timed_task(self, task: Task) -> Task:
+        """The task as this runner builds and times it: with `model_layout`, an NCHWc conv
+        in the blocked layouts a model runs it in (relay_ir.backend.layout_plan.
+        as_in_model; the config space is the same), else the task itself."""
+        if not self.model_layout:
+            return task
+        from relay_ir.backend.layout_plan import as_in_model
+
+        got = as_in_model(task.template, task.args, task.attrs, task.target)
+        return task if got is None else Task(task.template, got[0], got[1], task.target,
+                                             task.name)
+
     def run(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
         """One MeasureResult per input, in order."""
+        logical = inputs
+        inputs = [MeasureInput(self.timed_task(i.task), i.config) for i in inputs]
         built = self.builder.build(inputs)
         out = []
-        for inp, b in zip(inputs, built):
+        for inp, b in zip(logical, built):
             if b.error_kind != ErrorKind.NONE:
                 out.append(MeasureResult((), b.error_kind, b.error_msg, b.build_s))
                 continue
@@ -642,7 +672,8 @@ class LocalRunner:
                         object_code=b.object_code, generated=b.generated)
             t0 = time.perf_counter()
             limit = self.timeout + (self.ref_timeout if check else 0.0)
-            status, res = self.worker.call(("run", inp.task.to_dict(), inp.config_json, opts),
+            timed = self.timed_task(inp.task)
+            status, res = self.worker.call(("run", timed.to_dict(), inp.config_json, opts),
                                            limit)
             run_s = time.perf_counter() - t0
             if status == "ok" and "error" not in res:

@@ -20,7 +20,9 @@ task's default config in ABBA quartets (LocalRunner(control=True)): a layer's ti
 the model is its warm time (its input was just written by the layer before, the model's
 weights stay in the last-level cache), while a time after a cache flush was 2-5x longer,
 ranked configs otherwise, and swung 50% between two calls of one config on a shared
-machine (--cache-flush, --no-control give the older measurement). The database defaults
+machine (--cache-flush, --no-control give the older measurement). A conv is timed in the
+blocked layouts the model runs it in (LocalRunner(model_layout=True); --logical-layout
+times the NCHW task, whose packing and unpacking ranked configs otherwise). The database defaults
 to a fresh temporary file. Tuning resumes from the records a --db already holds (nothing
 is measured twice), so re-running with more --trials only measures the difference. Every
 peer runs on Tessel's thread count (TESSEL_NUM_THREADS, else the CPUs of this process); the
@@ -60,14 +62,16 @@ def task_label(task: Task, count: int) -> str:
 
 def tune_model(tasks: list[tuple[Task, int]], db_path: Path, trials: int, timeout: float,
                min_repeat_ms: float, seed: int, cache_flush: bool = False,
-               control: bool = True) -> list[tuple[str, int, int, int, float]]:
+               control: bool = True, model_layout: bool = True
+               ) -> list[tuple[str, int, int, int, float]]:
     """Tune each task with xgb up to `trials` in all (resuming from the database); prints
     and returns (label, trials, new trials, errors, best GFLOP/s) per task."""
     rows = []
     print(f"{'task':<58} {'trials':>6} {'new':>4} {'errors':>6} {'GFLOP/s':>8} {'s':>5}")
     with TuningDatabase(db_path) as db, \
             LocalRunner(timeout=timeout, min_repeat_ms=min_repeat_ms,
-                        cache_flush=cache_flush, control=control) as runner:
+                        cache_flush=cache_flush, control=control,
+                        model_layout=model_layout) as runner:
         for task, count in tasks:
             t0 = time.time()
             p = tune(task, make_tuner("xgb", task, seed=seed), trials, db, runner)
@@ -208,6 +212,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="time candidates after a cache flush (the older measurement)")
     ap.add_argument("--no-control", action="store_true",
                     help="time candidates alone, not beside the default config")
+    ap.add_argument("--logical-layout", action="store_true",
+                    help="time convs in NCHW (packing and unpacking included), not in the "
+                         "blocked layouts the model runs them in")
     ap.add_argument("--rounds", type=int, default=3,
                     help="interleaved rounds of the latency comparison")
     ap.add_argument("--tolerance", type=float, default=1e-3,
@@ -230,7 +237,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     t0 = time.time()
     rows = (recorded(tasks, db_path) if a.no_tune else
             tune_model(tasks, db_path, a.trials, a.timeout, a.min_repeat_ms, a.seed,
-                       a.cache_flush, not a.no_control))
+                       a.cache_flush, not a.no_control, not a.logical_layout))
     print(f"tasks done in {time.time() - t0:.0f} s ({_load()})\n")
     secs = bench(model, db_path, a.repeat, a.warmup, a.pause, a.tolerance, a.seed,
                  a.rounds)

@@ -248,3 +248,35 @@ def test_a_runner_with_control_records_candidates_beside_the_default() -> None:
                for r in res), [(r.error_kind, r.error_msg) for r in res]
     units = {r.error_msg.split("units of its ")[1].split(" ms")[0] for r in res}
     assert len(units) == 1  # one default time per task: both candidates in its units
+
+
+def test_a_blocked_output_in_other_blocks_compares_as_the_same_tensor() -> None:
+    from autotune.measure import _as_nchw
+
+    x = np.arange(2 * 64 * 3 * 5, dtype="float32").reshape(2, 64, 3, 5)
+    b16 = x.reshape(2, 4, 16, 3, 5).transpose(0, 1, 3, 4, 2)
+    b32 = x.reshape(2, 2, 32, 3, 5).transpose(0, 1, 3, 4, 2)
+    assert np.array_equal(_as_nchw(b32, b16.shape), b16)
+    assert _as_nchw(b16, b16.shape) is b16
+
+
+@pytest.mark.parametrize("flop_path", ["te", "kernel"])
+def test_convs_timed_in_the_models_layouts_are_checked_and_recorded(flop_path: str) -> None:
+    # blocked data and output, candidates of other output blocks than the default's: the
+    # check compares them in one blocking (the small layer against the TE evaluator, the
+    # large one against the default kernel), the control shares only arrays that agree
+    c, hw = (16, 8) if flop_path == "te" else (64, 28)
+    task = Task("conv2d_NCHWc.x86", [((1, c, hw, hw), "float32"), ((c, c, 3, 3), "float32")],
+                {"padding": [1, 1, 1, 1], "kernel_layout": "OIHWio"})
+    assert (task.flop > 2e7) == (flop_path == "kernel")
+    sp = task.space
+    picks = {}
+    for cfg in sp:  # one config per distinct output block
+        picks.setdefault(cfg["tile_oc"].size[-1], cfg)
+    with LocalRunner(timeout=60, check_trials=len(picks), control=True, model_layout=True,
+                     min_repeat_ms=1, slow_cutoff=None) as runner:
+        timed = runner.timed_task(task)
+        assert timed.attrs["out_layout"] == "NCHWc" and len(timed.args[0][0]) == 5
+        res = runner.run([MeasureInput(task, cfg) for cfg in picks.values()])
+    assert len(picks) >= 3
+    assert all(r.ok for r in res), [(r.error_kind, r.error_msg) for r in res]
