@@ -218,9 +218,9 @@ def test_control_times_candidate_and_default_in_abba_quartets(monkeypatch) -> No
     _, tensors = task.instantiate(None)
     monkeypatch.setattr(m, "_default_kernel", lambda t: (kernel("D"), tensors))
     logical = [np.ones((8, 8), "float32")] * 2
-    got = m._control_costs(task, kernel("C"), [], logical, 1.0, {"repeat": 2, "number": 1},
-                           0.0)
-    assert calls == ["D"] + ["D", "C", "C", "D"] * 2  # an untimed first default call
+    got = m._control_costs(task, kernel("C"), [], logical, {"repeat": 2, "number": 1}, 0.0)
+    # the default's first call (page faults), one warm call of each to size the slots
+    assert calls == ["D", "D", "C"] + ["D", "C", "C", "D"] * 2
     assert len(got["costs"]) == len(got["control"]) == 2
 
 
@@ -280,3 +280,21 @@ def test_convs_timed_in_the_models_layouts_are_checked_and_recorded(flop_path: s
         res = runner.run([MeasureInput(task, cfg) for cfg in picks.values()])
     assert len(picks) >= 3
     assert all(r.ok for r in res), [(r.error_kind, r.error_msg) for r in res]
+
+
+def test_control_confirms_a_would_be_best_with_twice_the_quartets_again(monkeypatch) -> None:
+    import autotune.measure as m
+
+    task = Task("matmul.x86", [((8, 8), "float32"), ((8, 8), "float32")])
+    _, tensors = task.instantiate(None)
+    monkeypatch.setattr(m, "_default_kernel", lambda t: ((lambda *a: None), tensors))
+    logical = [np.ones((8, 8), "float32")] * 2
+    times = iter([1.0, 0.5, 0.5, 1.0] * 9)  # every quartet: the candidate at half the time
+    monkeypatch.setattr(m, "_slot", lambda *a: next(times))
+    opts = {"repeat": 3, "number": 1}
+    assert len(m._control_costs(task, lambda *a: None, [], logical,
+                                {**opts, "confirm_below": 0.4}, 0.0)["costs"]) == 3
+    times = iter([1.0, 0.5, 0.5, 1.0] * 9)
+    got = m._control_costs(task, lambda *a: None, [], logical, {**opts, "confirm_below": 0.6},
+                           0.0)
+    assert len(got["costs"]) == len(got["control"]) == 9
