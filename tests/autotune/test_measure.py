@@ -217,20 +217,24 @@ def test_control_times_candidate_and_default_in_abba_quartets(monkeypatch) -> No
     task = Task("matmul.x86", [((8, 8), "float32"), ((8, 8), "float32")])
     _, tensors = task.instantiate(None)
     monkeypatch.setattr(m, "_default_kernel", lambda t: (kernel("D"), tensors))
+    monkeypatch.setattr(m, "_WARMED", [True])
+    monkeypatch.setattr(m, "_spread", lambda *a: 0.0)  # empty calls time at random
     logical = [np.ones((8, 8), "float32")] * 2
     got = m._control_costs(task, kernel("C"), [], logical, {"repeat": 2, "number": 1}, 0.0)
-    # the default's first call (page faults), one warm call of each to size the slots
-    assert calls == ["D", "D", "C"] + ["D", "C", "C", "D"] * 2
-    assert len(got["costs"]) == len(got["control"]) == 2
+    # the default's first call (page faults), one warm call of each to size the slots,
+    # then 3 x repeat quartets
+    assert calls == ["D", "D", "C"] + ["D", "C", "C", "D"] * 6
+    assert len(got["costs"]) == len(got["control"]) == 6
 
 
 def test_control_costs_are_ratios_in_the_units_of_the_first_default_time() -> None:
     runner = LocalRunner(control=True)
     try:
         costs, note = runner._relative("k", [2.0, 3.0, 40.0], [1.0, 1.0, 2.0])
-        # the median quartet's ratio (2, 3, 20 -> 3) in the unit of the median default (1)
+        # the median candidate time (3) over the median default (1), in the unit of the
+        # median default
         assert costs == [3.0] and "control: 3.000 x the default" in note
-        assert "quartets 2.000 3.000 20.000" in note
+        assert "3 quartets" in note
         # a later candidate of the task is scaled to the same unit, whatever its control
         costs, _ = runner._relative("k", [5.0], [10.0])
         assert costs == [0.5]
@@ -288,13 +292,31 @@ def test_control_confirms_a_would_be_best_with_twice_the_quartets_again(monkeypa
     task = Task("matmul.x86", [((8, 8), "float32"), ((8, 8), "float32")])
     _, tensors = task.instantiate(None)
     monkeypatch.setattr(m, "_default_kernel", lambda t: ((lambda *a: None), tensors))
+    monkeypatch.setattr(m, "_WARMED", [True])
     logical = [np.ones((8, 8), "float32")] * 2
-    times = iter([1.0, 0.5, 0.5, 1.0] * 9)  # every quartet: the candidate at half the time
+    times = iter([1.0, 0.5, 0.5, 1.0] * 27)  # every quartet: the candidate at half the time
     monkeypatch.setattr(m, "_slot", lambda *a: next(times))
     opts = {"repeat": 3, "number": 1}
     assert len(m._control_costs(task, lambda *a: None, [], logical,
-                                {**opts, "confirm_below": 0.4}, 0.0)["costs"]) == 3
-    times = iter([1.0, 0.5, 0.5, 1.0] * 9)
+                                {**opts, "confirm_below": 0.4}, 0.0)["costs"]) == 9
+    times = iter([1.0, 0.5, 0.5, 1.0] * 27)
     got = m._control_costs(task, lambda *a: None, [], logical, {**opts, "confirm_below": 0.6},
                            0.0)
-    assert len(got["costs"]) == len(got["control"]) == 9
+    assert len(got["costs"]) == len(got["control"]) == 27
+
+
+def test_control_takes_more_quartets_while_their_ratios_spread(monkeypatch) -> None:
+    import autotune.measure as m
+
+    task = Task("matmul.x86", [((8, 8), "float32"), ((8, 8), "float32")])
+    _, tensors = task.instantiate(None)
+    monkeypatch.setattr(m, "_default_kernel", lambda t: ((lambda *a: None), tensors))
+    monkeypatch.setattr(m, "_WARMED", [True])
+    logical = [np.ones((8, 8), "float32")] * 2
+    # 9 quartets of which ratios 1 and 2 alternate (a busy machine), then quiet ones at 1
+    noisy = [1.0, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 1.0] * 5
+    times = iter(noisy[:36] + [1.0] * 200)
+    monkeypatch.setattr(m, "_slot", lambda *a: next(times))
+    got = m._control_costs(task, lambda *a: None, [], logical, {"repeat": 3, "number": 1},
+                           0.0)
+    assert len(got["costs"]) > 9 and m._spread(got["costs"], got["control"]) <= 0.1
