@@ -5,12 +5,14 @@ GFLOP/s each and the ratio, medians after warm-up. Outputs are checked against O
     python -m benchmarks.conv_layers                       # 224x224, untuned
     python -m benchmarks.conv_layers --db r18.db           # also tuned
     python -m benchmarks.conv_layers --image 32 --width 8 --repeat 1   # tiny
+    python -m benchmarks.conv_layers --target "llvm -mcpu=haswell"     # AVX2 code
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -21,6 +23,7 @@ import relay_ir
 from benchmarks.models import median_seconds, ort_session, relative_error
 from lowering.kernel import num_threads
 from relay_ir.frontend.onnx import from_onnx
+from tessel_target import Target
 
 
 def distinct_convs(model: onnx.ModelProto) -> list[dict[str, Any]]:
@@ -74,20 +77,27 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--tolerance", type=float, default=1e-3)
+    ap.add_argument("--target", default="llvm", help="e.g. 'llvm -mcpu=haswell' (AVX2)")
     a = ap.parse_args(argv)
+    if Target.parse(a.target).features > Target.parse("llvm").features:
+        raise SystemExit(f"this host cannot run code for '{a.target}'")
+    if a.target != "llvm":
+        os.environ.setdefault("TESSEL_ALLOW_FOREIGN_CPU", "1")  # an older CPU's code runs here
     from tests.e2e.onnx_models import resnet18
 
     convs = distinct_convs(resnet18(image=a.image, width=a.width))
     print(f"ResNet-18 {a.image}x{a.image} width {a.width}: {len(convs)} distinct convs, "
-          f"threads {num_threads()}; GFLOP/s, ratio = tessel / onnxruntime (> 1: faster)")
+          f"threads {num_threads()}, target '{a.target}'; GFLOP/s, ratio = tessel / "
+          "onnxruntime (> 1: faster)")
     rng = np.random.default_rng(0)
     rows = []
     for c in convs:
         model = conv_model(c)
         mod, params = from_onnx(model)
-        libs = {"tessel": relay_ir.build(mod, params=params)}
+        libs = {"tessel": relay_ir.build(mod, target=a.target, params=params)}
         if a.db:
-            libs["tessel tuned"] = relay_ir.build(mod, params=params, tuning_db=a.db)
+            libs["tessel tuned"] = relay_ir.build(mod, target=a.target, params=params,
+                                                  tuning_db=a.db)
         x = rng.standard_normal(c["input"]).astype(np.float32)
         sess = ort_session(model, num_threads())
         want = sess.run(None, {"input": x})[0]

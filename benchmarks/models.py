@@ -10,6 +10,7 @@ convs with the largest gap to ONNX Runtime's profile (benchmarks.layer_profile).
     python -m benchmarks.models                      # all four at 224x224
     python -m benchmarks.models --models resnet18 --db r18.db --repeat 5
     python -m benchmarks.models --models resnet18 --image 32 --width 8 --repeat 1 --rounds 1
+    ATEN_CPU_CAPABILITY=avx2 python -m benchmarks.models --target "llvm -mcpu=haswell"  # AVX2
 
 ResNet-18 and MobileNetV2 are built with onnx.helper and random weights
 (tests/e2e/onnx_models.py); ResNet-50 is the onnx wheel's light_resnet50 graph with
@@ -30,6 +31,7 @@ import numpy as np
 import relay_ir
 from lowering.kernel import num_threads
 from relay_ir.frontend.onnx import from_onnx
+from tessel_target import Target
 
 
 def _model(name: str, args: Any) -> Any:
@@ -126,12 +128,13 @@ def prepare(name: str, db: str | None, tolerance: float, args: Any) -> dict[str,
     model = _model(name, args)
     mod, params = from_onnx(model)
     t0 = time.perf_counter()
-    lib = relay_ir.build(mod, params=params)
+    tgt = args.target
+    lib = relay_ir.build(mod, target=tgt, params=params)
     print(f"\n{name}: tessel build {time.perf_counter() - t0:.1f} s, {len(lib.plan.steps)} "
           f"kernel calls, memory plan peak {lib.memory_plan.peak_bytes / 2**20:.1f} MiB")
     with relay_ir.transform.PassContext(disabled_pass=["AlterOpLayout"]):
-        nchw = relay_ir.build(mod, params=params)
-    tuned = relay_ir.build(mod, params=params, tuning_db=db) if db else None
+        nchw = relay_ir.build(mod, target=tgt, params=params)
+    tuned = relay_ir.build(mod, target=tgt, params=params, tuning_db=db) if db else None
     rng = np.random.default_rng(0)
     feeds = {n: rng.standard_normal(s).astype(dt) for n, s, dt in lib.input_specs}
     runners = _runners(model, lib, nchw, tuned, feeds)
@@ -165,8 +168,18 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     ap.add_argument("--image", type=int, default=224, help="input side (not resnet50)")
     ap.add_argument("--width", type=int, default=None, help="first-stage channels")
     ap.add_argument("--tolerance", type=float, default=1e-3)
+    ap.add_argument("--target", default="llvm",
+                    help="Tessel's target, e.g. 'llvm -mcpu=haswell' for AVX2 code on any "
+                         "x86 host (run torch with ATEN_CPU_CAPABILITY=avx2 beside it; "
+                         "ONNX Runtime picks its kernels by the CPU and has no such switch)")
     args = ap.parse_args(argv)
-    print(f"batch 1, {args.image}x{args.image}, threads {num_threads()}")
+    if Target.parse(args.target).features > Target.parse("llvm").features:
+        raise SystemExit(f"this host cannot run code for '{args.target}'")
+    if args.target != "llvm":
+        os.environ.setdefault("TESSEL_ALLOW_FOREIGN_CPU", "1")  # an older CPU's code runs here
+    print(f"batch 1, {args.image}x{args.image}, threads {num_threads()}, target "
+          f"'{args.target}', torch ATEN_CPU_CAPABILITY="
+          f"{os.environ.get('ATEN_CPU_CAPABILITY', '(default)')}")
     models = {m: prepare(m, args.db, args.tolerance, args) for m in args.models}
     per_round: dict[str, dict[str, list[float]]] = {m: {} for m in models}
     for r in range(args.rounds):  # interleaved: every system once per model per round

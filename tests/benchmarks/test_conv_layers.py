@@ -20,3 +20,10 @@ def test_tiny_run_checks_and_times_every_conv() -> None:
     rows = main(["--image", "32", "--width", "8", "--repeat", "1", "--warmup", "1"])
     assert len(rows) == 11
     assert all(set(r["gflops"]) == {"onnxruntime", "tessel"} for r in rows)
+
+
+def test_tiny_run_for_an_avx2_target_checks_every_conv() -> None:
+    # AVX2 code (narrower blocks) on whatever x86 host runs the tests
+    rows = main(["--image", "32", "--width", "8", "--repeat", "1", "--warmup", "1",
+                 "--target", "llvm -mcpu=haswell"])
+    assert len(rows) == 11

@@ -124,3 +124,58 @@ def test_tuned_configs_whose_blocks_disagree_still_equal_the_interpreter(
     want = relay_ir.interpret(bound, **{inp: x})
     want = want[0] if isinstance(want, (list, tuple)) else want
     np.testing.assert_allclose(_run(lib, inp, x), want, rtol=1e-4, atol=1e-4)
+
+
+def test_two_threads_running_a_blocked_model_get_the_serial_results() -> None:
+    # the blocked values between convs live in each thread's own planned storage
+    import threading
+
+    mod, params, inp, shape = _model("resnet18")
+    lib = relay_ir.build(mod, target="llvm", params=params)
+    assert len(_blocked_values(lib)) >= 15
+    rng = seeded_rng()
+    inputs = [rng.standard_normal(shape).astype("float32") for _ in range(4)]
+    serial = [_run(lib, inp, x) for x in inputs]
+    wrong: list[int] = []
+
+    def work(k0: int) -> None:
+        for _ in range(10):
+            for k in range(k0, len(inputs), 2):
+                if not np.array_equal(_run(lib, inp, inputs[k]), serial[k]):
+                    wrong.append(k)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
+
+
+LIGHT = ["squeezenet", "shufflenet", "inception_v1", "densenet121"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LIGHT)
+def test_blocked_build_of_a_light_model_equals_the_interpreter(name: str) -> None:
+    # the onnx wheel's light models at their sizes: concatenations, channel shuffles,
+    # grouped convs, LRN and pools between blocked convs
+    import os
+
+    import onnx
+
+    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light",
+                        f"light_{name}.onnx")
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is not in this onnx wheel")
+    model = onnx_models.randomize_constant_weights(onnx.load(path))
+    mod, params = from_onnx(model)
+    lib = relay_ir.build(mod, target="llvm", params=params)
+    assert _blocked_values(lib), "no value stayed blocked: the test would prove nothing"
+    ((inp, shape, dtype),) = lib.input_specs  # the image (the weights are params)
+    x = seeded_rng().standard_normal(shape).astype(dtype)
+    want = relay_ir.interpret(bind_params(mod, params), **{inp: x})
+    want = want[0] if isinstance(want, (list, tuple)) else want
+    got = _run(lib, inp, x)
+    scale = float(np.max(np.abs(want)))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale)
