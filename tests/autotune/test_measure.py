@@ -239,6 +239,11 @@ def test_control_costs_are_ratios_in_the_units_of_the_first_default_time() -> No
         costs, _ = runner._relative("k", [5.0], [10.0])
         assert costs == [0.5]
         assert runner._relative("other", [1.0], [4.0])[0] == [1.0]
+        # quartets that never settled (ratios 0.5 and 1.5 alike): no win credited
+        costs, note = runner._relative("noisy", [0.5, 0.5, 0.7, 1.5, 1.5], [1.0] * 5)
+        assert costs == [1.0] and "unsettled: measured 0.700" in note
+        costs, _ = runner._relative("noisy", [1.5, 1.5, 1.7, 2.5, 2.5], [1.0] * 5)
+        assert costs == [1.7]  # a loss stands as measured
     finally:
         runner.close()
 
