@@ -242,6 +242,9 @@ def test_control_costs_are_ratios_in_the_units_of_the_first_default_time() -> No
         # quartets that never settled (ratios 0.5 and 1.5 alike): no win credited
         costs, note = runner._relative("noisy", [0.5, 0.5, 0.7, 1.5, 1.5], [1.0] * 5)
         assert costs == [1.0] and "unsettled: measured 0.700" in note
+        # ... but a win 3 of 4 quartets show is, as their upper quartile
+        costs, _ = runner._relative("noisy", [0.3, 0.3, 0.3, 0.4, 0.9], [1.0] * 5)
+        assert costs == [pytest.approx(0.4)]
         costs, _ = runner._relative("noisy", [1.5, 1.5, 1.7, 2.5, 2.5], [1.0] * 5)
         assert costs == [1.7]  # a loss stands as measured
     finally:
