@@ -43,6 +43,7 @@ class TuneProgress:
     best_flops: float = 0.0
     best_mean: float = math.inf
     best_config: str | None = None
+    best_trial: int = 0        # the trial (1-based, in the database's order) of the best
     errors: int = 0
     started: float = 0.0
     stopped_early: bool = False
@@ -77,6 +78,7 @@ def _replay_history(task: Task, tuner: Tuner, db: TuningDatabase,
         seen.add(cfg.index)
         res = MeasureResult(tuple(r.costs), r.error_kind, r.error_msg)
         _note(progress, [MeasureInput(task, cfg)], [res])
+        progress.trials = len(seen)
         if cfg.index in tuner.visited:  # a tuner tune() was given before: it knows this
             continue
         tuner.mark_visited(cfg.index)
@@ -89,7 +91,7 @@ def _replay_history(task: Task, tuner: Tuner, db: TuningDatabase,
 
 def _note(progress: TuneProgress, inputs: Sequence[MeasureInput],
           results: Sequence[MeasureResult]) -> None:
-    for inp, res in zip(inputs, results):
+    for k, (inp, res) in enumerate(zip(inputs, results)):
         f = throughput(progress.task, res)
         if not res.ok:
             progress.errors += 1
@@ -98,6 +100,7 @@ def _note(progress: TuneProgress, inputs: Sequence[MeasureInput],
         if f > progress.best_flops:
             progress.best_flops, progress.best_mean = f, res.mean
             progress.best_config = inp.config_json
+            progress.best_trial = progress.trials + k + 1  # trials counts it after the batch
 
 
 def check_measurable(target: Any) -> None:

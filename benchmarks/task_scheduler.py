@@ -16,6 +16,7 @@ at which each strategy came within 5% of the best latency any run reached.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import tempfile
@@ -26,7 +27,8 @@ from typing import Any
 import numpy as np
 
 import relay_ir
-from autotune import LocalRunner, extract_tasks, make_tuner, tune
+from autotune import LocalRunner, make_tuner, tune
+from autotune.extract import extract_model_tasks
 from autotune.task_scheduler import TaskScheduler
 from relay_ir.frontend.onnx import from_onnx
 from tuning_logs import TuningDatabase
@@ -57,11 +59,12 @@ def tune_equal(tasks: list[tuple[Any, int]], budget: int, seed: int, db: Any) ->
             tune(task, make_tuner("xgb", task, seed=seed), share, db, runner)
 
 
-def tune_scheduled(tasks: list[tuple[Any, int]], budget: int, seed: int, db: Any) -> None:
-    """`budget` spent by the task scheduler."""
+def tune_scheduled(tasks: list[tuple[Any, int]], budget: int, seed: int, db: Any,
+                   alternates: Any = ()) -> None:
+    """`budget` spent by the task scheduler (groups' alternate templates counted once)."""
     tuners = [make_tuner("xgb", t, seed=seed) for t, _ in tasks]
     with _runner() as runner:
-        TaskScheduler(tasks, tuners, db, runner, budget).run()
+        TaskScheduler(tasks, tuners, db, runner, budget, alternates=alternates).run()
 
 
 def latency(mod: Any, params: dict[str, Any], db_path: str, repeat: int) -> float:
@@ -92,12 +95,15 @@ def main(argv: list[str] | None = None) -> int:
     opts = ap.parse_args(argv)
     CACHE_FLUSH[0] = opts.cache_flush
     mod, params = from_onnx(_model(opts.model))
-    tasks = extract_tasks(mod, "llvm", params)
+    found = extract_model_tasks(mod, "llvm", params)
+    tasks = found.tasks
     print(f"{opts.model}: {len(tasks)} tasks, {sum(n for _, n in tasks)} occurrences; load "
           f"average {os.getloadavg()[0]:.2f}")
     results: dict[tuple[str, int], float] = {}
     for budget in opts.budgets:
-        for name, fn in (("equal", tune_equal), ("scheduler", tune_scheduled)):
+        for name, fn in (("equal", tune_equal),
+                         ("scheduler", functools.partial(tune_scheduled,
+                                                         alternates=found.alternates))):
             runs = []
             for seed in range(opts.seeds):
                 with tempfile.TemporaryDirectory() as tmp:
