@@ -5,12 +5,14 @@ estimated), medians over seeds.
     python -m benchmarks.task_scheduler                         # ResNet-18, 256/512/1024
     python -m benchmarks.task_scheduler --model small --budgets 96 192 --seeds 1
 
-Equal shares give every task budget / tasks trials (today's `--trials-per-task`); the
-scheduler (`autotune.task_scheduler`, what `tessel tune MODEL --trials N` runs) spends the
-same total where it cuts the model's latency most. Each (strategy, budget, seed) tunes into
-a fresh database, then the model is compiled with it and timed (median of repeats after
-warm-up). The last lines print, per budget, the ratio of latencies and the smallest budget
-at which each strategy came within 5% of the best latency any run reached.
+Equal shares give every task budget / tasks trials (today's `--trials-per-task`), here as
+batches taken in turn; the scheduler (`autotune.task_scheduler`, what `tessel tune MODEL
+--trials N` runs) spends the same total where it cuts the model's latency most. Both are
+online, so one run of the largest budget per (strategy, seed) holds the runs of the smaller
+ones as prefixes: at each budget the model is compiled with a database of the run's first
+`budget` records and timed (median of repeats after warm-up). The last lines print, per
+budget, the ratio of the medians over seeds, the smallest budget at which each strategy
+came within 5% of the best latency any run reached, and the ratio of those budgets.
 """
 
 from __future__ import annotations
@@ -51,27 +53,48 @@ def _runner() -> LocalRunner:
     return LocalRunner(timeout=20, min_repeat_ms=20, cache_flush=CACHE_FLUSH[0])
 
 
-def tune_equal(tasks: list[tuple[Any, int]], budget: int, seed: int, db: Any) -> None:
-    """Every task the same share of `budget`."""
-    share = max(1, budget // len(tasks))
+def tune_equal(tasks: list[tuple[Any, int]], budget: int, seed: int, db: Any,
+               batch_size: int = 8) -> None:
+    """Equal shares: the tasks take batches in turn until `budget` is spent, so that every
+    prefix of the run is an equal-share run of that smaller budget (to within a batch)."""
+    tuners = [make_tuner("xgb", t, seed=seed) for t, _ in tasks]
+    trials = [0] * len(tasks)
+    live = list(range(len(tasks)))
     with _runner() as runner:
-        for task, _ in tasks:
-            tune(task, make_tuner("xgb", task, seed=seed), share, db, runner)
+        while live and sum(trials) < budget:
+            for k in list(live):
+                want = min(batch_size, budget - sum(trials))
+                if want <= 0:
+                    break
+                p = tune(tasks[k][0], tuners[k], trials[k] + want, db, runner,
+                         batch_size=batch_size, transfer=trials[k] == 0)
+                if p.trials == trials[k] or not tuners[k].has_next():
+                    live.remove(k)
+                trials[k] = p.trials
 
 
 def tune_scheduled(tasks: list[tuple[Any, int]], budget: int, seed: int, db: Any,
-                   alternates: Any = ()) -> None:
-    """`budget` spent by the task scheduler (groups' alternate templates counted once)."""
+                   alternates: Any = (), batch_size: int = 8) -> None:
+    """`budget` spent by the task scheduler (groups' alternate templates counted once);
+    a prefix of the run is the scheduler's run of that smaller budget."""
     tuners = [make_tuner("xgb", t, seed=seed) for t, _ in tasks]
     with _runner() as runner:
-        TaskScheduler(tasks, tuners, db, runner, budget, alternates=alternates).run()
+        TaskScheduler(tasks, tuners, db, runner, budget, batch_size=batch_size,
+                      alternates=alternates).run()
+
+
+def prefix_db(src: Any, n: int, path: str) -> str:
+    """A database of the first `n` records of `src` (in the order measured), at `path`."""
+    with TuningDatabase(path) as out:
+        out.add_many(src.records()[:n])
+    return path
 
 
 def latency(mod: Any, params: dict[str, Any], db_path: str, repeat: int) -> float:
     """Median seconds of the model compiled with the database's records."""
     with warnings.catch_warnings():  # tasks a small budget left untuned: expected here
         warnings.simplefilter("ignore", UserWarning)
-        lib = relay_ir.build(mod, params=params, tuning_db=db_path)
+        lib = relay_ir.build(mod, params=params, tuning_db=db_path or None)
     rng = np.random.default_rng(0)
     feeds = {n: rng.standard_normal(s).astype(dt) for n, s, dt in lib.input_specs}
     for _ in range(3):
@@ -85,46 +108,66 @@ def latency(mod: Any, params: dict[str, Any], db_path: str, repeat: int) -> floa
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Tune with both strategies at each budget and seed; print latencies and ratios."""
+    """Tune with both strategies per seed; print the measured latency at each budget."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="resnet18", choices=["resnet18", "small"])
     ap.add_argument("--budgets", type=int, nargs="+", default=[256, 512, 1024])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=True)
     opts = ap.parse_args(argv)
     CACHE_FLUSH[0] = opts.cache_flush
     mod, params = from_onnx(_model(opts.model))
     found = extract_model_tasks(mod, "llvm", params)
     tasks = found.tasks
-    print(f"{opts.model}: {len(tasks)} tasks, {sum(n for _, n in tasks)} occurrences; load "
-          f"average {os.getloadavg()[0]:.2f}")
-    results: dict[tuple[str, int], float] = {}
-    for budget in opts.budgets:
-        for name, fn in (("equal", tune_equal),
-                         ("scheduler", functools.partial(tune_scheduled,
-                                                         alternates=found.alternates))):
-            runs = []
-            for seed in range(opts.seeds):
-                with tempfile.TemporaryDirectory() as tmp:
-                    path = os.path.join(tmp, "t.db")
-                    t0 = time.perf_counter()
-                    with TuningDatabase(path) as db:
-                        fn(tasks, budget, seed, db)
+    budgets = sorted(opts.budgets)
+    print(f"{opts.model}: {len(tasks)} tasks, {sum(n for _, n in tasks)} occurrences; "
+          f"budgets {budgets} as prefixes of one run of {budgets[-1]} per strategy and "
+          f"seed; load average {os.getloadavg()[0]:.2f}", flush=True)
+    untuned = latency(mod, params, "", opts.repeat)
+    print(f"  untuned (every task's default schedule): {untuned * 1e3:.3f} ms", flush=True)
+    strategies = (("equal", tune_equal),
+                  ("scheduler", functools.partial(tune_scheduled,
+                                                  alternates=found.alternates)))
+    runs: dict[tuple[str, int], list[float]] = {}
+    for seed in range(opts.seeds):
+        for name, fn in strategies:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "t.db")
+                t0 = time.perf_counter()
+                with TuningDatabase(path) as db:
+                    fn(tasks, budgets[-1], seed, db, batch_size=opts.batch_size)
                     tuned_s = time.perf_counter() - t0
-                    runs.append(latency(mod, params, path, opts.repeat))
-                print(f"  budget {budget:5d} {name:9s} seed {seed}: {runs[-1] * 1e3:.3f} ms "
-                      f"(tuning {tuned_s:.0f} s)", flush=True)
-            results[(name, budget)] = statistics.median(runs)
+                    line = []
+                    for b in budgets:
+                        lat = latency(mod, params,
+                                      prefix_db(db, b, os.path.join(tmp, f"p{b}.db")),
+                                      opts.repeat)
+                        runs.setdefault((name, b), []).append(lat)
+                        line.append(f"{b}: {lat * 1e3:.3f}")
+            print(f"  {name:9s} seed {seed} (tuning {tuned_s:.0f} s, load "
+                  f"{os.getloadavg()[0]:.2f}) ms at budget " + ", ".join(line), flush=True)
+    results = {k: statistics.median(v) for k, v in runs.items()}
     best = min(results.values())
-    print("\nbudget  equal ms  scheduler ms  equal/scheduler")
-    for budget in opts.budgets:
-        e, s = results[("equal", budget)], results[("scheduler", budget)]
-        print(f"{budget:6d}  {e * 1e3:8.3f}  {s * 1e3:12.3f}  {e / s:15.2f}")
-    for name in ("equal", "scheduler"):
-        within = [b for b in opts.budgets if results[(name, b)] <= 1.05 * best]
+    print(f"\nmedians over {opts.seeds} seed(s); untuned {untuned * 1e3:.3f} ms")
+    print("budget  equal ms  scheduler ms  equal/scheduler")
+    for b in budgets:
+        e, s_ = results[("equal", b)], results[("scheduler", b)]
+        print(f"{b:6d}  {e * 1e3:8.3f}  {s_ * 1e3:12.3f}  {e / s_:15.2f}")
+    reached = {}
+    for name, _ in strategies:
+        within = [b for b in budgets if results[(name, b)] <= 1.05 * best]
+        reached[name] = within[0] if within else None
         print(f"{name}: within 5% of the best ({best * 1e3:.3f} ms) from budget "
-              f"{within[0] if within else 'none of those run'}")
+              f"{reached[name] if within else 'none of those run'}")
+    if reached["equal"] and reached["scheduler"]:
+        print(f"measurements to get within 5%: equal / scheduler = "
+              f"{reached['equal'] / reached['scheduler']:.2f}")
+    else:
+        print("measurements to get within 5%: equal / scheduler > "
+              f"{budgets[-1] / reached['scheduler']:.2f}" if reached["scheduler"] else
+              "measurements to get within 5%: neither within the budgets run")
     return 0
 
 
