@@ -12,7 +12,9 @@ online, so one run of the largest budget per (strategy, seed) holds the runs of 
 ones as prefixes: at each budget the model is compiled with a database of the run's first
 `budget` records and timed (median of repeats after warm-up). The last lines print, per
 budget, the ratio of the medians over seeds, the smallest budget at which each strategy
-came within 5% of the best latency any run reached, and the ratio of those budgets.
+came within 5% of the best latency any run reached, and the ratio of those budgets. The
+compiled models are timed together in interleaved rounds, the untuned one twice (the
+difference between those two is the noise floor printed).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -90,21 +93,29 @@ def prefix_db(src: Any, n: int, path: str) -> str:
     return path
 
 
-def latency(mod: Any, params: dict[str, Any], db_path: str, repeat: int) -> float:
-    """Median seconds of the model compiled with the database's records."""
+def compile_with(mod: Any, params: dict[str, Any], db_path: str | None) -> Any:
+    """The model compiled with the database's records (None: every default schedule)."""
     with warnings.catch_warnings():  # tasks a small budget left untuned: expected here
         warnings.simplefilter("ignore", UserWarning)
-        lib = relay_ir.build(mod, params=params, tuning_db=db_path or None)
+        return relay_ir.build(mod, params=params, tuning_db=db_path)
+
+
+def interleaved_latency(libs: dict[Any, Any], repeat: int) -> dict[Any, float]:
+    """Median seconds of each compiled model, timed in rounds (one run of each per round,
+    after warm-up), so that a change in the machine's load falls on all of them alike."""
     rng = np.random.default_rng(0)
-    feeds = {n: rng.standard_normal(s).astype(dt) for n, s, dt in lib.input_specs}
-    for _ in range(3):
-        lib.run(**feeds)
-    runs = []
+    feeds = {}
+    for key, lib in libs.items():
+        feeds[key] = {n: rng.standard_normal(s).astype(dt) for n, s, dt in lib.input_specs}
+        for _ in range(2):
+            lib.run(**feeds[key])
+    runs: dict[Any, list[float]] = {k: [] for k in libs}
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        lib.run(**feeds)
-        runs.append(time.perf_counter() - t0)
-    return statistics.median(runs)
+        for key, lib in libs.items():
+            t0 = time.perf_counter()
+            lib.run(**feeds[key])
+            runs[key].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in runs.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,29 +136,45 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{opts.model}: {len(tasks)} tasks, {sum(n for _, n in tasks)} occurrences; "
           f"budgets {budgets} as prefixes of one run of {budgets[-1]} per strategy and "
           f"seed; load average {os.getloadavg()[0]:.2f}", flush=True)
-    untuned = latency(mod, params, "", opts.repeat)
-    print(f"  untuned (every task's default schedule): {untuned * 1e3:.3f} ms", flush=True)
     strategies = (("equal", tune_equal),
                   ("scheduler", functools.partial(tune_scheduled,
                                                   alternates=found.alternates)))
-    runs: dict[tuple[str, int], list[float]] = {}
-    for seed in range(opts.seeds):
-        for name, fn in strategies:
-            with tempfile.TemporaryDirectory() as tmp:
-                path = os.path.join(tmp, "t.db")
+    tmp = tempfile.mkdtemp()
+    dbs: dict[tuple[str, int, int], str] = {}
+    try:
+        for seed in range(opts.seeds):
+            for name, fn in strategies:
+                path = os.path.join(tmp, f"{name}{seed}.db")
                 t0 = time.perf_counter()
                 with TuningDatabase(path) as db:
                     fn(tasks, budgets[-1], seed, db, batch_size=opts.batch_size)
-                    tuned_s = time.perf_counter() - t0
-                    line = []
                     for b in budgets:
-                        lat = latency(mod, params,
-                                      prefix_db(db, b, os.path.join(tmp, f"p{b}.db")),
-                                      opts.repeat)
-                        runs.setdefault((name, b), []).append(lat)
-                        line.append(f"{b}: {lat * 1e3:.3f}")
-            print(f"  {name:9s} seed {seed} (tuning {tuned_s:.0f} s, load "
-                  f"{os.getloadavg()[0]:.2f}) ms at budget " + ", ".join(line), flush=True)
+                        dbs[(name, seed, b)] = prefix_db(
+                            db, b, os.path.join(tmp, f"{name}{seed}-{b}.db"))
+                print(f"  {name:9s} seed {seed}: tuned {budgets[-1]} in "
+                      f"{time.perf_counter() - t0:.0f} s (load {os.getloadavg()[0]:.2f})",
+                      flush=True)
+        # the untuned model twice: the two tell the noise floor of the timing
+        libs = {("untuned", 0, 0): compile_with(mod, params, None),
+                ("untuned", 1, 0): compile_with(mod, params, None)}
+        libs.update({k: compile_with(mod, params, path) for k, path in dbs.items()})
+        load = os.getloadavg()[0]
+        lat = interleaved_latency(libs, opts.repeat)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    untuned = lat[("untuned", 0, 0)]
+    print(f"timed in {opts.repeat} interleaved rounds (load {load:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after); untuned {untuned * 1e3:.3f} ms, again "
+          f"{lat[('untuned', 1, 0)] * 1e3:.3f} ms (noise floor "
+          f"{abs(lat[('untuned', 1, 0)] / untuned - 1) * 100:.1f}%)")
+    runs: dict[tuple[str, int], list[float]] = {}
+    for (name, _seed, b), v in sorted(lat.items()):
+        if name != "untuned":
+            runs.setdefault((name, b), []).append(v)
+    for seed in range(opts.seeds):
+        for name, _ in strategies:
+            print(f"  {name:9s} seed {seed} ms at budget " + ", ".join(
+                f"{b}: {lat[(name, seed, b)] * 1e3:.3f}" for b in budgets))
     results = {k: statistics.median(v) for k, v in runs.items()}
     best = min(results.values())
     print(f"\nmedians over {opts.seeds} seed(s); untuned {untuned * 1e3:.3f} ms")
@@ -161,13 +188,16 @@ def main(argv: list[str] | None = None) -> int:
         reached[name] = within[0] if within else None
         print(f"{name}: within 5% of the best ({best * 1e3:.3f} ms) from budget "
               f"{reached[name] if within else 'none of those run'}")
-    if reached["equal"] and reached["scheduler"]:
-        print(f"measurements to get within 5%: equal / scheduler = "
-              f"{reached['equal'] / reached['scheduler']:.2f}")
+    e, s_ = reached["equal"], reached["scheduler"]
+    if e and s_:
+        ratio = f"= {e / s_:.2f}"
+    elif s_:
+        ratio = f"> {budgets[-1] / s_:.2f} (equal shares not within 5% at {budgets[-1]})"
+    elif e:
+        ratio = f"< {e / budgets[-1]:.2f} (the scheduler not within 5% at {budgets[-1]})"
     else:
-        print("measurements to get within 5%: equal / scheduler > "
-              f"{budgets[-1] / reached['scheduler']:.2f}" if reached["scheduler"] else
-              "measurements to get within 5%: neither within the budgets run")
+        ratio = "unknown: neither within 5% at the budgets run"
+    print(f"measurements to get within 5%: equal / scheduler {ratio}")
     return 0
 
 
