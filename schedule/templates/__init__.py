@@ -48,7 +48,11 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
   tile_oh, tile_ow.
 - pool2d.cuda (knobs threads, unroll_window), softmax.cuda (one block per row, its
   reductions across the threads: threads), reduce.cuda (mode serial / cross, threads);
-  attrs as their x86 namesakes'. Other GPU groups use the generic GPU schedule
+  attrs as their x86 namesakes'.
+- injective.cuda (an injective group: elementwise, broadcast, layout ops): each output
+  flat, split into blocks, elements per thread and vector lanes; knobs threads, ept,
+  vector. Its task is the group's input and output specs (attrs outputs), measured on a
+  stand-in of that memory traffic. Other GPU groups use the generic GPU schedule
   (schedule.templates.cuda_generic).
 
 ## The templates (the accelerator, target kind "accel")
@@ -108,6 +112,7 @@ from schedule.templates import (  # noqa: F401  (fill TEMPLATES)
     cuda_conv2d,
     cuda_conv2d_gemm,
     cuda_dense,
+    cuda_injective,
     cuda_reduce,
     x86_conv2d,
     x86_conv2d_int8,

@@ -44,7 +44,7 @@ def test_a_small_cnn_with_pooling_softmax_and_reductions_to_a_scalar() -> None:
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5)
     assert dict(lib.group_schedules) == {
         "fused_conv2d_relu": "conv2d_nchw_gemm.cuda", "fused_max_pool2d": "pool2d.cuda",
-        "fused_global_avg_pool2d": "reduce.cuda", "fused_reshape": "gpu generic",
+        "fused_global_avg_pool2d": "reduce.cuda", "fused_reshape": "injective.cuda",
         "fused_softmax": "softmax.cuda", "fused_sum": "reduce.cuda",
         "fused_mean": "reduce.cuda"}
 
