@@ -311,10 +311,19 @@ def _conv_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
 _register("nn.conv2d", _conv_compute, kind="anchor", template=_conv_template)
 
 
+def _tensor_core_shapes(args: ArgSpecs, tattrs: dict[str, Any]) -> bool:
+    # float16 x float16 with every dim a multiple of 16: what a GPU's tensor cores take
+    # (the family "dense_tensorcore"; other targets map it back to their dense template)
+    return [dt for _, dt in args] == ["float16", "float16"] and not tattrs and \
+        all(d % 16 == 0 for shape, _ in args for d in shape)
+
+
 def _dense_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
     if len(args[0][0]) != 2:
         return None
     tattrs = _widening(a, args)
+    if _tensor_core_shapes(args, tattrs):
+        return "dense_tensorcore", tattrs
     return ("dense_int8" if _int8_dot(args, tattrs) else "dense"), tattrs
 
 

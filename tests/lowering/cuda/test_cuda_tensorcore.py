@@ -174,3 +174,48 @@ def test_a_store_to_one_element_of_a_fragment_is_refused() -> None:
     with pytest.raises(CodegenError, match=r"a store to one element of tensor-core fragment "
                                            "'acc'"):
         lowering.cuda.build(lir.PrimFunc("bad", (out,), body), "cuda -sim")
+
+
+FP16_MLP = """
+def @main(%x: Tensor[(32, 64), float16], %w: Tensor[(48, 64), float16],
+          %b: Tensor[(48), float16]) {
+  nn.relu(nn.bias_add(nn.dense(%x, %w), %b))
+}"""
+
+
+def _fp16_inputs(shapes) -> list[np.ndarray]:
+    rng = seeded_rng()
+    return [rng.standard_normal(s).astype("float16") for s in shapes]
+
+
+def test_a_float16_dense_model_on_the_gpu_runs_on_tensor_cores(tmp_path) -> None:
+    import relay_ir
+
+    mod = relay_ir.parse(FP16_MLP)
+    ins = _fp16_inputs(((32, 64), (48, 64), (48,)))
+    lib = relay_ir.build(mod, target="cuda -sim")
+    assert dict(lib.group_schedules) == {"fused_dense_bias_add_relu": "dense_tensorcore.cuda"}
+    want = relay_ir.interpret(mod, *ins)
+    np.testing.assert_allclose(lib.run(*ins).astype(np.float64), want.astype(np.float64),
+                               rtol=2e-3, atol=2e-2)
+    lib.save(str(tmp_path / "m.tessel"))  # saved with its #include, loaded without NVRTC
+    np.testing.assert_array_equal(relay_ir.load_compiled(str(tmp_path / "m.tessel")).run(*ins),
+                                  lib.run(*ins))
+
+
+def test_tensor_core_and_plain_gpu_dense_are_both_tasks_and_the_cpu_keeps_its_own() -> None:
+    import relay_ir
+    from autotune.extract import extract_tasks
+
+    mod = relay_ir.parse(FP16_MLP)
+    assert [t.template for t, _ in extract_tasks(mod, "cuda")] == [
+        "dense_tensorcore.cuda", "dense.cuda"]
+    assert [t.template for t, _ in extract_tasks(mod, "llvm")] == ["dense.x86"]
+    odd = relay_ir.parse(FP16_MLP.replace("(32, 64)", "(30, 64)"))  # 30 rows: no tensor cores
+    assert [t.template for t, _ in extract_tasks(odd, "cuda")] == ["dense.cuda"]
+    ins = _fp16_inputs(((30, 64), (48, 64), (48,)))
+    lib = relay_ir.build(odd, target="cuda -sim")
+    assert dict(lib.group_schedules) == {"fused_dense_bias_add_relu": "dense.cuda"}
+    np.testing.assert_allclose(lib.run(*ins).astype(np.float64),
+                               relay_ir.interpret(odd, *ins).astype(np.float64),
+                               rtol=2e-3, atol=2e-2)
