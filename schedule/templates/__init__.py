@@ -52,6 +52,8 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
 - dense_tensorcore.cuda: float16 dense on tensor cores (16x16x16 warp matrix operations
   of schedule.templates.cuda_wmma, float32 accumulators; M, N, K multiples of 16, sm_70+):
   knobs tile_m, tile_n (blocks, warps, fragments per warp), tile_k (chunk), offset.
+  conv2d_nchw_tensorcore.cuda: a float16 conv2d as an implicit GEMM on the same schedule
+  (output channels, positions and channels x window multiples of 16).
 - injective.cuda (an injective group: elementwise, broadcast, layout ops): each output
   flat, split into blocks, elements per thread and vector lanes; knobs threads, ept,
   vector. Its task is the group's input and output specs (attrs outputs), measured on a
@@ -114,6 +116,7 @@ from schedule.templates import (  # noqa: F401  (fill TEMPLATES)
     accel_conv2d,
     cuda_conv2d,
     cuda_conv2d_gemm,
+    cuda_conv2d_tensorcore,
     cuda_dense,
     cuda_dense_tensorcore,
     cuda_injective,

@@ -26,7 +26,7 @@ tile_k (K/16: steps, chunk), offset.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import tensor_expr as te
@@ -103,13 +103,24 @@ def schedule_dense_tensorcore(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     outs = list(outs)
     s = create_schedule(outs)
     acc = find_anchor(outs, GEMM)
+    tile_tensorcore(cfg, s, outs, acc, lambda sch, O: tuple(sch[O].op.axis[-2:]))
+    return s
+
+
+def tile_tensorcore(cfg: Any, s: Schedule, outs: Sequence[Tensor], acc: Tensor,
+                    gemm_axes: Callable[[Schedule, Tensor], tuple[Any, Any]]) -> None:
+    """Schedule a GEMM on tensor cores (see the module doc): `acc` is the float32 sum of
+    products of two float16 matrices [M, K] and [N, K] (views of other tensors are
+    inlined into their shared tiles), read by a stage that rounds it; `gemm_axes(s, O)`
+    gives the axes of the output stage O = outs[0] that run over M and N (reordering or
+    fusing O's axes as needed)."""
     if acc.dtype != "float32" or acc.op.input_tensors[0].dtype != "float16":
-        raise ScheduleError("template dense_tensorcore.cuda: expects float16 operands "
-                            "summed in float32")
+        raise ScheduleError("tensor-core templates expect float16 operands summed in "
+                            "float32")
     O = outs[0]
     if O.op is acc.op:
-        raise ScheduleError("template dense_tensorcore.cuda: the float32 sums must be "
-                            "rounded by an output stage")
+        raise ScheduleError("tensor-core templates need an output stage that rounds the "
+                            "float32 sums")
     M, N = shape_of(acc)
     K = int(acc.op.reduce_axis[0].dom.extent.value)
     _define(cfg, M, N, K)
@@ -125,14 +136,14 @@ def schedule_dense_tensorcore(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     WF = s.cache_read(WS, SCOPE_B, [acc])
     s[acc].set_scope(SCOPE_ACC)
     # the stage that rounds the sums to float16 reads them from shared memory; it and the
-    # epilogue after it are then inlined into the output stage
+    # epilogue after it are then inlined into the output stage (views into the tiles)
     rounding = [op.output(0) for op in walk_ops(outs)
                 if any(t.op is acc.op for t in op.input_tensors)]
     CS = s.cache_read(acc, "shared", rounding)
-    inline_injective(s, outs)
+    inline_injective(s, outs, keep=[AS, WS])
 
     # the output: a block tile per block, every thread writing from shared memory
-    i, j = s[O].op.axis[-2:]
+    i, j = gemm_axes(s, O)
     bi, ii = s[O].split(i, factor=TILE * wm * tm)
     bj, jj = s[O].split(j, factor=TILE * wn * tn)
     s[O].reorder(bi, bj, ii, jj)
@@ -191,10 +202,9 @@ def schedule_dense_tensorcore(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         _bind(s, load, ly, "threadIdx.y")
         _bind(s, load, lx, "threadIdx.x")
         s[load].vectorize(vec)
-    return s
 
 
 register_template("dense_tensorcore.cuda", "cuda", compute=_compute)(
     schedule_dense_tensorcore)
 
-__all__ = ["schedule_dense_tensorcore"]
+__all__ = ["schedule_dense_tensorcore", "tile_tensorcore"]

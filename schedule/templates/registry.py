@@ -118,6 +118,10 @@ _BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nc
                 # a float16 dense tensor cores can take (multiples of 16): the CPU's dense
                 ("dense_tensorcore", "cpu"): "dense",
                 ("dense_tensorcore", "accel"): "dense_packed",
+                # a float16 conv2d tensor cores can take: the CPU's conv2d (the accelerator
+                # has none for float convs, as for "conv2d")
+                ("conv2d_tensorcore", "cpu"): "conv2d_NCHWc",
+                ("conv2d_tensorcore", "gpu"): "conv2d_nchw_tensorcore",
                 ("group_conv2d", "cpu"): "group_conv2d_NCHWc",
                 ("depthwise_conv2d_nchw", "cpu"): "depthwise_conv2d_NCHWc",
                 # the accelerator computes int8 only: a float conv or dense has no template
@@ -130,6 +134,7 @@ _BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nc
 # takes the one whose tuning record is fastest (the first, template_for's, when none has)
 _ALTERNATES_BY_KEY = {("conv2d", "gpu"): ("conv2d_nchw",),
                       ("dense_tensorcore", "gpu"): ("dense",),
+                      ("conv2d_tensorcore", "gpu"): ("conv2d_nchw_gemm", "conv2d_nchw"),
                       ("conv2d_int8", "gpu"): ("conv2d_nchw",)}
 
 
@@ -159,6 +164,8 @@ def templates_for(family: str, target: Any) -> tuple[str, ...]:
         (('dense.x86',), ())
         >>> templates_for("dense_tensorcore", "cuda"), templates_for("dense_tensorcore", "llvm")
         (('dense_tensorcore.cuda', 'dense.cuda'), ('dense.x86',))
+        >>> templates_for("conv2d_tensorcore", "cuda")
+        ('conv2d_nchw_tensorcore.cuda', 'conv2d_nchw_gemm.cuda', 'conv2d_nchw.cuda')
     """
     from tessel_target import Target
 

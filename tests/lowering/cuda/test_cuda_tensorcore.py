@@ -219,3 +219,83 @@ def test_tensor_core_and_plain_gpu_dense_are_both_tasks_and_the_cpu_keeps_its_ow
     np.testing.assert_allclose(lib.run(*ins).astype(np.float64),
                                relay_ir.interpret(odd, *ins).astype(np.float64),
                                rtol=2e-3, atol=2e-2)
+
+
+# --- conv2d as an implicit GEMM on tensor cores ------------------------------------------
+
+def _conv_reference(x: np.ndarray, w: np.ndarray, pad: int, stride: int) -> np.ndarray:
+    n, c, h, wd = x.shape
+    co, _, kh, kw = w.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    out = np.zeros((n, co, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            win = xp[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride]
+            out += np.einsum("nchw,oc->nohw", win, w[:, :, i, j].astype(np.float64))
+    return out
+
+
+CONVS = {"3x3": ((1, 16, 8, 8), (16, 16, 3, 3), 1, 1),
+         "1x1 batch 2": ((2, 16, 8, 8), (32, 16, 1, 1), 0, 1),
+         "3x3 stride 2": ((1, 32, 8, 8), (16, 32, 3, 3), 1, 2)}
+
+
+def _check_conv(case: str, cfg=None) -> None:
+    xs, ws, pad, stride = CONVS[case]
+    args = [(xs, "float16"), (ws, "float16")]
+    s, tensors = instantiate("conv2d_nchw_tensorcore.cuda", args,
+                             {"padding": pad, "strides": stride}, cfg=cfg, target="cuda")
+    f = lowering.build(s, tensors, target="cuda -sim")
+    rng = seeded_rng()
+    x, w = rng.standard_normal(xs).astype("float16"), rng.standard_normal(ws).astype("float16")
+    want = _conv_reference(x, w, pad, stride)
+    out = unwritten(want.shape, "float16")
+    f(x, w, out)
+    np.testing.assert_allclose(out.astype(np.float64), want, rtol=2e-3, atol=4e-2)
+
+
+@pytest.mark.parametrize("case", sorted(CONVS))
+def test_a_tensor_core_conv_computes_the_convolution(case: str) -> None:
+    _check_conv(case)
+
+
+def test_sampled_configs_of_the_tensor_core_conv_compute_the_convolution() -> None:
+    xs, ws, pad, _ = CONVS["3x3"]
+    space = config_space("conv2d_nchw_tensorcore.cuda", [(xs, "float16"), (ws, "float16")],
+                         {"padding": pad}, target="cuda")
+    rng = seeded_rng()
+    for index in rng.choice(len(space), size=min(2, len(space)), replace=False):
+        _check_conv("3x3", space.get(int(index)))
+
+
+def test_a_conv_whose_gemm_is_not_in_tiles_of_16_is_refused_naming_the_dim() -> None:
+    with pytest.raises(ScheduleError, match=r"reduction CI\*KH\*KW = 27 is not a multiple of "
+                                            "16"):
+        instantiate("conv2d_nchw_tensorcore.cuda", [((1, 3, 16, 16), "float16"),
+                                                    ((16, 3, 3, 3), "float16")],
+                    {"padding": 1}, target="cuda")
+
+
+FP16_CONV = """
+def @main(%x: Tensor[(1, 16, 8, 8), float16], %w: Tensor[(32, 16, 3, 3), float16],
+          %b: Tensor[(32), float16]) {
+  nn.relu(nn.bias_add(nn.conv2d(%x, %w, padding=[1, 1]), %b))
+}"""
+
+
+def test_a_float16_conv_model_on_the_gpu_runs_on_tensor_cores() -> None:
+    import relay_ir
+    from autotune.extract import extract_tasks
+
+    mod = relay_ir.parse(FP16_CONV)
+    ins = _fp16_inputs(((1, 16, 8, 8), (32, 16, 3, 3), (32,)))
+    lib = relay_ir.build(mod, target="cuda -sim")
+    assert dict(lib.group_schedules) == {
+        "fused_conv2d_bias_add_relu": "conv2d_nchw_tensorcore.cuda"}
+    np.testing.assert_allclose(lib.run(*ins).astype(np.float64),
+                               relay_ir.interpret(mod, *ins).astype(np.float64),
+                               rtol=2e-3, atol=4e-2)
+    assert [t.template for t, _ in extract_tasks(mod, "cuda")] == [
+        "conv2d_nchw_tensorcore.cuda", "conv2d_nchw_gemm.cuda", "conv2d_nchw.cuda"]
+    assert [t.template for t, _ in extract_tasks(mod, "llvm")] == ["conv2d_NCHWc.x86"]
