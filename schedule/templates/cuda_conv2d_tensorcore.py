@@ -27,6 +27,7 @@ from typing import Any
 from schedule.schedule import Schedule, create_schedule
 from schedule.templates.common import find_anchor
 from schedule.templates.conv_common import nchw_conv_operands
+from schedule.templates.cuda_conv2d_gemm import gemm_views
 from schedule.templates.cuda_dense_tensorcore import tile_tensorcore
 from schedule.templates.cuda_wmma import TILE
 from schedule.templates.registry import register_template
@@ -47,11 +48,10 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     if dtypes != ["float16", "float16"]:
         raise ScheduleError(f"template {name}: tensor cores take float16 operands, got "
                             f"{' x '.join(dtypes)}; use conv2d_nchw_gemm.cuda")
-    data, kernel, dpad = op.data, op.kernel, op.padded
+    data, kernel = op.data, op.kernel
     N, C, _, _ = op.data_shape
     CO, _, KH, KW = op.kernel_shape
     OH, OW = op.out_hw
-    (sh, sw), (dh, dw) = op.attrs.strides, op.attrs.dilation
     window, plane = KH * KW, OH * OW
     dims = {"output channels": CO, "positions N*OH*OW": N * plane,
             "reduction CI*KH*KW": C * window}
@@ -60,11 +60,7 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
         raise ScheduleError(f"template {name}: {', '.join(bad)} is not a multiple of {TILE}, "
                             "the tensor-core tile; pad the channels (or use "
                             "conv2d_nchw_gemm.cuda)")
-    kmat = T.compute((CO, C * window), lambda co, k: kernel[co, k // window, k // KW % KH,
-                                                           k % KW], name="kernel_mat")
-    cols = T.compute((N * plane, C * window), lambda p, k: dpad[
-        p // plane, k // window, p // OW % OH * sh + k // KW % KH * dh,
-        p % OW * sw + k % KW * dw], name="im2col_t")
+    kmat, cols = gemm_views(op, transposed=True)
     rk = T.reduce_axis((0, C * window), name="rk")
     gemm = T.compute((CO, N * plane), lambda co, p: T.sum(
         cast(kmat[co, rk], "float32") * cast(cols[p, rk], "float32"), axis=rk),
