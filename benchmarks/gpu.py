@@ -12,7 +12,8 @@ script on the same GPU in the same run (CUDA events, medians of repeats after wa
    the measured peak), and fp16 on tensor cores (dense_tensorcore.cuda, tuned, as a
    fraction of the tensor-core peak);
 3. a ResNet-18 conv layer (64 -> 64, 3x3, 56x56), untuned, as an implicit GEMM (build's
-   default on a GPU) and direct, so the run shows which is faster before tuning;
+   default on a GPU) and direct, so the run shows which is faster before tuning, and in
+   float16 as an implicit GEMM on tensor cores;
 4. a fused elementwise chain over 64M floats (target >= 80% of the measured bandwidth),
    with the generic schedule and with injective.cuda tuned on this GPU;
 5. ResNet-18 end to end, batch 1 and 16; at batch 1 also the model saved and loaded back
@@ -229,20 +230,29 @@ def tuned_gemm(size: int, trials: int, repeat: int, dtype: str = "float32",
     return 2.0 * size ** 3 / t, str(cfg.to_json() if cfg is not None else "fallback")
 
 
-def conv_layer(repeat: int, template: str) -> float:
-    """FLOP/s of ResNet-18's 64->64 3x3 conv at 56x56 (batch 1) through `template`
-    (conv2d_nchw_gemm.cuda, the implicit GEMM build uses by default, or conv2d_nchw.cuda,
-    direct), default config."""
+def conv_kernel(template: str, channels: int, size: int, dtype: str = "float32",
+                target: str = "cuda") -> Any:
+    """`template` built for a channels -> channels 3x3 conv (padding 1, batch 1) on a
+    size x size image, default config, for `target`."""
     import lowering
-    from lowering.cuda import to_device
     from schedule.templates import instantiate
 
-    args = [((1, 64, 56, 56), "float32"), ((64, 64, 3, 3), "float32")]
+    args = [((1, channels, size, size), dtype), ((channels, channels, 3, 3), dtype)]
     s, tensors = instantiate(template, args, {"padding": 1}, target="cuda")
-    kernel = lowering.build(s, tensors, target="cuda")
+    return lowering.build(s, tensors, target=target)
+
+
+def conv_layer(repeat: int, template: str, dtype: str = "float32") -> float:
+    """FLOP/s of ResNet-18's 64->64 3x3 conv at 56x56 (batch 1) through `template`
+    (conv2d_nchw_gemm.cuda, the implicit GEMM build uses by default, conv2d_nchw.cuda,
+    direct, or conv2d_nchw_tensorcore.cuda in float16), default config."""
+    from lowering.cuda import to_device
+
+    kernel = conv_kernel(template, 64, 56, dtype)
     rng = np.random.default_rng(0)
-    dev = [to_device(rng.standard_normal(shape).astype("float32")) for shape, _ in args]
-    dev.append(to_device(np.zeros((1, 64, 56, 56), "float32")))
+    dev = [to_device(rng.standard_normal(shape).astype(dtype))
+           for shape in ((1, 64, 56, 56), (64, 64, 3, 3))]
+    dev.append(to_device(np.zeros((1, 64, 56, 56), dtype)))
     t = kernel.time(*dev, number=5, repeat=repeat)
     return 2.0 * 64 * 56 * 56 * 64 * 9 / t
 
@@ -441,6 +451,10 @@ def main(argv: list[str] | None = None) -> int:
             frac = flops / results["flops"] if "flops" in results else float("nan")
             parts.append(f"{template} untuned {flops / 1e12:.3f} TFLOP/s = {frac:.1%} of "
                          "peak" + _versus(flops, peer, "cuDNN"))
+        flops = conv_layer(opts.repeat, "conv2d_nchw_tensorcore.cuda", "float16")
+        frac = flops / results["tensor"] if "tensor" in results else float("nan")
+        parts.append(f"float16 conv2d_nchw_tensorcore.cuda untuned {flops / 1e12:.3f} "
+                     f"TFLOP/s = {frac:.1%} of the tensor-core peak")
         return " | ".join(parts)
 
     def chain() -> str:

@@ -29,6 +29,21 @@ def test_the_gemm_kernels_compute_the_product(template: str, size: int, dtype: s
     np.testing.assert_allclose(out.astype(np.float64), want, rtol=2e-3, atol=2e-2)
 
 
+@pytest.mark.parametrize("template, dtype", [("conv2d_nchw_gemm.cuda", "float32"),
+                                             ("conv2d_nchw_tensorcore.cuda", "float16")])
+def test_the_conv_kernels_compute_the_convolution(template: str, dtype: str) -> None:
+    f = bench.conv_kernel(template, 16, 4, dtype, target="cuda -sim")
+    rng = seeded_rng()
+    x = rng.standard_normal((1, 16, 4, 4)).astype(dtype)
+    w = rng.standard_normal((16, 16, 3, 3)).astype(dtype)
+    out = unwritten((1, 16, 4, 4), dtype)
+    f(x, w, out)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = sum(np.einsum("nchw,oc->nohw", xp[:, :, i:i + 4, j:j + 4],
+                         w[:, :, i, j].astype(np.float64)) for i in range(3) for j in range(3))
+    np.testing.assert_allclose(out.astype(np.float64), want, rtol=2e-3, atol=5e-2)
+
+
 def test_the_tuned_tensor_core_config_path_builds_from_a_config_of_its_space() -> None:
     from autotune import Task
 
