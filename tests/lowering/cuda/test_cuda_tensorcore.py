@@ -125,7 +125,8 @@ def test_the_simulator_catches_a_missing_barrier_before_the_fragment_loads(
     monkeypatch.setattr(codegen, "storage_sync", lambda body: body)
     f, _ = _run(32, 32, 32)
     a, w = _operands(32, 32, 32)
-    with pytest.raises(RaceError, match=r"race in kernel .* on shared buffer"):
+    # found at the first warp's fragment load of the A tile other threads copied
+    with pytest.raises(RaceError, match=r"race in kernel .* on shared buffer 'data.shared'"):
         f(a, w, unwritten((32, 32), "float16"))
 
 
