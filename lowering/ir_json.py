@@ -32,6 +32,7 @@ from typing import Any
 
 from lowering import ir as L
 from tensor_expr import expr as E
+from tensor_expr.dtype import DTYPES, is_integral
 from tessel_errors import LoweringError, TesselError
 
 FORMAT, VERSION = "tessel-loop-ir", 1
@@ -158,12 +159,33 @@ def _decode_node(row: Any, built: list[Any], where: str) -> Any:
                             f"({', '.join(n for n, _ in fields)}), got {len(row) - 1}")
     args = [_decode(v, hint, built, f"{where} ({row[0]}.{name})")
             for v, (name, hint) in zip(row[1:], fields)]
+    for (name, _), v in zip(fields, args):
+        if name == "dtype" and v not in DTYPES:  # the constructors check only some
+            raise LoweringError(f"{where} ({row[0]}.dtype): unknown dtype {v!r}")
     try:
-        return cls(*args)
+        node = cls(*args)
     except TesselError as e:
         raise LoweringError(f"{where}: {e}") from None
     except (TypeError, ValueError) as e:
         raise LoweringError(f"{where}: not a valid {row[0]}: {e}") from None
+    _check_integral(node, where)
+    return node
+
+
+def _check_integral(node: Any, where: str) -> None:
+    """Indices, extents, shapes and loop variables are integers (no constructor checks)."""
+    if isinstance(node, (L.BufferLoad, L.BufferStore)):
+        what, exprs = "an index", node.indices
+    elif isinstance(node, L.For):
+        what, exprs = "a loop bound", (node.var, node.min, node.extent)
+    elif isinstance(node, L.Buffer):
+        what, exprs = "a shape or stride", node.shape + (node.strides or ())
+    else:
+        return
+    for e in exprs:
+        if not is_integral(e.dtype):
+            raise LoweringError(f"{where}: {what} of {e.dtype} ({str(e)[:60]}); they are "
+                                "integers")
 
 
 def _decode(v: Any, hint: Any, built: list[Any], where: str) -> Any:

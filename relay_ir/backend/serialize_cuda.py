@@ -113,6 +113,10 @@ def _load_kernel(path: str, k: int, kd: dict[str, Any], files: dict[str, bytes],
         program = generate(func, arch)
     except TesselError as e:
         raise RelayError(f"{ir_where}: the CUDA backend refuses this loop IR: {e}") from None
+    except Exception as e:  # noqa: BLE001 (a hand-edited loop IR the backend never makes)
+        raise RelayError(f"{ir_where}: not a loop IR the CUDA backend can emit "
+                         f"({type(e).__name__}: {str(e)[:100]}); compile the model "
+                         "again") from None
     source = _text(path, kd["source"], _file(path, files, k, kd, "source"))
     if source != program.source:
         raise RelayError(

@@ -87,5 +87,22 @@ def test_a_field_of_the_wrong_type_is_refused_naming_the_node_and_field() -> Non
     v = next(k for k, row in enumerate(doc["nodes"]) if row[0] == "Var")
     bad = json.loads(json.dumps(doc))
     bad["nodes"][v][2] = "complex128"
-    with pytest.raises(LoweringError, match=rf"node {v}: "):
+    with pytest.raises(LoweringError, match=rf"node {v} \(Var.dtype\): unknown dtype "):
+        from_json(bad)
+
+
+def test_dtypes_and_integer_indices_are_checked_where_constructors_do_not() -> None:
+    doc = json.loads(json.dumps(to_json(_matmul_func())))
+    k = next(k for k, row in enumerate(doc["nodes"]) if row[0] == "IntImm")
+    bad = json.loads(json.dumps(doc))
+    bad["nodes"][k][2] = "threadIdx.x"
+    with pytest.raises(LoweringError, match=rf"node {k} \(IntImm.dtype\): unknown dtype "
+                                            "'threadIdx.x'"):
+        from_json(bad)
+    f = next(k for k, row in enumerate(doc["nodes"]) if row[0] == "FloatImm")
+    s = next(k for k, row in enumerate(doc["nodes"]) if row[0] == "BufferStore" and k > f)
+    bad = json.loads(json.dumps(doc))
+    bad["nodes"][s][3][0] = f  # a float constant as an index
+    with pytest.raises(LoweringError, match=rf"node {s}: an index of float32 .* they are "
+                                            "integers"):
         from_json(bad)
