@@ -59,6 +59,10 @@ WARP = 32
 MAX_WARPS = 4  # per block axis
 MAX_TILES = 4  # fragments per warp axis
 MAX_CHUNK = 4
+# fragments per block axis: a 64 x 64 block tile keeps the float32 tile through shared
+# memory (64 x 72 x 4 bytes) and the A and B tiles within the 48 KiB of static shared
+# memory (lowering.cuda refuses more); 128 rows would not fit
+MAX_BLOCK_FRAGMENTS = 4
 
 
 def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
@@ -84,7 +88,8 @@ def _bind(s: Schedule, t: Tensor, axis: Any, tag: str) -> None:
 
 def _define(cfg: Any, M: int, N: int, K: int) -> None:
     def mn(f: list[int]) -> bool:
-        return f[-2] <= MAX_WARPS and f[-1] <= MAX_TILES
+        return f[-2] <= MAX_WARPS and f[-1] <= MAX_TILES and f[-2] * f[-1] <= \
+            MAX_BLOCK_FRAGMENTS
 
     cfg.define_split("tile_m", M // TILE, num_outputs=3, filter=mn)
     cfg.define_split("tile_n", N // TILE, num_outputs=3, filter=mn)

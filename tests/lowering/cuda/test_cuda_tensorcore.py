@@ -56,6 +56,26 @@ def test_the_default_config_computes_the_product(shape: tuple[int, int, int]) ->
     _check(*shape)
 
 
+def test_every_config_of_a_large_gemm_fits_the_shared_memory() -> None:
+    from lowering.cuda.codegen import generate
+
+    args = [((1024, 1024), "float16"), ((1024, 1024), "float16")]
+    space = config_space("dense_tensorcore.cuda", args, target="cuda")
+
+    def block(cfg, knob: str) -> int:
+        return int(cfg[knob].size[-2]) * int(cfg[knob].size[-1])
+
+    configs = [space.get(k) for k in range(len(space))]
+    assert max(block(c, "tile_m") for c in configs) == 4  # 64 rows at most
+    # the largest tiles (most shared memory): 64 x 64, 64-wide k steps
+    worst = [c for c in configs if block(c, "tile_m") == block(c, "tile_n") == 4
+             and int(c["tile_k"].size[-1]) == 4]
+    assert worst
+    for cfg in worst:
+        s, tensors = instantiate("dense_tensorcore.cuda", args, cfg=cfg, target="cuda")
+        generate(lowering.lower(s, tensors), "sm_90")  # refuses more than 48 KiB
+
+
 def test_sampled_configs_compute_the_product() -> None:
     args = [((64, 64), "float16"), ((64, 64), "float16")]
     space = config_space("dense_tensorcore.cuda", args, target="cuda")
