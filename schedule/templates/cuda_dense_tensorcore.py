@@ -14,8 +14,9 @@ write the output from there, rounded to float16 once, with the group's epilogue.
 Needs float16 operands, M, N and K multiples of 16 (a ScheduleError says so; pad the
 operands), and a GPU of sm_70 or later (lowering.cuda refuses older architectures).
 
-Knobs: tile_m, tile_n (3-way splits of M/16 and N/16: blocks, warps, fragments per warp),
-tile_k (K/16: steps, chunk), offset.
+Knobs: tile_m, tile_n (3-way splits of M/16 and N/16: blocks, warps, fragments per warp;
+at most 4 fragments per block axis, so that every config fits the 48 KiB of static shared
+memory), tile_k (K/16: steps, chunk), offset.
 
     >>> from schedule.templates import instantiate
     >>> s, args = instantiate("dense_tensorcore.cuda", [((64, 32), "float16"),
