@@ -103,10 +103,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise TesselError("nothing to tune: give MODEL.onnx or --op SPEC "
                           "(e.g. --op matmul:1024x1024x1024)")
     summary = []
+    # a model's tasks: short warm repeats, each beside the default config (measure.py's
+    # LocalRunner control); cold single calls ranked configs unlike the model ran them
+    model = bool(args.model)
     options = dict(timeout=args.timeout, number=args.number, repeat=args.repeat,
-                   min_repeat_ms=args.min_repeat_ms, imports=args.imports or (),
-                   cache_flush=bool(args.model) if args.cache_flush is None
-                   else args.cache_flush)
+                   min_repeat_ms=args.min_repeat_ms if args.min_repeat_ms is not None
+                   else (10.0 if model else 50.0), imports=args.imports or (),
+                   cache_flush=bool(args.cache_flush),
+                   control=model if args.control is None else args.control,
+                   model_layout=model)
     if args.cluster:
         from autotune.cluster import RayRunner
 
@@ -451,11 +456,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--batch-size", type=int, default=8)
     t.add_argument("--number", type=int, default=1, help="calls per timed repeat (at least)")
     t.add_argument("--repeat", type=int, default=3, help="timed repeats per candidate")
-    t.add_argument("--min-repeat-ms", type=float, default=50.0,
-                   help="raise number until one repeat takes this long")
-    t.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=None,
-                   help="flush the caches before each timed call, as inside a model "
-                        "(default: on for MODEL, off for --op)")
+    t.add_argument("--min-repeat-ms", type=float, default=None,
+                   help="raise number until one repeat takes this long (default: 10 for "
+                        "MODEL, 50 for --op)")
+    t.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=False,
+                   help="flush the caches before each timed call")
+    t.add_argument("--control", action=argparse.BooleanOptionalAction, default=None,
+                   help="time each candidate beside the default config, ABBA (default: on "
+                        "for MODEL, off for --op)")
     t.add_argument("--build-workers", type=int, default=None,
                    help="processes that compile candidates (default: one per core)")
     t.add_argument("--seed", type=int, default=0)

@@ -122,6 +122,28 @@ def _packed(task: Task, tensors: list[Any], logical: list[np.ndarray]) -> list[n
     return [packers[k](a) if k in packers else a for k, a in enumerate(logical)]
 
 
+def _aligned(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """The arrays at 64-byte boundaries, as a compiled model holds its values and constants
+    (relay_ir.backend.executor.aligned): numpy's 16-byte aligned arrays split vector loads
+    across cache lines by chance, which moved one conv's time by 15% from one allocation
+    to the next (its packed weight 64-byte aligned or not), more than most configs differ."""
+    from relay_ir.backend.executor import aligned
+
+    return [aligned(a) for a in arrays]
+
+
+def _zeros(tensors: Sequence[Any]) -> list[np.ndarray]:
+    """Zero-filled 64-byte aligned arrays of the tensors' shapes and dtypes."""
+    from relay_ir.backend.executor import aligned_empty
+
+    outs = []
+    for t in tensors:
+        o = aligned_empty(tuple(int(getattr(x, "value", x)) for x in t.shape), t.dtype)
+        o[...] = 0
+        outs.append(o)
+    return outs
+
+
 def _reference(task: Task, tensors: list[Any], logical: list[np.ndarray],
                inputs: list[np.ndarray], outs: list[np.ndarray], small_flop: float
                ) -> list[np.ndarray]:
@@ -133,6 +155,27 @@ def _reference(task: Task, tensors: list[Any], logical: list[np.ndarray],
 
         got = te.evaluate(tensors[n_in:], dict(zip(tensors[:n_in], inputs)))
         return [np.asarray(g) for g in got]
+    kernel, ref_tensors = _default_kernel(task)
+    ref = _zeros(ref_tensors[n_in:])  # its own shapes: a blocked output in its own blocks
+    kernel(*_packed(task, ref_tensors, logical), *ref)
+    return [_as_nchw(r, o.shape) for r, o in zip(ref, outs)]
+
+
+def _as_nchw(a: np.ndarray, like: tuple[int, ...]) -> np.ndarray:
+    """`a` blocked NCHW[x]c as the blocking of `like` (an NCHWc output of another config's
+    blocks): unblocked, then blocked again; `a` itself where the shapes agree."""
+    if a.shape == tuple(like) or a.ndim != 5 or len(like) != 5 or a.size != math.prod(like):
+        return a
+    n, cb, h, w, b = a.shape
+    nchw = a.transpose(0, 1, 4, 2, 3).reshape(n, cb * b, h, w)
+    x = like[4]
+    return np.ascontiguousarray(nchw.reshape(n, nchw.shape[1] // x, x, h, w)
+                                .transpose(0, 1, 3, 4, 2))
+
+
+def _default_kernel(task: Task) -> tuple[Any, list[Any]]:
+    """The task's default (fallback config) kernel and its argument tensors, built once per
+    worker: the reference of large problems and the control of `LocalRunner(control=True)`."""
     key = f"{task.workload_key}@{task.target}"
     if key not in _REFS:
         s, ref_tensors = task.instantiate(None)
@@ -140,10 +183,7 @@ def _reference(task: Task, tensors: list[Any], logical: list[np.ndarray],
 
         _REFS[key] = (lowering.build(s, ref_tensors, target=task.target, name="main"),
                       ref_tensors)
-    kernel, ref_tensors = _REFS[key]
-    ref = [np.empty_like(o) for o in outs]
-    kernel(*_packed(task, ref_tensors, logical), *ref)
-    return ref
+    return _REFS[key]
 
 
 def _on_gpu(task: Task) -> bool:
@@ -232,9 +272,8 @@ def _do_run(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, An
     rng = np.random.default_rng(opts.get("seed"))
     n_in = task.num_inputs()
     logical = [_random_array(rng, s_, d) for s_, d in task.args]
-    inputs = _packed(task, tensors, logical)
-    outs = [np.zeros(tuple(int(getattr(x, "value", x)) for x in t.shape), t.dtype)
-            for t in tensors[n_in:]]
+    inputs = _aligned(_packed(task, tensors, logical))
+    outs = _zeros(tensors[n_in:])
     t1 = time.perf_counter()
     kernel(*inputs, *outs)
     first = time.perf_counter() - t1
@@ -260,6 +299,9 @@ def _do_run(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, An
     warm = 0 if min_repeat_s and first >= min_repeat_s else int(opts.get("warmup", 1))
     for _ in range(warm):
         kernel(*inputs, *outs)
+    if opts.get("control") and not _on_accel(task):
+        return {**_control_costs(task, kernel, [*inputs, *outs], logical, opts,
+                                 min_repeat_s), "build_s": build_s}
     if opts.get("cache_flush"):
         return {"costs": _cold_costs(kernel, [*inputs, *outs], int(opts.get("repeat", 3)),
                                      min_repeat_s), "build_s": build_s}
@@ -271,6 +313,105 @@ def _do_run(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, An
             kernel(*inputs, *outs)
         costs.append((time.perf_counter() - t2) / number)
     return {"costs": costs, "build_s": build_s}
+
+
+def _slot(kernel: Any, arrays: list[np.ndarray], number: int, flush: bool) -> float:
+    """Seconds per call of one timed slot: `number` calls back to back, or one call after
+    a cache flush."""
+    if flush:
+        _flush_buffer()[:] += 1
+        number = 1
+    t0 = time.perf_counter()
+    for _ in range(number):
+        kernel(*arrays)
+    return (time.perf_counter() - t0) / number
+
+
+_WARMED: list[bool] = []  # whether this worker has run its warm-up (see _control_costs)
+
+
+def _control_costs(task: Task, kernel: Any, arrays: list[np.ndarray],
+                   logical: list[np.ndarray], opts: dict[str, Any], min_repeat_s: float
+                   ) -> dict[str, Any]:
+    """The candidate timed against the task's default kernel in ABBA quartets (default,
+    candidate, candidate, default), `repeat` of them: {"costs": candidate seconds per call,
+    "control": the default's, one each per quartet}. Load that changes during the quartet
+    hits both alike, so their ratio holds where either time alone swings 2x on a shared
+    machine."""
+    dflt, tensors = _default_kernel(task)
+    n_in = task.num_inputs()
+    d_arrays = [*_aligned(_packed(task, tensors, logical)), *_zeros(tensors[n_in:])]
+    # where an argument has the same shape in both (the data, the output), both kernels
+    # use one array: only the code differs, not the addresses (see _aligned)
+    d_arrays = [a if a.shape == d.shape and a.dtype == d.dtype else d
+                for a, d in zip(arrays, d_arrays)]
+    dflt(*d_arrays)  # its first call faults its pages in: not a measure of its time
+    if not _WARMED:
+        # a fresh worker's first quartets read 0.7-1.7x for the default against itself
+        # (its thread pool starting, pages, clocks), later ones 0.97-1.02: run first
+        _WARMED.append(True)
+        t_end = time.perf_counter() + 0.2
+        while time.perf_counter() < t_end:
+            dflt(*d_arrays)
+    # the calls per slot from one warm call of each (a first call can take 10x one: then
+    # a slot of one or two calls, which the load of a shared machine swings 2x)
+    t0 = time.perf_counter()
+    dflt(*d_arrays)
+    d_warm = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    kernel(*arrays)
+    c_warm = time.perf_counter() - t0
+    flush = bool(opts.get("cache_flush"))
+    base = int(opts.get("number", 1))
+    # short slots (a quarter of min_repeat each), many quartets: other processes' load
+    # comes in bursts of tens of ms; slots close in time see the same share of it
+    slot_s = min_repeat_s / 4
+    n_c = max(base, math.ceil(slot_s / max(c_warm, 1e-9)))
+    n_d = max(base, math.ceil(slot_s / max(d_warm, 1e-9)))
+    costs: list[float] = []
+    control: list[float] = []
+
+    def quartets(n: int) -> float:
+        for _ in range(n):
+            d1 = _slot(dflt, d_arrays, n_d, flush)
+            c1 = _slot(kernel, arrays, n_c, flush)
+            c2 = _slot(kernel, arrays, n_c, flush)
+            d2 = _slot(dflt, d_arrays, n_d, flush)
+            costs.append((c1 + c2) / 2)
+            control.append((d1 + d2) / 2)
+        return control_ratio(costs, control)
+
+    n = 3 * int(opts.get("repeat", 3))
+    ratio = quartets(n)
+    while _spread(costs, control) > 0.1 and len(costs) < 4 * n:
+        # a burst of other work during the quartets (their ratios spread over 10%, where
+        # a quiet moment keeps them within 3%): more quartets, the medians of all
+        ratio = quartets(n)
+    if ratio < opts.get("confirm_below", 0.0):
+        # it would be the task's best: confirmed by twice as many quartets again, so the
+        # best record is not the luckiest of many candidates (winner's curse)
+        quartets(2 * n)
+    return {"costs": costs, "control": control}
+
+
+def _spread(costs: Sequence[float], control: Sequence[float]) -> float:
+    """The interquartile range of the quartets' ratios over their median."""
+    r = np.asarray(costs) / np.maximum(np.asarray(control), 1e-12)
+    q1, q2, q3 = np.percentile(r, [25, 50, 75])
+    return float((q3 - q1) / max(q2, 1e-12))
+
+
+def control_ratio(costs: Sequence[float], control: Sequence[float]) -> float:
+    """The candidate's time over the default's: the median of its quartets over the median
+    of the default's. A burst of load inflates some slots of either; the medians pass over
+    them (on ResNet-18's 256@14 conv at load 3.4, groups of 8 quartets gave 1.104-1.117
+    this way, 0.99-1.02 for the default against itself; the median of per-quartet ratios
+    spread 2x wider).
+
+        >>> control_ratio([2.0, 2.2, 9.0], [1.0, 1.1, 1.0])
+        2.0
+    """
+    return float(np.median(costs)) / max(float(np.median(control)), 1e-12)
 
 
 def _gpu_costs(kernel: Any, arrays: list[np.ndarray], first: float, opts: dict[str, Any],
@@ -516,6 +657,24 @@ class LocalRunner:
     times of one conv differ up to 2x, and do not rank configs alike). The timing worker's
     address space is capped at `memory_limit` bytes (see `Worker`): a candidate that
     allocates without bound costs an error record.
+
+    With `control` (CPU tasks), each candidate is timed beside the task's default config in
+    ABBA quartets (default, candidate, candidate, default; 3 x `repeat` quartets of slots
+    of min_repeat_ms / 4, the two kernels on the same data and output arrays) and recorded
+    as its time relative to the default's, in the default's units: one cost,
+    `control_ratio` x the default's time at this runner's first control of the task (the
+    note gives the ratio and the spread of the quartets). On a shared machine the load
+    changes between two candidates, less within a quartet: a config is recorded faster
+    than another only when it was faster beside the same control, and the default config
+    itself, when measured, records about that first time, so a config slower than the
+    default does not win by a lucky moment (measured on ResNet-18: timed alone with cache
+    flushes, 6 of 11 convs recorded a "best" that re-measured slower than the default). A
+    candidate that would be the task's best (a ratio below the runner's best so far, or
+    below 1) is timed for twice as many quartets again before it is recorded, so the best
+    record is less often the luckiest of many draws. All arrays are 64-byte aligned, as a
+    compiled model's (see `_aligned`).
+    With `model_layout`, an NCHWc conv is built and timed in the blocked layouts a model
+    runs it in (`timed_task`); its records stay the logical task's.
     """
 
     def __init__(self, timeout: float = 10.0, number: int = 1, repeat: int = 3,
@@ -523,12 +682,16 @@ class LocalRunner:
                  n_parallel_build: int | None = None, imports: Sequence[str] = (),
                  ref_timeout: float = 120.0, builder: LocalBuilder | None = None,
                  slow_cutoff: float | None = 10.0, cache_flush: bool = False,
-                 memory_limit: int | None = None) -> None:
+                 memory_limit: int | None = None, control: bool = False,
+                 model_layout: bool = False) -> None:
         self.timeout = timeout
         self.slow_cutoff = slow_cutoff
         self._best: dict[str, float] = {}
         self.opts = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
-                     "warmup": warmup, "cache_flush": cache_flush}
+                     "warmup": warmup, "cache_flush": cache_flush, "control": control}
+        self._control: dict[str, float] = {}  # the default's seconds per task (first control)
+        self._best_ratio: dict[str, float] = {}  # the best control ratio per task so far
+        self.model_layout = model_layout
         self.check_trials = check_trials
         self.ref_timeout = ref_timeout
         self.builder = builder or LocalBuilder(n_parallel_build, timeout, imports)
@@ -536,11 +699,25 @@ class LocalRunner:
         self._checked: dict[str, int] = {}
         self._seed = 0
 
+    def timed_task(self, task: Task) -> Task:
+        """The task as this runner builds and times it: with `model_layout`, an NCHWc conv
+        in the blocked layouts a model runs it in (relay_ir.backend.layout_plan.
+        as_in_model; the config space is the same), else the task itself."""
+        if not self.model_layout:
+            return task
+        from relay_ir.backend.layout_plan import as_in_model
+
+        got = as_in_model(task.template, task.args, task.attrs, task.target)
+        return task if got is None else Task(task.template, got[0], got[1], task.target,
+                                             task.name)
+
     def run(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
         """One MeasureResult per input, in order."""
+        logical = inputs
+        inputs = [MeasureInput(self.timed_task(i.task), i.config) for i in inputs]
         built = self.builder.build(inputs)
         out = []
-        for inp, b in zip(inputs, built):
+        for inp, b in zip(logical, built):
             if b.error_kind != ErrorKind.NONE:
                 out.append(MeasureResult((), b.error_kind, b.error_msg, b.build_s))
                 continue
@@ -550,14 +727,19 @@ class LocalRunner:
             self._seed += 1
             opts = dict(self.opts, check=check, seed=self._seed,
                         best_s=self._best.get(key), slow_cutoff=self.slow_cutoff,
-                        object_code=b.object_code, generated=b.generated)
+                        object_code=b.object_code, generated=b.generated,
+                        confirm_below=self._best_ratio.get(key, 1.0))
             t0 = time.perf_counter()
             limit = self.timeout + (self.ref_timeout if check else 0.0)
-            status, res = self.worker.call(("run", inp.task.to_dict(), inp.config_json, opts),
+            timed = self.timed_task(inp.task)
+            status, res = self.worker.call(("run", timed.to_dict(), inp.config_json, opts),
                                            limit)
             run_s = time.perf_counter() - t0
             if status == "ok" and "error" not in res:
-                r = MeasureResult(tuple(res["costs"]), ErrorKind.NONE, res.get("note", ""),
+                costs, note = res["costs"], res.get("note", "")
+                if "control" in res:
+                    costs, note = self._relative(key, costs, res["control"])
+                r = MeasureResult(tuple(costs), ErrorKind.NONE, note,
                                   b.build_s + res["build_s"], run_s, features=b.features)
                 self._best[key] = min(self._best.get(key, math.inf), r.mean)
                 out.append(r)
@@ -565,6 +747,19 @@ class LocalRunner:
                 out.append(MeasureResult((), ErrorKind(res["error"]), res["msg"], b.build_s,
                                          run_s))
         return out
+
+    def _relative(self, key: str, costs: Sequence[float], control: Sequence[float]
+                  ) -> tuple[list[float], str]:
+        """Costs in the units of the task's default time (see the class doc), and a note."""
+        ratios = [c / max(d, 1e-12) for c, d in zip(costs, control)]
+        unit = self._control.setdefault(key, float(np.median(control)))
+        ratio = control_ratio(costs, control)
+        self._best_ratio[key] = min(self._best_ratio.get(key, 1.0), ratio)
+        q1, q3 = np.percentile(ratios, [25, 75])
+        return [ratio * unit], (
+            f"control: {ratio:.3f} x the default config timed alternately (ABBA), in units "
+            f"of its {unit * 1e3:.4g} ms ({len(ratios)} quartets, their ratios' quartiles "
+            f"{q1:.3f} {q3:.3f}); timed alone {float(np.median(costs)) * 1e3:.4g} ms")
 
     def close(self) -> None:
         """Stop the builder's and the runner's workers."""

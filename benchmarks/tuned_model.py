@@ -15,18 +15,25 @@ error against ONNX Runtime on a fresh random input (it stops with an error above
 torch jit (median of --repeat runs after --warmup), with the load average next to each;
 then the ratios tessel_tuned / each peer and tuned / untuned.
 
-Candidates are timed with the caches flushed before each call (LocalRunner(cache_flush=
-True)), as a layer runs inside the model. The database defaults to a fresh temporary
-file. Tuning resumes from the records a --db already holds (nothing is measured twice), so
-re-running with more --trials only measures the difference. Every peer runs on Tessel's
-thread count (TESSEL_NUM_THREADS, else the CPUs of this process); the machine may be
-shared, so compare ratios of one run only.
+Candidates are timed warm (repeats of --min-repeat-ms back to back), each beside the
+task's default config in ABBA quartets (LocalRunner(control=True)): a layer's time inside
+the model is its warm time (its input was just written by the layer before, the model's
+weights stay in the last-level cache), while a time after a cache flush was 2-5x longer,
+ranked configs otherwise, and swung 50% between two calls of one config on a shared
+machine (--cache-flush, --no-control give the older measurement). A conv is timed in the
+blocked layouts the model runs it in (LocalRunner(model_layout=True); --logical-layout
+times the NCHW task, whose packing and unpacking ranked configs otherwise). The database defaults
+to a fresh temporary file. Tuning resumes from the records a --db already holds (nothing
+is measured twice), so re-running with more --trials only measures the difference. Every
+peer runs on Tessel's thread count (TESSEL_NUM_THREADS, else the CPUs of this process); the
+machine may be shared, so compare ratios of one run only.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import tempfile
 import time
 import warnings
@@ -54,14 +61,17 @@ def task_label(task: Task, count: int) -> str:
 
 
 def tune_model(tasks: list[tuple[Task, int]], db_path: Path, trials: int, timeout: float,
-               min_repeat_ms: float, seed: int) -> list[tuple[str, int, int, int, float]]:
+               min_repeat_ms: float, seed: int, cache_flush: bool = False,
+               control: bool = True, model_layout: bool = True
+               ) -> list[tuple[str, int, int, int, float]]:
     """Tune each task with xgb up to `trials` in all (resuming from the database); prints
     and returns (label, trials, new trials, errors, best GFLOP/s) per task."""
     rows = []
     print(f"{'task':<58} {'trials':>6} {'new':>4} {'errors':>6} {'GFLOP/s':>8} {'s':>5}")
     with TuningDatabase(db_path) as db, \
             LocalRunner(timeout=timeout, min_repeat_ms=min_repeat_ms,
-                        cache_flush=True) as runner:
+                        cache_flush=cache_flush, control=control,
+                        model_layout=model_layout) as runner:
         for task, count in tasks:
             t0 = time.time()
             p = tune(task, make_tuner("xgb", task, seed=seed), trials, db, runner)
@@ -120,7 +130,7 @@ def torch_runners(model: Any, x: np.ndarray, threads: int) -> dict[str, Any]:
 
 
 def bench(model: Any, db_path: Path, repeat: int, warmup: int, pause: float,
-          tolerance: float, seed: int) -> dict[str, float]:
+          tolerance: float, seed: int, rounds: int = 3) -> dict[str, float]:
     """Seconds per inference of Tessel tuned and untuned, ONNX Runtime and torch."""
     mod, params = from_onnx(model)
     t0 = time.perf_counter()
@@ -154,13 +164,20 @@ def bench(model: Any, db_path: Path, repeat: int, warmup: int, pause: float,
         raise SystemExit(f"outputs differ from onnxruntime by more than {tolerance:g}: "
                          + ", ".join(bad))
 
-    print(f"\nlatency, median of {repeat} after {warmup} warm-up, {threads} threads:")
-    secs: dict[str, float] = {}
-    for k, fn in runners.items():
-        time.sleep(pause)  # let the previous library's spinning workers go idle (FACTS.md)
-        load = _load()
-        secs[k] = median_seconds(fn, repeat, warmup)
-        print(f"  {k:<15} {secs[k] * 1e3:9.2f} ms   ({load})", flush=True)
+    print(f"\nlatency, {rounds} interleaved rounds, each the median of {repeat} after "
+          f"{warmup} warm-up, {threads} threads; the median round:")
+    per_round: dict[str, list[float]] = {k: [] for k in runners}
+    loads: dict[str, list[str]] = {k: [] for k in runners}
+    for _ in range(max(1, rounds)):
+        for k, fn in runners.items():
+            time.sleep(pause)  # let the previous library's spinning workers go idle
+            loads[k].append(_load())
+            per_round[k].append(median_seconds(fn, repeat, warmup))
+    secs = {k: statistics.median(v) for k, v in per_round.items()}
+    for k, v in secs.items():
+        rs = " ".join(f"{x * 1e3:.1f}" for x in per_round[k])
+        print(f"  {k:<15} {v * 1e3:9.2f} ms   (rounds {rs}; {', '.join(loads[k])})",
+              flush=True)
 
     print("ratios (< 1: tessel tuned is faster):")
     for k, v in secs.items():
@@ -189,8 +206,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--pause", type=float, default=0.3, help="seconds between libraries")
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per candidate")
-    ap.add_argument("--min-repeat-ms", type=float, default=50.0,
+    ap.add_argument("--min-repeat-ms", type=float, default=10.0,
                     help="a measured candidate repeats its kernel for at least this long")
+    ap.add_argument("--cache-flush", action="store_true",
+                    help="time candidates after a cache flush (the older measurement)")
+    ap.add_argument("--no-control", action="store_true",
+                    help="time candidates alone, not beside the default config")
+    ap.add_argument("--logical-layout", action="store_true",
+                    help="time convs in NCHW (packing and unpacking included), not in the "
+                         "blocked layouts the model runs them in")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="interleaved rounds of the latency comparison")
     ap.add_argument("--tolerance", type=float, default=1e-3,
                     help="largest relative error against onnxruntime accepted")
     ap.add_argument("--seed", type=int, default=0)
@@ -210,9 +236,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"{a.trials} trials each (xgb)") + f", database {db_path}")
     t0 = time.time()
     rows = (recorded(tasks, db_path) if a.no_tune else
-            tune_model(tasks, db_path, a.trials, a.timeout, a.min_repeat_ms, a.seed))
+            tune_model(tasks, db_path, a.trials, a.timeout, a.min_repeat_ms, a.seed,
+                       a.cache_flush, not a.no_control, not a.logical_layout))
     print(f"tasks done in {time.time() - t0:.0f} s ({_load()})\n")
-    secs = bench(model, db_path, a.repeat, a.warmup, a.pause, a.tolerance, a.seed)
+    secs = bench(model, db_path, a.repeat, a.warmup, a.pause, a.tolerance, a.seed,
+                 a.rounds)
     return {"tasks": rows, "task_list": tasks, "seconds": secs, "db": db_path}
 
 

@@ -39,12 +39,12 @@ from schedule.templates.common import (
     best_divisor,
     fallback_split,
     fallback_value,
-    parallel_fuse,
     schedule_copy_stage,
     shape_of,
 )
 from schedule.templates.conv_common import PAD, conv_attrs
 from schedule.templates.registry import expect_args, placeholders, register_template
+from schedule.templates.x86_conv2d_nchwc import schedule_output_tiles
 from schedule.templates.x86_int8_dot import (
     COMP_SHIFT,
     Activations,
@@ -266,17 +266,7 @@ def schedule_conv2d_int8(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
                        and acts.dtype == "uint8")
     reg_n = int(cfg["tile_ow"].size[-1])
 
-    # the output stage: parallel over (n, oc chunk, oh), a tile of reg_n columns
-    if len(O.shape) == 4:
-        n, c, h, w = s[O].op.axis
-        co, cb = s[O].split(c, factor=oc_bn)
-    else:
-        n, co, h, w, cb = s[O].op.axis
-    wo, wi = s[O].split(w, factor=reg_n)
-    s[O].reorder(n, co, h, wo, wi, cb)
-    s[CC].compute_at(s[O], wo)
-    s[O].vectorize(cb)
-    parallel_fuse(s, O, [n, co, h])
+    schedule_output_tiles(s, O, CC, oc_bn, reg_n)
 
     # the micro-kernel: the dot over each vector of each column's accumulators
     cn, cco, ch, cw, ccb = s[CC].op.axis

@@ -231,23 +231,7 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         fallback_value(cfg, "unroll_kw", shape_of(conv)[3] >= 7 and
                        int(CC.op.reduce_axis[2].dom.extent.value) <= 3)
     reg_n = int(cfg["tile_ow"].size[-1])
-
-    # the output stage: parallel over (n, oc chunk, oh), tile of reg_n columns
-    if unpacked:
-        n, c, h, w = s[O].op.axis
-        co, cb = s[O].split(c, factor=oc_bn)
-        wo, wi = s[O].split(w, factor=reg_n)
-        s[O].reorder(n, co, h, wo, wi, cb)
-        s[CC].compute_at(s[O], wo)
-        s[O].vectorize(cb if oc_bn > 1 else wi)
-        parallel_fuse(s, O, [n, co, h])
-    else:
-        n, co, h, w, cb = s[O].op.axis
-        wo, wi = s[O].split(w, factor=reg_n)
-        s[O].reorder(n, co, h, wo, wi, cb)
-        s[CC].compute_at(s[O], wo)
-        s[O].vectorize(cb)
-        parallel_fuse(s, O, [n, co, h])
+    schedule_output_tiles(s, O, CC, oc_bn, reg_n)
 
     # the micro-kernel
     cn, cco, ch, cw, ccb = s[CC].op.axis
@@ -272,6 +256,24 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         src = t.op.input_tensors[0]
         schedule_copy_stage(s, t, vector_ok=t.op.tag == PAD and len(src.shape) == 5)
     return s
+
+
+def schedule_output_tiles(s: Schedule, O: Tensor, CC: Tensor, oc_bn: int, reg_n: int
+                          ) -> None:
+    """The output stage of a blocked conv: parallel over (n, oc chunk, oh), a tile of reg_n
+    columns per step with the accumulator `CC` computed at it, vector stores along the
+    channel block (along the columns when the block is 1). An NCHW output (4-D) is split
+    into blocks of oc_bn channels first; shared by the fp32, int8 and depthwise templates."""
+    if len(O.shape) == 4:
+        n, c, h, w = s[O].op.axis
+        co, cb = s[O].split(c, factor=oc_bn)
+    else:
+        n, co, h, w, cb = s[O].op.axis
+    wo, wi = s[O].split(w, factor=reg_n)
+    s[O].reorder(n, co, h, wo, wi, cb)
+    s[CC].compute_at(s[O], wo)
+    s[O].vectorize(cb if oc_bn > 1 else wi)
+    parallel_fuse(s, O, [n, co, h])
 
 
 def pack_oihw(ic_bn: int, oc_bn: int) -> Callable[[np.ndarray], np.ndarray]:

@@ -38,12 +38,12 @@ from schedule.templates.common import (
     injective_inputs,
     inline_injective,
     output_and_accumulator,
-    parallel_fuse,
     schedule_copy_stage,
     shape_of,
 )
 from schedule.templates.conv_common import conv_attrs, pad_hw
 from schedule.templates.registry import expect_args, placeholders, register_template
+from schedule.templates.x86_conv2d_nchwc import schedule_output_tiles
 from tensor_expr import tensor as T
 from tensor_expr.tensor import Tensor
 from tessel_errors import ScheduleError
@@ -125,18 +125,9 @@ def schedule_depthwise_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     if len(out.shape) == 4:
         s[conv].set_scope("local")
         O, CC = out, conv
-        n, c, h, w = s[O].op.axis
-        co, cb = s[O].split(c, factor=b)
-        wo, wi = s[O].split(w, factor=reg_n)
-        s[O].reorder(n, co, h, wo, wi, cb)
     else:
         O, CC = output_and_accumulator(s, outs, conv)
-        n, co, h, w, cb = s[O].op.axis
-        wo, wi = s[O].split(w, factor=reg_n)
-        s[O].reorder(n, co, h, wo, wi, cb)
-    s[CC].compute_at(s[O], wo)
-    s[O].vectorize(cb)
-    parallel_fuse(s, O, [n, co, h])
+    schedule_output_tiles(s, O, CC, b, reg_n)
 
     cn, cc, ch, cw, ck = s[CC].op.axis
     ry, rx = s[CC].op.reduce_axis

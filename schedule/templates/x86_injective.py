@@ -16,8 +16,10 @@ from typing import Any
 from schedule.schedule import Schedule, create_schedule
 from schedule.templates.common import (
     best_divisor,
+    divisor_at_most,
     inline_injective,
     is_injective,
+    output_and_accumulator,
     parallel_fuse,
     shape_of,
     walk_ops,
@@ -178,12 +180,49 @@ def _red_size(op: ComputeOp) -> int:
     return n
 
 
+def _blocked_window(op: ComputeOp) -> bool:
+    """Whether `op` is a pooling window over the blocked layout NCHW[x]c: a 5-D result
+    whose last (channel block) axis is contiguous in the input, and a small window."""
+    return len(op.axis) == 5 and _red_size(op) <= 64 and not _reduces_last_input_dim(op)
+
+
+def schedule_blocked_pool(s: Schedule, outs: Sequence[Tensor], pool: Tensor, lanes: int
+                          ) -> None:
+    """A pool over NCHW[x]c: parallel (n, c block, oh); per tile of reg_n output columns the
+    window is unrolled into reg_n x block/lanes vector accumulators held in registers, then
+    stored once (an epilogue such as avg-pool's scale is applied at the store). Each input
+    vector is loaded once per window that covers it, each output written once: ResNet-18's
+    3x3 stride-2 max pool reads its input about as fast as a copy reads it."""
+    from schedule.templates.x86_conv2d_nchwc import schedule_output_tiles
+
+    O, CC = output_and_accumulator(s, outs, pool)
+    _, _, _, OW, block = shape_of(pool)
+    vec = best_divisor(block, [lanes, lanes // 2 or 1])
+    # 8 accumulators: enough independent max/add chains, and room left for the loads
+    reg_n = divisor_at_most(OW, max(1, 8 // max(1, block // vec)))
+    schedule_output_tiles(s, O, CC, block, reg_n)
+    _, _, _, cw, ck = s[CC].op.axis
+    ry, rx = s[CC].op.reduce_axis
+    cwo, cwi = s[CC].split(cw, factor=reg_n)
+    cko, cki = s[CC].split(ck, factor=vec)
+    s[CC].reorder(cwo, ry, rx, cwi, cko, cki)
+    for ax in (ry, rx, cwi, cko):
+        s[CC].unroll(ax)
+    s[CC].vectorize(cki)
+
+
 def schedule_reduce(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     """Reductions and pooling: each reduction at root, vectorized where contiguous; the
-    injective epilogue (mean's divide, avg-pool's scale) as its own vectorized stage."""
+    injective epilogue (mean's divide, avg-pool's scale) as its own vectorized stage. A
+    group that is one pool over the blocked layout gets schedule_blocked_pool."""
     outs = list(outs)
     s = create_schedule(outs)
     inline_injective(s, outs)
+    reds = [op for op in walk_ops(outs) if isinstance(op, ComputeOp) and op.reduce_axis]
+    if len(outs) == 1 and len(reds) == 1 and len(reds[0].reduce_axis) == 2 and \
+            _blocked_window(reds[0]) and shape_of(outs[0]) == shape_of(reds[0].output(0)):
+        schedule_blocked_pool(s, outs, reds[0].output(0), cfg.target.fp32_lanes)
+        return s
     for op in walk_ops(outs):
         if isinstance(op, ComputeOp) and op.reduce_axis:
             schedule_reduce_stage(s, op.output(0), cfg.target.fp32_lanes)

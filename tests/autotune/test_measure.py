@@ -204,3 +204,119 @@ def test_a_worker_caps_its_address_space_by_default() -> None:
     from autotune.measure import Worker, default_memory_limit
 
     assert Worker().memory_limit == default_memory_limit() >= 4 << 30
+
+
+def test_control_times_candidate_and_default_in_abba_quartets(monkeypatch) -> None:
+    import autotune.measure as m
+
+    calls: list[str] = []
+
+    def kernel(tag: str):
+        return lambda *arrays: calls.append(tag)
+
+    task = Task("matmul.x86", [((8, 8), "float32"), ((8, 8), "float32")])
+    _, tensors = task.instantiate(None)
+    monkeypatch.setattr(m, "_default_kernel", lambda t: (kernel("D"), tensors))
+    monkeypatch.setattr(m, "_WARMED", [True])
+    monkeypatch.setattr(m, "_spread", lambda *a: 0.0)  # empty calls time at random
+    logical = [np.ones((8, 8), "float32")] * 2
+    got = m._control_costs(task, kernel("C"), [], logical, {"repeat": 2, "number": 1}, 0.0)
+    # the default's first call (page faults), one warm call of each to size the slots,
+    # then 3 x repeat quartets
+    assert calls == ["D", "D", "C"] + ["D", "C", "C", "D"] * 6
+    assert len(got["costs"]) == len(got["control"]) == 6
+
+
+def test_control_costs_are_ratios_in_the_units_of_the_first_default_time() -> None:
+    runner = LocalRunner(control=True)
+    try:
+        costs, note = runner._relative("k", [2.0, 3.0, 40.0], [1.0, 1.0, 2.0])
+        # the median candidate time (3) over the median default (1), in the unit of the
+        # median default
+        assert costs == [3.0] and "control: 3.000 x the default" in note
+        assert "3 quartets" in note
+        # a later candidate of the task is scaled to the same unit, whatever its control
+        costs, _ = runner._relative("k", [5.0], [10.0])
+        assert costs == [0.5]
+        assert runner._relative("other", [1.0], [4.0])[0] == [1.0]
+    finally:
+        runner.close()
+
+
+def test_a_runner_with_control_records_candidates_beside_the_default() -> None:
+    task = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+    with LocalRunner(timeout=30, check_trials=1, control=True, min_repeat_ms=1,
+                     slow_cutoff=None) as runner:
+        res = runner.run([MeasureInput(task, task.config(i)) for i in (0, 5)])
+    assert all(r.ok and len(r.costs) == 1 and r.error_msg.startswith("control: ")
+               for r in res), [(r.error_kind, r.error_msg) for r in res]
+    units = {r.error_msg.split("units of its ")[1].split(" ms")[0] for r in res}
+    assert len(units) == 1  # one default time per task: both candidates in its units
+
+
+def test_a_blocked_output_in_other_blocks_compares_as_the_same_tensor() -> None:
+    from autotune.measure import _as_nchw
+
+    x = np.arange(2 * 64 * 3 * 5, dtype="float32").reshape(2, 64, 3, 5)
+    b16 = x.reshape(2, 4, 16, 3, 5).transpose(0, 1, 3, 4, 2)
+    b32 = x.reshape(2, 2, 32, 3, 5).transpose(0, 1, 3, 4, 2)
+    assert np.array_equal(_as_nchw(b32, b16.shape), b16)
+    assert _as_nchw(b16, b16.shape) is b16
+
+
+@pytest.mark.parametrize("flop_path", ["te", "kernel"])
+def test_convs_timed_in_the_models_layouts_are_checked_and_recorded(flop_path: str) -> None:
+    # blocked data and output, candidates of other output blocks than the default's: the
+    # check compares them in one blocking (the small layer against the TE evaluator, the
+    # large one against the default kernel), the control shares only arrays that agree
+    c, hw = (16, 8) if flop_path == "te" else (64, 28)
+    task = Task("conv2d_NCHWc.x86", [((1, c, hw, hw), "float32"), ((c, c, 3, 3), "float32")],
+                {"padding": [1, 1, 1, 1], "kernel_layout": "OIHWio"})
+    assert (task.flop > 2e7) == (flop_path == "kernel")
+    sp = task.space
+    picks = {}
+    for cfg in sp:  # one config per distinct output block
+        picks.setdefault(cfg["tile_oc"].size[-1], cfg)
+    with LocalRunner(timeout=60, check_trials=len(picks), control=True, model_layout=True,
+                     min_repeat_ms=1, slow_cutoff=None) as runner:
+        timed = runner.timed_task(task)
+        assert timed.attrs["out_layout"] == "NCHWc" and len(timed.args[0][0]) == 5
+        res = runner.run([MeasureInput(task, cfg) for cfg in picks.values()])
+    assert len(picks) >= 3
+    assert all(r.ok for r in res), [(r.error_kind, r.error_msg) for r in res]
+
+
+def test_control_confirms_a_would_be_best_with_twice_the_quartets_again(monkeypatch) -> None:
+    import autotune.measure as m
+
+    task = Task("matmul.x86", [((8, 8), "float32"), ((8, 8), "float32")])
+    _, tensors = task.instantiate(None)
+    monkeypatch.setattr(m, "_default_kernel", lambda t: ((lambda *a: None), tensors))
+    monkeypatch.setattr(m, "_WARMED", [True])
+    logical = [np.ones((8, 8), "float32")] * 2
+    times = iter([1.0, 0.5, 0.5, 1.0] * 27)  # every quartet: the candidate at half the time
+    monkeypatch.setattr(m, "_slot", lambda *a: next(times))
+    opts = {"repeat": 3, "number": 1}
+    assert len(m._control_costs(task, lambda *a: None, [], logical,
+                                {**opts, "confirm_below": 0.4}, 0.0)["costs"]) == 9
+    times = iter([1.0, 0.5, 0.5, 1.0] * 27)
+    got = m._control_costs(task, lambda *a: None, [], logical, {**opts, "confirm_below": 0.6},
+                           0.0)
+    assert len(got["costs"]) == len(got["control"]) == 27
+
+
+def test_control_takes_more_quartets_while_their_ratios_spread(monkeypatch) -> None:
+    import autotune.measure as m
+
+    task = Task("matmul.x86", [((8, 8), "float32"), ((8, 8), "float32")])
+    _, tensors = task.instantiate(None)
+    monkeypatch.setattr(m, "_default_kernel", lambda t: ((lambda *a: None), tensors))
+    monkeypatch.setattr(m, "_WARMED", [True])
+    logical = [np.ones((8, 8), "float32")] * 2
+    # 9 quartets of which ratios 1 and 2 alternate (a busy machine), then quiet ones at 1
+    noisy = [1.0, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 1.0] * 5
+    times = iter(noisy[:36] + [1.0] * 200)
+    monkeypatch.setattr(m, "_slot", lambda *a: next(times))
+    got = m._control_costs(task, lambda *a: None, [], logical, {"repeat": 3, "number": 1},
+                           0.0)
+    assert len(got["costs"]) > 9 and m._spread(got["costs"], got["control"]) <= 0.1

@@ -65,3 +65,54 @@ def test_softmax_rows_run_in_one_parallel_loop() -> None:
     s, tensors = instantiate("softmax.x86", [((64, 256), "float32")], {"axis": -1})
     text = str(lowering.lower(s, tensors))
     assert text.count("parallel") == 1 and "vectorized" in text
+
+
+def _blocked(x: np.ndarray, b: int) -> np.ndarray:
+    n, c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def _pool_ref(x: np.ndarray, op: str, k: int, st: int, pad: int) -> np.ndarray:
+    """NCHW pooling in numpy; avg counts only the window's real elements."""
+    fill = -np.inf if op == "max" else 0.0
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=fill)
+    ones = np.pad(np.ones_like(x), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh = (x.shape[2] + 2 * pad - k) // st + 1
+    ow = (x.shape[3] + 2 * pad - k) // st + 1
+    win = [(xp[:, :, i:i + st * oh:st, j:j + st * ow:st], ones[:, :, i:i + st * oh:st,
+                                                              j:j + st * ow:st])
+           for i in range(k) for j in range(k)]
+    if op == "max":
+        return np.max(np.stack([v for v, _ in win]), axis=0)
+    return sum(v for v, _ in win) / sum(c for _, c in win)
+
+
+@pytest.mark.parametrize("op,target,block", [("max", "llvm -mcpu=haswell", 16),
+                                             ("max", "llvm -mcpu=skylake-avx512", 32),
+                                             ("avg", "llvm -mcpu=haswell", 8),
+                                             ("avg", "llvm -mcpu=skylake-avx512", 48)])
+def test_a_pool_over_the_blocked_layout_keeps_its_accumulators_in_registers(
+        op: str, target: str, block: int, monkeypatch: Any) -> None:
+    import lowering
+    import tensor_expr as te
+    from schedule.space import FallbackConfig
+    from schedule.templates.x86_injective import schedule_reduce
+    from tensor_expr import ops
+    from tessel_target import Target
+
+    monkeypatch.setenv("TESSEL_ALLOW_FOREIGN_CPU", "1")  # e.g. haswell code on a newer host
+    x = te.placeholder((1, 2, 14, 14, block), "float32", name="x")
+    pool = ops.max_pool2d if op == "max" else ops.avg_pool2d
+    kw = {} if op == "max" else {"count_include_pad": False}
+    y = pool(x, (3, 3), (2, 2), (1, 1, 1, 1), layout="NCHWc", **kw)
+    s = schedule_reduce(FallbackConfig(target), [y])
+    text = str(lowering.lower(s, [x, y]))
+    # the window unrolled into a register tile, stored once per output element
+    assert "in local" in text and "(ry, 0, 3) unrolled" in text and "(rx, 0, 3) unrolled" in text
+    k = lowering.build(s, [x, y], target=target)
+    if not Target.parse(target).features <= Target.parse("llvm").features:
+        return  # code for a CPU this host is not: built and checked above, not run
+    logical = rand(seeded_rng(), (1, 2 * block, 14, 14))
+    out = np.full((1, 2, 7, 7, block), np.nan, "float32")
+    k(_blocked(logical, block), out)
+    close(out, _blocked(_pool_ref(logical, op, 3, 2, 1), block))
