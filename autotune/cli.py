@@ -78,8 +78,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     tasks = [parse_op_spec(spec, args.target) for spec in args.op or []]
     weights = [1] * len(tasks)
+    alternates: list[list[int]] = []
     if args.model:
-        from autotune.extract import extract_tasks
+        from autotune.extract import extract_model_tasks
 
         mod, params = _load_model(args.model, args.shape)
         if args.quantize:
@@ -88,8 +89,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
             # the int8 model's tasks do not depend on its scales: a global scale needs no
             # calibration data (relay_ir.quantize's defaults otherwise: first conv float)
             mod, params = quantize(mod, params, calibrate=8.0), None
-        found = extract_tasks(mod, args.target, params)
-        print(f"{args.model}: {len(found)} tunable tasks")
+        model_tasks = extract_model_tasks(mod, args.target, params)
+        found = model_tasks.tasks
+        alternates = [[len(tasks) + k for k in a] for a in model_tasks.alternates]
+        print(f"{args.model}: {len(found)} tunable tasks"
+              + (f" ({len(alternates)} groups with alternate templates; build compiles the "
+                 "fastest of each)" if alternates else ""))
         for t, n in found:
             t.name = f"{t.template} x{n} {t.args[0][0]}"
             tasks.append(t)
@@ -116,7 +121,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         runner_cm = LocalRunner(n_parallel_build=args.build_workers, **options)
     with TuningDatabase(args.db) as db, runner_cm as runner:
         if args.model and args.trials_per_task is None:
-            return _tune_scheduled(args, tasks, weights, db, runner)
+            return _tune_scheduled(args, tasks, weights, db, runner, alternates)
         per_task = args.trials_per_task or args.trials
         for n, task in enumerate(tasks):
             tuner = make_tuner(args.tuner, task, seed=args.seed)
@@ -153,7 +158,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _tune_scheduled(args: argparse.Namespace, tasks: list[Any], weights: list[int],
-                    db: Any, runner: Any) -> int:
+                    db: Any, runner: Any, alternates: list[list[int]]) -> int:
     """A model's --trials as one budget, spent by the task scheduler; one line per batch."""
     from autotune.task_scheduler import TaskScheduler
     from autotune.tuners import make_tuner
@@ -167,14 +172,15 @@ def _tune_scheduled(args: argparse.Namespace, tasks: list[Any], weights: list[in
     t0 = time.time()
     result = TaskScheduler(list(zip(tasks, weights)), tuners, db, runner, args.trials,
                            batch_size=args.batch_size, early_stopping=args.early_stopping,
-                           report=report, model=args.model).run()
+                           report=report, model=args.model, alternates=alternates).run()
     rows = []
     for st in result.tasks:
         p = st.progress
         rows.append([st.task.name, args.tuner, st.trials, st.trials - st.resumed_trials,
                      p.errors if p else 0, _fmt(p.best_gflops if p else math.nan),
-                     _fmt(st.best_time * 1e3, 4)])
-    print(_table(["task", "tuner", "trials", "new", "errors", "best GFLOP/s", "best ms"], rows))
+                     _fmt(st.best_time * 1e3, 4), st.stop_reason or "-"])
+    print(_table(["task", "tuner", "trials", "new", "errors", "best GFLOP/s", "best ms",
+                  "left because"], rows))
     print(f"model estimate (sum of occurrences x best time): "
           f"{result.model_estimate_s * 1e3:.4g} ms after {time.time() - t0:.1f} s")
     print(f"database: {args.db}")

@@ -278,6 +278,30 @@ def _index(slots: list[Any], slot: Any) -> int:
     return next((n for n, s in enumerate(slots) if s is slot), -1)
 
 
+def worker_command(address: str, slots: int = 1, targets: Sequence[str] = ("llvm",),
+                   block: bool = True, node_ip: str | None = None) -> list[str]:
+    """The `ray start` command line of a measuring node joining `address` with `slots`
+    slots for the device key of each target (`node_ip`: the address it registers, e.g.
+    127.0.0.1 for a second node on this machine).
+
+        >>> worker_command("10.0.0.5:6379")[-4:-1]
+        ['start', '--address=10.0.0.5:6379', '--resources={"tessel-device-...": 1}']
+    """
+    import json
+    import sys
+
+    from tessel_target import device_key
+
+    resources = {device_resource(device_key(t)): slots for t in targets}
+    cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", f"--address={address}",
+           f"--resources={json.dumps(resources)}"]
+    if node_ip is not None:
+        cmd.append(f"--node-ip-address={node_ip}")
+    if block:
+        cmd.append("--block")
+    return cmd
+
+
 def start_worker(address: str, slots: int = 1, targets: Sequence[str] = ("llvm",),
                  block: bool = True) -> int:
     """Join this machine to the Ray cluster at `address` as a measuring node with `slots`
@@ -286,17 +310,11 @@ def start_worker(address: str, slots: int = 1, targets: Sequence[str] = ("llvm",
 
         >>> start_worker("10.0.0.5:6379", slots=1)  # doctest: +SKIP
     """
-    import json
     import subprocess
-    import sys
 
     from tessel_target import device_key
 
-    resources = {device_resource(device_key(t)): slots for t in targets}
-    cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", f"--address={address}",
-           f"--resources={json.dumps(resources)}"]
-    if block:
-        cmd.append("--block")
+    cmd = worker_command(address, slots, targets, block)
     for t in targets:
         print(f"measuring node for {device_key(t)!r}: {slots} slot(s)", flush=True)
     try:

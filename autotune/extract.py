@@ -11,20 +11,39 @@ The task of a group is the one build compiles it with: both ask
 relay_ir.backend.lower_group (a constant conv2d weight, which build packs once in the
 blocks the tuned config picks, gives the attrs kernel_layout="OIHWio" in both). Where the
 target has several templates for a group's op (a GPU conv2d: implicit GEMM and direct),
-each is a task (`anchor_tasks`), and build takes the one with the fastest record. The
+each is a task (`anchor_tasks`), and build takes the one with the fastest record
+(`extract_model_tasks` says which tasks are such alternates). The
 group's elementwise epilogue is not part of the task: it is tuned as the bare anchor.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from autotune.task import Task
 
 
-def extract_tasks(mod: Any, target: str = "llvm", params: dict[str, Any] | None = None
-                  ) -> list[tuple[Task, int]]:
-    """[(task, occurrences)] of a model, in first-occurrence order."""
+@dataclass
+class ModelTasks:
+    """A model's tuning tasks with their occurrences, and which of them are alternates:
+    `alternates` lists, per fused group with more than one template, the indices (into
+    `tasks`) of its tasks, of which build compiles the fastest. A task is in at most one
+    such set (its group's op, shapes and attrs decide the whole set)."""
+
+    tasks: list[tuple[Task, int]]
+    alternates: list[list[int]]
+
+
+def extract_model_tasks(mod: Any, target: str = "llvm", params: dict[str, Any] | None = None
+                        ) -> ModelTasks:
+    """The tasks of a model and its groups' alternate templates.
+
+        >>> from tests.relay_ir.programs import resnet_block
+        >>> found = extract_model_tasks(resnet_block(), "cuda -sim")
+        >>> [[found.tasks[k][0].template for k in a] for a in found.alternates]
+        [['conv2d_nchw_gemm.cuda', 'conv2d_nchw.cuda']]
+    """
     from relay_ir import transform as T
     from relay_ir.backend.lower_group import anchor_tasks, constant_params
     from relay_ir.backend.pipeline import bind_params, main_of, optimize_for_build
@@ -34,14 +53,26 @@ def extract_tasks(mod: Any, target: str = "llvm", params: dict[str, Any] | None 
     mod = T.InferType()(bind_params(main_of(mod), params))
     fused = optimize_for_build(mod)
     found: dict[Task, int] = {}
+    sets: dict[tuple[Task, ...], None] = {}
     for e in post_order(fused["main"].body):
         if not (isinstance(e, Call) and isinstance(e.op, Function)
                 and e.op.attr("Primitive")):
             continue
+        group = []
         for at in anchor_tasks(e.op, constant_params(e), target):
             if not at.tunable:
                 continue
             task = Task(at.template, list(at.specs), at.attrs, target,
                         name=at.template.split(".")[0])
             found[task] = found.get(task, 0) + 1
-    return list(found.items())
+            group.append(task)
+        if len(group) > 1:
+            sets[tuple(group)] = None
+    index = {t: k for k, t in enumerate(found)}
+    return ModelTasks(list(found.items()), [[index[t] for t in g] for g in sets])
+
+
+def extract_tasks(mod: Any, target: str = "llvm", params: dict[str, Any] | None = None
+                  ) -> list[tuple[Task, int]]:
+    """[(task, occurrences)] of a model, in first-occurrence order."""
+    return extract_model_tasks(mod, target, params).tasks

@@ -7,7 +7,8 @@ kind, bytes touched per buffer at each loop level, strides of the innermost loop
 buffer (contiguity) and along threadIdx.x (coalescing; shared-memory bank conflicts at
 multiples of 32 words), vector lanes and unroll factor, and for GPU code the threads per
 block, the blocks and the shared-memory bytes per block. `knob_features(space, index)` is
-the cheap alternative: each knob's value (split factors in log2, choice index otherwise).
+the cheap alternative: each knob's value (split factors in log2 with the log2 outer count,
+which is relative to the shape; the choice index otherwise).
 
     >>> from autotune.task import Task
     >>> t = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
@@ -211,17 +212,34 @@ def _launch_features(body: Any) -> list[float]:
     return [_log(threads if extents else 0), _log(blocks if extents else 0), _log(shared)]
 
 
+def _split_row(knob: Any, ent: SplitEntity) -> list[float]:
+    """log2 of the inner factors, then of the outer count (extent over their product): the
+    last says how much of the extent a tile covers, which carries over between shapes."""
+    inner = [max(1, int(f)) for f in ent.size[1:]]
+    extent = getattr(knob, "extent", None) or math.prod(inner)
+    return [_log(f) for f in inner] + [_log(-(-int(extent) // math.prod(inner)))]
+
+
 def knob_features(space: ConfigSpace, index: int) -> np.ndarray:
-    """One or more numbers per knob of point `index`: log2 split factors, else the choice."""
+    """Per knob of point `index`: a split's log2 inner factors and log2 outer count (shape-
+    relative, so records of other shapes describe alike tiles alike), else the choice."""
     point = space.get(index)
     v: list[float] = []
     for name, knob in space.knobs.items():
         ent = point.values[name]
         if isinstance(ent, SplitEntity):
-            v += [_log(f) for f in ent.size[1:]]
+            v += _split_row(knob, ent)
         else:
             v.append(float(knob.entities.index(ent)))
     return np.asarray(v, dtype=np.float32)
+
+
+def knob_layout(space: ConfigSpace) -> tuple[tuple[str, int], ...]:
+    """(knob name, feature width) per knob: two spaces of a template whose layouts are equal
+    give comparable knob feature rows (transfer between shapes checks it)."""
+    return tuple((name, len(_split_row(k, k.entities[0])) if isinstance(k.entities[0],
+                                                                          SplitEntity) else 1)
+                 for name, k in space.knobs.items())
 
 
 # per live space, its knob tables and the knob shape they were made for (a template may
@@ -239,7 +257,7 @@ def knob_tables(space: ConfigSpace) -> list[np.ndarray]:
         return hit[1]
     tables = []
     for knob in space.knobs.values():
-        rows = [[_log(f) for f in e.size[1:]] if isinstance(e, SplitEntity) else [float(k)]
+        rows = [_split_row(knob, e) if isinstance(e, SplitEntity) else [float(k)]
                 for k, e in enumerate(knob.entities)]
         tables.append(np.asarray(rows, np.float32))
     _TABLES[space] = (shape, tables)

@@ -123,6 +123,28 @@ class Task:
         """The point a stored config (a ConfigEntity.to_json() object) names."""
         return self.space.from_json(text_or_obj)
 
+    def default_config(self) -> ConfigEntity | None:
+        """The point of the space the template's fallback (its untuned default) chooses, or
+        None where the fallback is no point of the space (e.g. a split factor that does not
+        divide the extent, which only the fallback may pick).
+
+            >>> t = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+            >>> t.default_config().index in range(t.space.size)
+            True
+        """
+        from schedule.space import FallbackConfig
+
+        fb = FallbackConfig(self.target)
+        self.instantiate(fb)  # declares the knobs and sets the template's defaults
+        picks = []
+        for name, knob in self.space.knobs.items():
+            want = fb[name].to_json() if name in fb.knobs else None
+            k = next((k for k, e in enumerate(knob.entities) if e.to_json() == want), None)
+            if k is None:
+                return None
+            picks.append(k)
+        return self.space.get(self.space.index_of(picks))
+
     def instantiate(self, cfg: ConfigEntity | None = None) -> tuple[Any, list[Any]]:
         """(schedule, argument tensors) for `cfg` (None: the template's fallback)."""
         from schedule.templates import instantiate

@@ -1,16 +1,25 @@
 """The task scheduler: a model's measurement budget goes, batch by batch, to the task whose
-next batch should cut the model's latency most (after Ansor's gradient-based scheduler).
+next batch should cut the model's latency most (Ansor's gradient-based scheduler, Zheng et
+al. 2020, section 6).
 
-Every task first gets one batch. After that each batch goes to the task of largest
+Every task first gets one batch. After that each batch goes to the task of largest `Gain`:
+the model-latency seconds its next batch is predicted to cut,
 
-    gain = occurrences x (ALPHA x backward + (1 - ALPHA) x forward)
+    gain = weight x max(0, group best - predicted best after the batch)
+    predicted decrease = ALPHA x backward + (1 - ALPHA) x forward
+    forward = max(best / batches, best - BETA x flop / (best FLOP/s of similar tasks))
 
-where `backward` is how much the task's best time fell per batch over its last `WINDOW`
-batches (what it has been gaining) and `forward` is its best time over the batches it has
-had (an optimistic estimate that shrinks as a task is explored); ties go to the task with
-fewer trials. A task leaves when its tuner has no configs left or it stops early. The
-estimated model latency, the sum of occurrences x best time over the tuned tasks, is
-reported after every batch with the decision that led to it.
+`weight` is the task's occurrences in the model; `backward` is how much its best time fell
+per batch over its last `WINDOW` batches (the recent slope of its curve); `forward` is the
+optimistic guess (its best time spread over the batches it has had) or, if larger, the way
+to 1/BETA of the throughput that similar tasks (the same template and target, other
+shapes) reached, which bounds what this one can reach. A task whose group has alternate
+templates (a GPU conv: direct and implicit GEMM; build compiles the fastest) gains only
+where its predicted best beats the group's best, and the model estimate takes the min over
+a group's alternates, not the sum. Ties go to the task with fewer trials. A task leaves
+when its tuner has no configs left or, with `early_stopping=N`, after N of its trials
+without a better time (per task, across batches). Each decision carries the `Gain` that
+made it; `Gain.explain()` is the reason printed and stored.
 
 State lives in the tuning database: every decision is stored (`TuningDatabase.decisions`,
 under the run's key, a digest of its tasks and their occurrences), and a resumed run
@@ -37,8 +46,10 @@ from autotune.tuning import TuneProgress, check_measurable, tune
 from tessel_errors import TesselError
 from tuning_logs import ScheduleDecision
 
-ALPHA = 0.2   # weight of the observed (backward) gain against the optimistic (forward) one
-WINDOW = 3    # batches the backward gain is measured over
+ALPHA = 0.2   # weight of the observed (backward) slope against the forward guess (Ansor's)
+BETA = 2.0    # a task may reach 1/BETA of its similar tasks' best FLOP/s (Ansor's)
+WINDOW = 3    # batches the backward slope is measured over
+RETRIES_WITHOUT_VALID = 2  # batches a task with no valid measurement keeps an infinite gain
 
 
 @dataclass
@@ -53,6 +64,8 @@ class TaskState:
     batches: int = 0
     best: list[float] = field(default_factory=list)  # best time after each of its batches
     done: bool = False
+    stop_reason: str = ""
+    last_better: int = 0     # its trial count when its best time last fell
     progress: TuneProgress | None = None
 
     @property
@@ -60,16 +73,102 @@ class TaskState:
         """Best seconds so far (inf before any valid measurement)."""
         return self.best[-1] if self.best else math.inf
 
-    def gain(self) -> float:
-        """Estimated model-latency reduction (seconds) of its next batch."""
-        best = self.best_time
-        if not math.isfinite(best):
-            return math.inf  # nothing valid measured yet: the most to learn
+    @property
+    def best_flops(self) -> float:
+        """FLOP/s of the best time (0 before any valid measurement)."""
+        b = self.best_time
+        return (self.task.flop or 1.0) / b if math.isfinite(b) and b > 0 else 0.0
+
+    def backward(self) -> float:
+        """Seconds the best time fell per batch over its last WINDOW batches (>= 0)."""
+        if len(self.best) < 2 or not math.isfinite(self.best[-1]):
+            return 0.0
         past = self.best[-1 - WINDOW] if len(self.best) > WINDOW else self.best[0]
-        finite_past = past if math.isfinite(past) else best
-        backward = max(0.0, finite_past - best) / min(WINDOW, max(1, len(self.best) - 1))
-        forward = best / max(1, self.batches)
-        return self.occurrences * (ALPHA * backward + (1 - ALPHA) * forward)
+        if not math.isfinite(past):  # the window began before its first valid time
+            past = next(b for b in self.best if math.isfinite(b))
+        return max(0.0, past - self.best[-1]) / min(WINDOW, len(self.best) - 1)
+
+
+@dataclass(frozen=True)
+class Gain:
+    """Why a task would get the next batch: the terms of its estimated model-latency
+    reduction (seconds), `value`. `explain()` says it in words.
+
+        >>> g = Gain("mm", 2, 1e-3, 1e-4, 2.5e-4, 2.5e-4, 1e-3, 4, None, math.nan)
+        >>> round(g.value * 1e3, 4), g.explain()[:28]
+        (0.44, 'gain 0.44 ms = x2 occurrence')
+    """
+
+    task: str
+    weight: int               # occurrences in the model
+    best_s: float             # its best time
+    backward_s: float         # its best time's fall per batch over the last WINDOW batches
+    forward_s: float          # the forward guess: max of the two below
+    optimistic_s: float       # best / batches
+    group_best_s: float       # the best time of its group's alternates (itself if none)
+    batches: int
+    similar: str | None = None  # the similar task of the best FLOP/s, when it bounds
+    similar_s: float = math.nan  # best - BETA x flop / that FLOP/s
+    alternate: str | None = None  # the group's fastest alternate, when it is another task
+    no_valid: bool = False    # nothing valid measured yet
+
+    @property
+    def decrease_s(self) -> float:
+        """Predicted fall of its best time in the next batch."""
+        return ALPHA * self.backward_s + (1 - ALPHA) * self.forward_s
+
+    @property
+    def value(self) -> float:
+        """Predicted model-latency seconds the next batch cuts (inf: nothing known yet)."""
+        if self.no_valid:
+            return math.inf if self.batches < RETRIES_WITHOUT_VALID else 0.0
+        cut = self.group_best_s - (self.best_s - self.decrease_s)
+        return self.weight * max(0.0, cut)
+
+    def explain(self) -> str:
+        """The terms, in words (what `tessel tune MODEL` prints per batch)."""
+        if self.no_valid:
+            return (f"no valid measurement after {self.batches} batch(es)"
+                    + (": the most to learn" if self.value else ": left for last"))
+        ms = 1e3
+        parts = [f"gain {self.value * ms:.4g} ms = x{self.weight} occurrences",
+                 f"best {self.best_s * ms:.4g} ms after {self.batches} batches",
+                 f"slope {self.backward_s * ms:.3g} ms/batch (x{ALPHA:g})",
+                 f"forward {self.forward_s * ms:.3g} ms (x{1 - ALPHA:g}; best/batches "
+                 f"{self.optimistic_s * ms:.3g}"]
+        if self.similar is not None:
+            parts[-1] += (f", {self.similar_s * ms:.3g} to 1/{BETA:g} of the FLOP/s "
+                          f"{self.similar} reached")
+        parts[-1] += ")"
+        if self.alternate is not None:
+            parts.append(f"alternate of {self.alternate} (group best "
+                         f"{self.group_best_s * ms:.4g} ms): counts only below it")
+        return "; ".join(parts)
+
+
+def gain_of(st: TaskState, states: Sequence[TaskState],
+            group: Sequence[TaskState] = ()) -> Gain:
+    """The Gain of giving `st` the next batch, among `states` (for similar tasks: the same
+    template and target) with `group` its alternates (itself included; () for none)."""
+    name = st.task.name or st.task.template
+    best = st.best_time
+    if not math.isfinite(best):
+        return Gain(name, st.occurrences, best, 0.0, 0.0, 0.0, best, st.batches,
+                    no_valid=True)
+    optimistic = best / max(1, st.batches)
+    forward, similar, similar_s = optimistic, None, math.nan
+    peers = [s for s in states if s.task.template == st.task.template
+             and s.task.target == st.task.target and s.best_flops > 0]
+    if len(peers) > 1 and st.task.flop:
+        top = max(peers, key=lambda s: s.best_flops)
+        reach = best - BETA * st.task.flop / top.best_flops
+        if reach > forward:
+            forward, similar, similar_s = reach, top.task.name or top.task.template, reach
+    members = [s for s in group if math.isfinite(s.best_time)] or [st]
+    fastest = min(members, key=lambda s: s.best_time)
+    alternate = (fastest.task.name or fastest.task.template) if fastest is not st else None
+    return Gain(name, st.occurrences, best, st.backward(), forward, optimistic,
+                fastest.best_time, st.batches, similar, similar_s, alternate)
 
 
 @dataclass
@@ -83,6 +182,7 @@ class Decision:
     best_s: float
     model_estimate_s: float
     trials_used: int
+    gain: Gain | None = None  # None for a first batch
 
 
 @dataclass
@@ -91,15 +191,23 @@ class ScheduleResult:
 
     decisions: list[Decision]
     tasks: list[TaskState]
+    alternates: list[list[int]] = field(default_factory=list)
 
     @property
     def model_estimate_s(self) -> float:
-        """Sum over tuned tasks of occurrences x best time."""
-        return _estimate(self.tasks)
+        """Sum over groups of occurrences x best time (the min over a group's alternates)."""
+        return _estimate(self.tasks, self.alternates)
 
 
-def _estimate(states: Sequence[TaskState]) -> float:
-    return sum(s.occurrences * s.best_time for s in states if math.isfinite(s.best_time))
+def _estimate(states: Sequence[TaskState], alternates: Sequence[Sequence[int]]) -> float:
+    grouped = {k for a in alternates for k in a}
+    total = sum(s.occurrences * s.best_time for k, s in enumerate(states)
+                if k not in grouped and math.isfinite(s.best_time))
+    for a in alternates:
+        best = min(states[k].best_time for k in a)
+        if math.isfinite(best):
+            total += states[a[0]].occurrences * best
+    return total
 
 
 def run_key(tasks: Sequence[tuple[Task, int]]) -> str:
@@ -117,21 +225,29 @@ def run_key(tasks: Sequence[tuple[Task, int]]) -> str:
 class TaskScheduler:
     """Spends `budget` measurements over a model's tasks (see the module doc).
 
-    `tasks` are (task, occurrences in the model); `tuners` one per task, in order.
-    `report(decision)` is called after every batch (e.g. print).
+    `tasks` are (task, occurrences in the model); `tuners` one per task, in order;
+    `alternates` the index sets of tasks that are alternate templates of one group (see
+    `autotune.extract.extract_model_tasks`). `report(decision)` is called after every
+    batch (e.g. print).
     """
 
     def __init__(self, tasks: Sequence[tuple[Task, int]], tuners: Sequence[Tuner], db: Any,
                  runner: Any, budget: int, batch_size: int = 8,
                  early_stopping: int | None = None,
-                 report: Callable[[Decision], None] | None = None, model: str = "") -> None:
+                 report: Callable[[Decision], None] | None = None, model: str = "",
+                 alternates: Sequence[Sequence[int]] = ()) -> None:
         if len(tasks) != len(tuners):
             raise TesselError(f"TaskScheduler: {len(tasks)} tasks but {len(tuners)} tuners")
         if budget < 1 or batch_size < 1:
             raise TesselError("TaskScheduler: budget and batch_size must be at least 1")
+        if early_stopping is not None and early_stopping < 1:
+            raise TesselError(f"TaskScheduler: early_stopping must be at least 1 trial, got "
+                              f"{early_stopping}")
         for task, _ in tasks:
             check_measurable(task.target)
+        self.alternates = _check_alternates(alternates, tasks)
         self.states = [TaskState(t, max(1, int(n)), tu) for (t, n), tu in zip(tasks, tuners)]
+        self._group = {k: [self.states[j] for j in a] for a in self.alternates for k in a}
         self.db, self.runner = db, runner
         self.budget, self.batch_size = budget, batch_size
         self.early_stopping = early_stopping
@@ -142,27 +258,45 @@ class TaskScheduler:
         self.run_key = run_key(tasks)
         self._logged_batches = 0  # batches of this run the database held at the start
 
-    def _step(self, st: TaskState, reason: str, gain: float) -> None:
+    def gain(self, k: int) -> Gain:
+        """The Gain of giving task `k` the next batch now."""
+        return gain_of(self.states[k], self.states, self._group.get(k, ()))
+
+    @property
+    def model_estimate_s(self) -> float:
+        """The model's estimated latency now (min over a group's alternates)."""
+        return _estimate(self.states, self.alternates)
+
+    def _step(self, st: TaskState, reason: str, gain: Gain | None) -> None:
         want = min(self.batch_size, self.budget - self.used)
-        before = st.trials
+        before, best_before = st.trials, st.best_time
         p = tune(st.task, st.tuner, st.trials + want, self.db, self.runner,
-                 early_stopping=self.early_stopping, batch_size=self.batch_size,
-                 transfer=st.trials == 0)
+                 batch_size=self.batch_size, transfer=st.trials == 0)
         st.progress = p
         st.trials = p.trials
         st.batches += 1
         st.best.append(p.best_mean)
+        if p.best_mean < best_before:
+            st.last_better = p.best_trial
         spent = max(0, p.trials - before)
         self.used += spent
-        if p.stopped_early or not st.tuner.has_next() or spent == 0:
+        if not st.tuner.has_next() or spent == 0:
+            st.done, st.stop_reason = True, "its space is exhausted"
+        elif self.early_stopping is not None and \
+                st.trials - st.last_better >= self.early_stopping:
             st.done = True
+            st.stop_reason = (f"stopped early: {st.trials - st.last_better} trials without a "
+                              "better time")
+        if st.done:
+            reason += f" [{st.stop_reason}]"
+        value = gain.value if gain is not None else math.inf
         d = Decision(self._logged_batches + len(self.decisions) + 1,
-                     st.task.name or st.task.template, reason, gain, p.best_mean,
-                     _estimate(self.states), self.used)
+                     st.task.name or st.task.template, reason, value, p.best_mean,
+                     self.model_estimate_s, self.used, gain)
         self.decisions.append(d)
         self.db.add_decision(ScheduleDecision(
             self.run_key, d.batch, st.task.workload_key, reason, d.best_s,
-            d.model_estimate_s, d.trials_used, self.model, d.task, gain))
+            d.model_estimate_s, d.trials_used, self.model, d.task, value))
         if self.report is not None:
             self.report(d)
 
@@ -176,6 +310,7 @@ class TaskScheduler:
         for st in self.states:
             p = tune(st.task, st.tuner, 0, self.db, self.runner, transfer=False)
             st.trials = st.resumed_trials = p.trials
+            st.last_better = p.best_trial
             mine = by_task.get(st.task.workload_key, [])
             if mine:
                 st.best = [d.best_s if math.isfinite(d.best_s) else math.inf for d in mine]
@@ -185,6 +320,9 @@ class TaskScheduler:
             elif p.trials:  # records of another run or of plain `tune`: one step
                 st.best.append(p.best_mean)
                 st.batches = max(1, p.trials // self.batch_size)
+            if self.early_stopping is not None and st.trials and \
+                    st.trials - st.last_better >= self.early_stopping:
+                st.done, st.stop_reason = True, "stopped early (before the resume)"
         self.used = sum(st.trials for st in self.states)
         self._logged_batches = max((d.batch for d in logged), default=0)
 
@@ -195,18 +333,34 @@ class TaskScheduler:
             if self.used >= self.budget:
                 break
             if st.trials == 0 and not st.done:
-                self._step(st, "first batch", math.inf)
+                self._step(st, "first batch", None)
         while self.used < self.budget:
-            live = [s for s in self.states if not s.done]
+            live = [k for k, s in enumerate(self.states) if not s.done]
             if not live:
                 break
-            st = max(live, key=lambda s: (s.gain(), -s.trials))
-            gain = st.gain()
-            reason = (f"largest estimated gain: x{st.occurrences} occurrences, best "
-                      f"{st.best_time * 1e3:.4g} ms after {st.trials} trials")
-            self._step(st, reason, gain)
-        return ScheduleResult(self.decisions, self.states)
+            gains = {k: self.gain(k) for k in live}
+            k = max(live, key=lambda k: (gains[k].value, -self.states[k].trials))
+            self._step(self.states[k], gains[k].explain(), gains[k])
+        return ScheduleResult(self.decisions, self.states, self.alternates)
 
 
-__all__ = ["ALPHA", "Decision", "ScheduleResult", "TaskScheduler", "TaskState", "WINDOW",
-           "run_key"]
+def _check_alternates(alternates: Sequence[Sequence[int]], tasks: Sequence[tuple[Task, int]]
+                      ) -> list[list[int]]:
+    out, seen = [], set()
+    for a in alternates:
+        a = [int(k) for k in a]
+        bad = [k for k in a if not 0 <= k < len(tasks) or k in seen]
+        if bad:
+            raise TesselError(f"TaskScheduler: alternates {a} name task {bad[0]}, which is "
+                              f"out of range (0..{len(tasks) - 1}) or in another set")
+        if len({max(1, int(tasks[k][1])) for k in a}) > 1:
+            raise TesselError(f"TaskScheduler: alternates {a} occur different numbers of "
+                              "times; alternates of one group occur together")
+        seen.update(a)
+        if len(a) > 1:
+            out.append(a)
+    return out
+
+
+__all__ = ["ALPHA", "BETA", "Decision", "Gain", "ScheduleResult", "TaskScheduler",
+           "TaskState", "WINDOW", "gain_of", "run_key"]

@@ -43,9 +43,12 @@ class TuneProgress:
     best_flops: float = 0.0
     best_mean: float = math.inf
     best_config: str | None = None
+    best_trial: int = 0        # the trial (1-based, in the database's order) of the best
     errors: int = 0
     started: float = 0.0
     stopped_early: bool = False
+    default_config: str | None = None  # the template's default as a point of the space
+    default_mean: float = math.inf     # its measured seconds (inf: failed, or not measured)
 
     @property
     def best_gflops(self) -> float:
@@ -75,6 +78,7 @@ def _replay_history(task: Task, tuner: Tuner, db: TuningDatabase,
         seen.add(cfg.index)
         res = MeasureResult(tuple(r.costs), r.error_kind, r.error_msg)
         _note(progress, [MeasureInput(task, cfg)], [res])
+        progress.trials = len(seen)
         if cfg.index in tuner.visited:  # a tuner tune() was given before: it knows this
             continue
         tuner.mark_visited(cfg.index)
@@ -87,13 +91,16 @@ def _replay_history(task: Task, tuner: Tuner, db: TuningDatabase,
 
 def _note(progress: TuneProgress, inputs: Sequence[MeasureInput],
           results: Sequence[MeasureResult]) -> None:
-    for inp, res in zip(inputs, results):
+    for k, (inp, res) in enumerate(zip(inputs, results)):
         f = throughput(progress.task, res)
         if not res.ok:
             progress.errors += 1
+        if inp.config_json == progress.default_config:
+            progress.default_mean = res.mean if res.ok else math.inf
         if f > progress.best_flops:
             progress.best_flops, progress.best_mean = f, res.mean
             progress.best_config = inp.config_json
+            progress.best_trial = progress.trials + k + 1  # trials counts it after the batch
 
 
 def check_measurable(target: Any) -> None:
@@ -119,16 +126,26 @@ def check_measurable(target: Any) -> None:
 
 def tune(task: Task, tuner: Tuner, n_trial: int, db: TuningDatabase, runner: Any,
          early_stopping: int | None = None, callbacks: Sequence[Callback] = (),
-         batch_size: int = 8, transfer: bool = True) -> TuneProgress:
+         batch_size: int = 8, transfer: bool = True, default_first: bool = True
+         ) -> TuneProgress:
     """Tune `task` up to `n_trial` measurements in all; every result is stored in `db`.
 
     `runner` is a LocalRunner or FakeRunner. `early_stopping=N` stops after N trials of
     this run without a better result. With `transfer`, an xgb tuner starts from the
-    database's records of other tasks of the same template and target.
+    database's records of other tasks of the same template and target. With
+    `default_first`, the first batch measures the template's default config
+    (`Task.default_config`) unless the database has it already, so that the best record,
+    which relay_ir.build applies, is never slower than the untuned default measured beside
+    it (`progress.default_mean`).
     """
     check_measurable(task.target)
     progress = TuneProgress(task, tuner.name, n_trial, started=time.time())
+    default = task.default_config() if default_first else None
+    progress.default_config = default.to_json() if default is not None else None
     _replay_history(task, tuner, db, progress)
+    if default is not None and (progress.default_config is None or db.has_config(
+            task.workload_key, task.target, task.device_key, progress.default_config)):
+        default = None  # measured already (by an earlier run, or another process)
     if transfer and isinstance(tuner, XGBTuner) and progress.trials == 0:
         tuner.load_transfer(db.records(template=task.template, target=task.target,
                                        device_key=task.device_key,
@@ -138,7 +155,11 @@ def tune(task: Task, tuner: Tuner, n_trial: int, db: TuningDatabase, runner: Any
         cb(progress, [], [])
     while progress.trials < n_trial and tuner.has_next():
         want = min(batch_size, n_trial - progress.trials)
-        configs = tuner.next_batch(want)
+        first: list[Any] = []
+        if default is not None:
+            tuner.mark_visited(default.index)  # the tuner must not propose it again
+            first, default = [default], None
+        configs = first + (tuner.next_batch(want - len(first)) if want > len(first) else [])
         if not configs:
             break
         # another process may have measured some of these meanwhile

@@ -58,8 +58,10 @@ TEMPLATE = "conv2d_packed.accel"
 
 def _args(layer: tuple, batch: int) -> tuple[list, dict[str, Any]]:
     _, c, size, o, k, s, pad = layer
+    # the attrs as a model's conv2d task has them, so the model's tuned records apply
     return ([((batch, c, size, size), "int8"), ((o, c, k, k), "int8")],
-            {"strides": s, "padding": pad})
+            {"dilation": [1, 1], "groups": 1, "out_dtype": "int32",
+             "padding": [pad] * 4, "strides": [s, s]})
 
 
 def layer_stats(target: str, batch: int, layer: tuple, vt: bool, db: Any = None
@@ -252,9 +254,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         from tuning_logs import TuningDatabase
 
         db = TuningDatabase(args.db)
-    out: dict[str, Any] = {"layers": layer_table(layers, db)}
+    out: dict[str, Any] = {}
+    model_first = not args.no_model and args.tune_model > 0
+    if model_first:  # the layer table then shows the records tuned here
+        out["model"] = model_rows(args.image, args.width, args.calibration, args.inputs,
+                                  args.db, args.tune_model)
+    out["layers"] = layer_table(layers, db)
     print(check_functional(layers[-2]))
-    if not args.no_model:
+    if not args.no_model and not model_first:
         out["model"] = model_rows(args.image, args.width, args.calibration, args.inputs,
                                   args.db, args.tune_model)
     return out

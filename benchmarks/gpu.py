@@ -5,21 +5,29 @@ script on the same GPU in the same run (CUDA events, medians of repeats after wa
     python -m benchmarks.gpu --quick         # a few minutes: 32 trials, batch 1 only
 
 1. peak fp32 FLOP/s: a kernel of independent FMA chains; peak bandwidth: a copy kernel;
+   peak tensor-core FLOP/s: independent 16x16x16 warp matrix multiply-accumulates
+   (nvcuda::wmma, float16 in, float32 accumulate: the instruction dense_tensorcore.cuda
+   uses);
 2. GEMM 4096^3 fp32 and fp16 (dense.cuda, tuned on this GPU; target for fp32: >= 60% of
-   the measured peak);
+   the measured peak), and fp16 on tensor cores (dense_tensorcore.cuda, tuned, as a
+   fraction of the tensor-core peak);
 3. a ResNet-18 conv layer (64 -> 64, 3x3, 56x56), untuned, as an implicit GEMM (build's
-   default on a GPU) and direct, so the run shows which is faster before tuning;
-4. a fused elementwise chain over 64M floats (target >= 80% of the measured bandwidth);
-5. ResNet-18 end to end, batch 1 and 16.
+   default on a GPU) and direct, so the run shows which is faster before tuning, and in
+   float16 as an implicit GEMM on tensor cores;
+4. a fused elementwise chain over 64M floats (target >= 80% of the measured bandwidth),
+   with the generic schedule and with injective.cuda tuned on this GPU;
+5. ResNet-18 end to end, batch 1 and 16; at batch 1 also the model saved and loaded back
+   (no NVRTC at load: the cubins), its load time and that it computes the same.
 
 Peers in the same run, where torch with CUDA is installed (the GPU machine's image has it):
 cuBLAS through torch.matmul (TF32 off) for the GEMMs, cuDNN through torch.conv2d for the
 conv layer, and the same ResNet-18 ONNX graph as a torch module (benchmarks.onnx_torch) on
 the GPU; each line prints Tessel's time over the peer's.
 
-Needs an NVIDIA GPU; without one it says so and exits with status 2. The fp16 GEMM sums
-in fp32 (dense.cuda); its fraction is of the fp32 FMA peak, since the template does not
-use tensor cores.
+Needs an NVIDIA GPU; without one it says so and exits with status 2. The fp16 GEMM of
+dense.cuda sums in fp32 on the FMA units; its fraction is of the fp32 FMA peak. The
+kernels are built by functions that take the target, so tests/benchmarks/test_gpu_bench.py
+runs them at tiny sizes on "cuda -sim" against numpy, on machines without a GPU.
 """
 
 from __future__ import annotations
@@ -44,6 +52,28 @@ extern "C" __global__ void peak_fma(float* out, int iters) {
     a4 = fmaf(a4, b, c); a5 = fmaf(a5, b, c); a6 = fmaf(a6, b, c); a7 = fmaf(a7, b, c);
   }
   out[blockIdx.x * blockDim.x + threadIdx.x] = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+}
+"""
+
+
+PEAK_WMMA_SRC = r"""
+#include <mma.h>
+extern "C" __global__ void peak_wmma(float* out, int iters) {
+  using namespace nvcuda;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> b;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> c[8];
+  wmma::fill_fragment(a, __float2half(0.001f));
+  wmma::fill_fragment(b, __float2half(0.001f));
+  for (int k = 0; k < 8; ++k) wmma::fill_fragment(c[k], 0.0f);
+  for (int i = 0; i < iters; ++i) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) wmma::mma_sync(c[k], a, b, c[k]);
+  }
+  for (int k = 1; k < 8; ++k)
+    for (int e = 0; e < c[0].num_elements; ++e) c[0].x[e] += c[k].x[e];
+  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  wmma::store_matrix_sync(out + warp * 256, c[0], 16, wmma::mem_row_major);
 }
 """
 
@@ -73,11 +103,29 @@ def peak_flops(repeat: int) -> float:
     return 2.0 * 8 * iters * blocks * threads / t
 
 
-def _elementwise(n: int, chain: bool) -> Any:
-    import lowering
+def peak_tensor_flops(repeat: int) -> float:
+    """FLOP/s of 8 independent 16x16x16 warp matrix multiply-accumulates per warp (float16
+    in, float32 accumulate) over many blocks."""
+    import ctypes
+
+    from lowering.cuda import arch_of, driver
+    from lowering.cuda.compile import compile_cuda
+    from tessel_target import Target
+
+    ctx = driver.Context.get()
+    _, cubin = compile_cuda(PEAK_WMMA_SRC, arch_of(Target.parse("cuda")))
+    fn = ctx.function(ctx.load_module(cubin), "peak_wmma")
+    blocks, threads, iters = 132 * 16, 256, 2048
+    out = ctx.alloc(blocks * threads // 32 * 256 * 4)
+    args = [ctypes.c_uint64(out), ctypes.c_int32(iters)]
+    t = _events(ctx, lambda: ctx.launch(fn, (blocks, 1, 1), (threads, 1, 1), args), repeat)
+    ctx.free(out)
+    return 2.0 * 16 ** 3 * 8 * iters * blocks * (threads // 32) / t
+
+
+def chain_compute(n: int, chain: bool) -> tuple[Any, Any]:
+    """(A, B): the benchmark's elementwise chain over `n` floats, or a copy."""
     import tensor_expr as te
-    from schedule import create_schedule
-    from schedule.templates.cuda_generic import schedule_gpu_generic
 
     A = te.placeholder((n,), name="A")
     if chain:
@@ -85,8 +133,37 @@ def _elementwise(n: int, chain: bool) -> Any:
                        name="B")
     else:
         B = te.compute((n,), lambda i: A[i], name="B")
-    s = schedule_gpu_generic(create_schedule(B), [B], threads=256)
-    return lowering.build(s, [A, B], target="cuda")
+    return A, B
+
+
+def chain_reference(a: np.ndarray) -> np.ndarray:
+    """numpy's value of the chain."""
+    return np.maximum(a * 2 + 1, 0) * (1 / (1 + np.exp(-a))) - 0.5
+
+
+def injective_task(n: int, target: str = "cuda") -> Any:
+    """The tuning task injective.cuda gives a group of one input and one output of `n`
+    floats (what relay_ir.build asks for the chain as a fused group)."""
+    from autotune import Task
+
+    return Task("injective.cuda", [((n,), "float32")], {"outputs": [[[n], "float32"]]},
+                target, name="injective")
+
+
+def _elementwise(n: int, chain: bool, target: str = "cuda", cfg: Any = None) -> Any:
+    """The chain (or a copy) built with the generic GPU schedule, or with injective.cuda
+    and `cfg` (a ConfigEntity of injective_task, or a FallbackConfig) when one is given."""
+    import lowering
+    from schedule import create_schedule
+    from schedule.templates import get_template
+    from schedule.templates.cuda_generic import schedule_gpu_generic
+
+    A, B = chain_compute(n, chain)
+    if cfg is None:
+        s = schedule_gpu_generic(create_schedule(B), [B], threads=256)
+    else:
+        s = get_template("injective.cuda").schedule(cfg, [B])
+    return lowering.build(s, [A, B], target=target)
 
 
 def bandwidth(repeat: int, n: int = 64 << 20) -> float:
@@ -99,58 +176,83 @@ def bandwidth(repeat: int, n: int = 64 << 20) -> float:
     return 2 * 4 * n / f.time(a, b, number=5, repeat=repeat)
 
 
-def fused_chain(repeat: int, n: int = 64 << 20) -> float:
-    """Bytes per second of a fused max/sigmoid/arith chain (one read, one write)."""
+def fused_chain(repeat: int, n: int = 64 << 20, cfg: Any = None) -> float:
+    """Bytes per second of a fused max/sigmoid/arith chain (one read, one write), with the
+    generic schedule or injective.cuda at `cfg`."""
     from lowering.cuda import to_device
 
-    f = _elementwise(n, chain=True)
+    f = _elementwise(n, chain=True, cfg=cfg)
     a = to_device(np.random.default_rng(0).standard_normal(n).astype("float32"))
     b = to_device(np.zeros(n, "float32"))
     return 2 * 4 * n / f.time(a, b, number=5, repeat=repeat)
 
 
-def tuned_gemm(size: int, trials: int, repeat: int, dtype: str = "float32"
-               ) -> tuple[float, str]:
-    """FLOP/s of dense.cuda at size^3 after `trials` measurements, and the best config."""
+def tune_best(task: Any, trials: int) -> Any:
+    """The best config of `task` after `trials` measurements on this GPU (XGBoost tuner, a
+    throwaway database), or None when no candidate ran."""
     import tempfile
 
-    import lowering
-    from autotune import LocalRunner, Task, XGBTuner, tune
-    from lowering.cuda import to_device
-    from schedule.templates import instantiate
+    from autotune import LocalRunner, XGBTuner, tune
     from tuning_logs import TuningDatabase
 
-    args = [((size, size), dtype), ((size, size), dtype)]
-    task = Task("dense.cuda", args, {}, "cuda")
     with tempfile.TemporaryDirectory() as tmp, TuningDatabase(f"{tmp}/gpu.db") as db:
         with LocalRunner(timeout=30, check_trials=2) as runner:
             tune(task, XGBTuner(task), trials, db, runner, early_stopping=max(32, trials // 2))
         found = db.best(task.workload_key, task.target, task.device_key)
-    best = found[0] if found else None
-    cfg = task.config_from_json(best.config) if best is not None else None
-    s, tensors = instantiate("dense.cuda", args, cfg=cfg, target="cuda")
-    f = lowering.build(s, tensors, target="cuda")
+    return task.config_from_json(found[0].config) if found else None
+
+
+def gemm_kernel(template: str, size: int, dtype: str, cfg: Any = None,
+                target: str = "cuda") -> Any:
+    """`template` (dense.cuda, dense_tensorcore.cuda) built at size^3 for `target`, with
+    `cfg` (None: its fallback)."""
+    import lowering
+    from schedule.templates import instantiate
+
+    args = [((size, size), dtype), ((size, size), dtype)]
+    s, tensors = instantiate(template, args, cfg=cfg, target="cuda")
+    return lowering.build(s, tensors, target=target)
+
+
+def tuned_gemm(size: int, trials: int, repeat: int, dtype: str = "float32",
+               template: str = "dense.cuda") -> tuple[float, str]:
+    """FLOP/s of `template` at size^3 after `trials` measurements, and the best config."""
+    from autotune import Task
+    from lowering.cuda import to_device
+
+    task = Task(template, [((size, size), dtype), ((size, size), dtype)], {}, "cuda")
+    cfg = tune_best(task, trials)
+    f = gemm_kernel(template, size, dtype, cfg)
     rng = np.random.default_rng(0)
     dev = [to_device(rng.standard_normal((size, size)).astype(dtype)) for _ in range(2)]
     dev.append(to_device(np.zeros((size, size), dtype)))
     t = f.time(*dev, number=3, repeat=repeat)
-    return 2.0 * size ** 3 / t, str(best.config if best is not None else "fallback")
+    return 2.0 * size ** 3 / t, str(cfg.to_json() if cfg is not None else "fallback")
 
 
-def conv_layer(repeat: int, template: str) -> float:
-    """FLOP/s of ResNet-18's 64->64 3x3 conv at 56x56 (batch 1) through `template`
-    (conv2d_nchw_gemm.cuda, the implicit GEMM build uses by default, or conv2d_nchw.cuda,
-    direct), default config."""
+def conv_kernel(template: str, channels: int, size: int, dtype: str = "float32",
+                target: str = "cuda") -> Any:
+    """`template` built for a channels -> channels 3x3 conv (padding 1, batch 1) on a
+    size x size image, default config, for `target`."""
     import lowering
-    from lowering.cuda import to_device
     from schedule.templates import instantiate
 
-    args = [((1, 64, 56, 56), "float32"), ((64, 64, 3, 3), "float32")]
+    args = [((1, channels, size, size), dtype), ((channels, channels, 3, 3), dtype)]
     s, tensors = instantiate(template, args, {"padding": 1}, target="cuda")
-    kernel = lowering.build(s, tensors, target="cuda")
+    return lowering.build(s, tensors, target=target)
+
+
+def conv_layer(repeat: int, template: str, dtype: str = "float32") -> float:
+    """FLOP/s of ResNet-18's 64->64 3x3 conv at 56x56 (batch 1) through `template`
+    (conv2d_nchw_gemm.cuda, the implicit GEMM build uses by default, conv2d_nchw.cuda,
+    direct, or conv2d_nchw_tensorcore.cuda in float16), default config."""
+    from lowering.cuda import to_device
+
+    kernel = conv_kernel(template, 64, 56, dtype)
     rng = np.random.default_rng(0)
-    dev = [to_device(rng.standard_normal(shape).astype("float32")) for shape, _ in args]
-    dev.append(to_device(np.zeros((1, 64, 56, 56), "float32")))
+    dev = [to_device(rng.standard_normal(shape).astype(dtype))
+           for shape in ((1, 64, 56, 56), (64, 64, 3, 3))]
+    dev.append(to_device(np.zeros((1, 64, 56, 56), dtype)))
     t = kernel.time(*dev, number=5, repeat=repeat)
     return 2.0 * 64 * 56 * 56 * 64 * 9 / t
 
@@ -236,8 +338,9 @@ def _versus(mine: float, peer: float | None, what: str) -> str:
     return f"; {what} {peer / 1e12:.2f} TFLOP/s, Tessel / {what} = {mine / peer:.2f}"
 
 
-def resnet18(batch: int, repeat: int) -> float:
-    """Tessel's seconds per batch for ResNet-18 (inputs copied in, outputs out, per run)."""
+def resnet18(batch: int, repeat: int) -> tuple[float, Any, np.ndarray]:
+    """Tessel's seconds per batch for ResNet-18 (inputs copied in, outputs out, per run),
+    the compiled model and the input it ran."""
     import relay_ir
     from relay_ir.frontend.onnx import from_onnx
     from tests.e2e import onnx_models
@@ -252,7 +355,28 @@ def resnet18(batch: int, repeat: int) -> float:
         t0 = time.perf_counter()
         lib.run(x)
         runs.append(time.perf_counter() - t0)
-    return statistics.median(runs)
+    return statistics.median(runs), lib, x
+
+
+def save_and_load(lib: Any, inputs: list[np.ndarray]) -> tuple[float, float, float]:
+    """(seconds to save, seconds to load back, the largest difference between the loaded
+    model's outputs and the built one's) for a compiled model, through a throwaway
+    folder."""
+    import tempfile
+
+    import relay_ir
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        lib.save(f"{tmp}/model.tessel")
+        t1 = time.perf_counter()
+        loaded = relay_ir.load_compiled(f"{tmp}/model.tessel")
+        t2 = time.perf_counter()
+    want, got = lib.run(*inputs), loaded.run(*inputs)
+    pairs = zip(want, got) if isinstance(want, tuple) else [(want, got)]
+    diff = max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+               for a, b in pairs)
+    return t1 - t0, t2 - t1, diff
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -288,6 +412,10 @@ def main(argv: list[str] | None = None) -> int:
         return (f"{results['flops'] / 1e12:.1f} TFLOP/s fp32, "
                 f"{results['bw'] / 1e9:.0f} GB/s copy")
 
+    def peak_tensor() -> str:
+        results["tensor"] = peak_tensor_flops(opts.repeat)
+        return f"{results['tensor'] / 1e12:.1f} TFLOP/s fp16 x fp16 + fp32 (wmma mma_sync)"
+
     def gemm() -> str:
         flops, cfg = tuned_gemm(opts.gemm_size, trials, opts.repeat)
         frac = flops / results["flops"] if "flops" in results else float("nan")
@@ -305,6 +433,16 @@ def main(argv: list[str] | None = None) -> int:
                           "cuBLAS fp16")
                 + f"; best config {cfg}")
 
+    def gemm_tc() -> str:
+        flops, cfg = tuned_gemm(opts.gemm_size, trials, opts.repeat, "float16",
+                                "dense_tensorcore.cuda")
+        frac = flops / results["tensor"] if "tensor" in results else float("nan")
+        return (f"{opts.gemm_size}^3 {flops / 1e12:.2f} TFLOP/s = {frac:.0%} of the "
+                f"tensor-core peak after {trials} trials"
+                + _versus(flops, torch_gemm(opts.gemm_size, opts.repeat, "float16"),
+                          "cuBLAS fp16")
+                + f"; best config {cfg}")
+
     def conv() -> str:
         peer = torch_conv(opts.repeat)
         parts = []
@@ -313,23 +451,40 @@ def main(argv: list[str] | None = None) -> int:
             frac = flops / results["flops"] if "flops" in results else float("nan")
             parts.append(f"{template} untuned {flops / 1e12:.3f} TFLOP/s = {frac:.1%} of "
                          "peak" + _versus(flops, peer, "cuDNN"))
+        flops = conv_layer(opts.repeat, "conv2d_nchw_tensorcore.cuda", "float16")
+        frac = flops / results["tensor"] if "tensor" in results else float("nan")
+        parts.append(f"float16 conv2d_nchw_tensorcore.cuda untuned {flops / 1e12:.3f} "
+                     f"TFLOP/s = {frac:.1%} of the tensor-core peak")
         return " | ".join(parts)
 
     def chain() -> str:
         bw = fused_chain(opts.repeat)
         frac = bw / results["bw"] if "bw" in results else float("nan")
-        return f"{bw / 1e9:.0f} GB/s = {frac:.0%} of copy bandwidth (target >= 80%)"
+        n = 64 << 20
+        cfg = tune_best(injective_task(n), min(trials, 64))
+        tuned = fused_chain(opts.repeat, n, cfg) if cfg is not None else float("nan")
+        tfrac = tuned / results["bw"] if "bw" in results else float("nan")
+        return (f"generic {bw / 1e9:.0f} GB/s = {frac:.0%} of copy bandwidth; injective.cuda "
+                f"tuned ({min(trials, 64)} trials) {tuned / 1e9:.0f} GB/s = {tfrac:.0%} "
+                f"(target >= 80%), config {cfg.to_json() if cfg is not None else None}")
 
     section("peak", peak)
+    section("peak tensor cores", peak_tensor)
     section("GEMM fp32", gemm)
     section("GEMM fp16 (fp32 accumulation)", gemm16)
+    section("GEMM fp16 on tensor cores", gemm_tc)
     section("ResNet-18 conv 64x64x3x3 @56", conv)
     section("fused elementwise chain", chain)
+
     def model(batch: int) -> str:
-        mine = resnet18(batch, opts.repeat)
+        mine, lib, x = resnet18(batch, opts.repeat)
         peer = torch_resnet18(batch, opts.repeat)
         versus = ("; no torch figure (torch with CUDA not installed)" if peer is None else
                   f"; torch eager {peer * 1e3:.2f} ms, Tessel / torch = {mine / peer:.2f}")
+        if batch == 1:
+            saved, loaded, diff = save_and_load(lib, [x])
+            versus += (f"; saved in {saved:.1f} s, loaded in {loaded:.2f} s (no NVRTC), "
+                       f"max |loaded - built| = {diff:.1e}")
         return f"{mine * 1e3:.1f} ms" + versus
 
     for batch in (1,) if opts.quick else (1, 16):

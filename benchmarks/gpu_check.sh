@@ -21,7 +21,10 @@ python3 -c "$deps" || {
     exit 3; }
 { nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv 2>&1
   python3 -c "import sys, llvmlite, numpy; print(sys.version.split()[0], 'llvmlite',
-llvmlite.__version__, 'numpy', numpy.__version__)"; } | tee "$OUT/env.txt"
+llvmlite.__version__, 'numpy', numpy.__version__)"
+  # tensor-core kernels include <mma.h>: NVRTC needs the toolkit's headers for it
+  python3 -c "from lowering.cuda.compile import compiler, toolkit_include as t
+print('CUDA compiler:', compiler(), '| toolkit headers (mma.h):', t())"; } | tee "$OUT/env.txt"
 timeout 240 python3 -m pytest -q -p no:cacheprovider -m gpu -x -rfE \
     tests/lowering/cuda tests/relay_ir 2>&1 | tee "$OUT/tests.txt"
 timeout 330 python3 -m benchmarks.gpu --quick 2>&1 | tee "$OUT/bench.txt"

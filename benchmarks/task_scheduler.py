@@ -5,18 +5,24 @@ estimated), medians over seeds.
     python -m benchmarks.task_scheduler                         # ResNet-18, 256/512/1024
     python -m benchmarks.task_scheduler --model small --budgets 96 192 --seeds 1
 
-Equal shares give every task budget / tasks trials (today's `--trials-per-task`); the
-scheduler (`autotune.task_scheduler`, what `tessel tune MODEL --trials N` runs) spends the
-same total where it cuts the model's latency most. Each (strategy, budget, seed) tunes into
-a fresh database, then the model is compiled with it and timed (median of repeats after
-warm-up). The last lines print, per budget, the ratio of latencies and the smallest budget
-at which each strategy came within 5% of the best latency any run reached.
+Equal shares give every task budget / tasks trials (today's `--trials-per-task`), here as
+batches taken in turn; the scheduler (`autotune.task_scheduler`, what `tessel tune MODEL
+--trials N` runs) spends the same total where it cuts the model's latency most. Both are
+online, so one run of the largest budget per (strategy, seed) holds the runs of the smaller
+ones as prefixes: at each budget the model is compiled with a database of the run's first
+`budget` records and timed (median of repeats after warm-up). The last lines print, per
+budget, the ratio of the medians over seeds, the smallest budget at which each strategy
+came within 5% of the best latency any run reached, and the ratio of those budgets. The
+compiled models are timed together in interleaved rounds, the untuned one twice (the
+difference between those two is the noise floor printed).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -26,7 +32,8 @@ from typing import Any
 import numpy as np
 
 import relay_ir
-from autotune import LocalRunner, extract_tasks, make_tuner, tune
+from autotune import LocalRunner, make_tuner, tune
+from autotune.extract import extract_model_tasks
 from autotune.task_scheduler import TaskScheduler
 from relay_ir.frontend.onnx import from_onnx
 from tuning_logs import TuningDatabase
@@ -49,76 +56,148 @@ def _runner() -> LocalRunner:
     return LocalRunner(timeout=20, min_repeat_ms=20, cache_flush=CACHE_FLUSH[0])
 
 
-def tune_equal(tasks: list[tuple[Any, int]], budget: int, seed: int, db: Any) -> None:
-    """Every task the same share of `budget`."""
-    share = max(1, budget // len(tasks))
+def tune_equal(tasks: list[tuple[Any, int]], budget: int, seed: int, db: Any,
+               batch_size: int = 8) -> None:
+    """Equal shares: the tasks take batches in turn until `budget` is spent, so that every
+    prefix of the run is an equal-share run of that smaller budget (to within a batch)."""
+    tuners = [make_tuner("xgb", t, seed=seed) for t, _ in tasks]
+    trials = [0] * len(tasks)
+    live = list(range(len(tasks)))
     with _runner() as runner:
-        for task, _ in tasks:
-            tune(task, make_tuner("xgb", task, seed=seed), share, db, runner)
+        while live and sum(trials) < budget:
+            for k in list(live):
+                want = min(batch_size, budget - sum(trials))
+                if want <= 0:
+                    break
+                p = tune(tasks[k][0], tuners[k], trials[k] + want, db, runner,
+                         batch_size=batch_size, transfer=trials[k] == 0)
+                if p.trials == trials[k] or not tuners[k].has_next():
+                    live.remove(k)
+                trials[k] = p.trials
 
 
-def tune_scheduled(tasks: list[tuple[Any, int]], budget: int, seed: int, db: Any) -> None:
-    """`budget` spent by the task scheduler."""
+def tune_scheduled(tasks: list[tuple[Any, int]], budget: int, seed: int, db: Any,
+                   alternates: Any = (), batch_size: int = 8) -> None:
+    """`budget` spent by the task scheduler (groups' alternate templates counted once);
+    a prefix of the run is the scheduler's run of that smaller budget."""
     tuners = [make_tuner("xgb", t, seed=seed) for t, _ in tasks]
     with _runner() as runner:
-        TaskScheduler(tasks, tuners, db, runner, budget).run()
+        TaskScheduler(tasks, tuners, db, runner, budget, batch_size=batch_size,
+                      alternates=alternates).run()
 
 
-def latency(mod: Any, params: dict[str, Any], db_path: str, repeat: int) -> float:
-    """Median seconds of the model compiled with the database's records."""
+def prefix_db(src: Any, n: int, path: str) -> str:
+    """A database of the first `n` records of `src` (in the order measured), at `path`."""
+    with TuningDatabase(path) as out:
+        out.add_many(src.records()[:n])
+    return path
+
+
+def compile_with(mod: Any, params: dict[str, Any], db_path: str | None) -> Any:
+    """The model compiled with the database's records (None: every default schedule)."""
     with warnings.catch_warnings():  # tasks a small budget left untuned: expected here
         warnings.simplefilter("ignore", UserWarning)
-        lib = relay_ir.build(mod, params=params, tuning_db=db_path)
+        return relay_ir.build(mod, params=params, tuning_db=db_path)
+
+
+def interleaved_latency(libs: dict[Any, Any], repeat: int) -> dict[Any, float]:
+    """Median seconds of each compiled model, timed in rounds (one run of each per round,
+    after warm-up), so that a change in the machine's load falls on all of them alike."""
     rng = np.random.default_rng(0)
-    feeds = {n: rng.standard_normal(s).astype(dt) for n, s, dt in lib.input_specs}
-    for _ in range(3):
-        lib.run(**feeds)
-    runs = []
+    feeds = {}
+    for key, lib in libs.items():
+        feeds[key] = {n: rng.standard_normal(s).astype(dt) for n, s, dt in lib.input_specs}
+        for _ in range(2):
+            lib.run(**feeds[key])
+    runs: dict[Any, list[float]] = {k: [] for k in libs}
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        lib.run(**feeds)
-        runs.append(time.perf_counter() - t0)
-    return statistics.median(runs)
+        for key, lib in libs.items():
+            t0 = time.perf_counter()
+            lib.run(**feeds[key])
+            runs[key].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in runs.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Tune with both strategies at each budget and seed; print latencies and ratios."""
+    """Tune with both strategies per seed; print the measured latency at each budget."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="resnet18", choices=["resnet18", "small"])
     ap.add_argument("--budgets", type=int, nargs="+", default=[256, 512, 1024])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=True)
     opts = ap.parse_args(argv)
     CACHE_FLUSH[0] = opts.cache_flush
     mod, params = from_onnx(_model(opts.model))
-    tasks = extract_tasks(mod, "llvm", params)
-    print(f"{opts.model}: {len(tasks)} tasks, {sum(n for _, n in tasks)} occurrences; load "
-          f"average {os.getloadavg()[0]:.2f}")
-    results: dict[tuple[str, int], float] = {}
-    for budget in opts.budgets:
-        for name, fn in (("equal", tune_equal), ("scheduler", tune_scheduled)):
-            runs = []
-            for seed in range(opts.seeds):
-                with tempfile.TemporaryDirectory() as tmp:
-                    path = os.path.join(tmp, "t.db")
-                    t0 = time.perf_counter()
-                    with TuningDatabase(path) as db:
-                        fn(tasks, budget, seed, db)
-                    tuned_s = time.perf_counter() - t0
-                    runs.append(latency(mod, params, path, opts.repeat))
-                print(f"  budget {budget:5d} {name:9s} seed {seed}: {runs[-1] * 1e3:.3f} ms "
-                      f"(tuning {tuned_s:.0f} s)", flush=True)
-            results[(name, budget)] = statistics.median(runs)
+    found = extract_model_tasks(mod, "llvm", params)
+    tasks = found.tasks
+    budgets = sorted(opts.budgets)
+    print(f"{opts.model}: {len(tasks)} tasks, {sum(n for _, n in tasks)} occurrences; "
+          f"budgets {budgets} as prefixes of one run of {budgets[-1]} per strategy and "
+          f"seed; load average {os.getloadavg()[0]:.2f}", flush=True)
+    strategies = (("equal", tune_equal),
+                  ("scheduler", functools.partial(tune_scheduled,
+                                                  alternates=found.alternates)))
+    tmp = tempfile.mkdtemp()
+    dbs: dict[tuple[str, int, int], str] = {}
+    try:
+        for seed in range(opts.seeds):
+            for name, fn in strategies:
+                path = os.path.join(tmp, f"{name}{seed}.db")
+                t0 = time.perf_counter()
+                with TuningDatabase(path) as db:
+                    fn(tasks, budgets[-1], seed, db, batch_size=opts.batch_size)
+                    for b in budgets:
+                        dbs[(name, seed, b)] = prefix_db(
+                            db, b, os.path.join(tmp, f"{name}{seed}-{b}.db"))
+                print(f"  {name:9s} seed {seed}: tuned {budgets[-1]} in "
+                      f"{time.perf_counter() - t0:.0f} s (load {os.getloadavg()[0]:.2f})",
+                      flush=True)
+        # the untuned model twice: the two tell the noise floor of the timing
+        libs = {("untuned", 0, 0): compile_with(mod, params, None),
+                ("untuned", 1, 0): compile_with(mod, params, None)}
+        libs.update({k: compile_with(mod, params, path) for k, path in dbs.items()})
+        load = os.getloadavg()[0]
+        lat = interleaved_latency(libs, opts.repeat)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    untuned = lat[("untuned", 0, 0)]
+    print(f"timed in {opts.repeat} interleaved rounds (load {load:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after); untuned {untuned * 1e3:.3f} ms, again "
+          f"{lat[('untuned', 1, 0)] * 1e3:.3f} ms (noise floor "
+          f"{abs(lat[('untuned', 1, 0)] / untuned - 1) * 100:.1f}%)")
+    runs: dict[tuple[str, int], list[float]] = {}
+    for (name, _seed, b), v in sorted(lat.items()):
+        if name != "untuned":
+            runs.setdefault((name, b), []).append(v)
+    for seed in range(opts.seeds):
+        for name, _ in strategies:
+            print(f"  {name:9s} seed {seed} ms at budget " + ", ".join(
+                f"{b}: {lat[(name, seed, b)] * 1e3:.3f}" for b in budgets))
+    results = {k: statistics.median(v) for k, v in runs.items()}
     best = min(results.values())
-    print("\nbudget  equal ms  scheduler ms  equal/scheduler")
-    for budget in opts.budgets:
-        e, s = results[("equal", budget)], results[("scheduler", budget)]
-        print(f"{budget:6d}  {e * 1e3:8.3f}  {s * 1e3:12.3f}  {e / s:15.2f}")
-    for name in ("equal", "scheduler"):
-        within = [b for b in opts.budgets if results[(name, b)] <= 1.05 * best]
+    print(f"\nmedians over {opts.seeds} seed(s); untuned {untuned * 1e3:.3f} ms")
+    print("budget  equal ms  scheduler ms  equal/scheduler")
+    for b in budgets:
+        e, s_ = results[("equal", b)], results[("scheduler", b)]
+        print(f"{b:6d}  {e * 1e3:8.3f}  {s_ * 1e3:12.3f}  {e / s_:15.2f}")
+    reached = {}
+    for name, _ in strategies:
+        within = [b for b in budgets if results[(name, b)] <= 1.05 * best]
+        reached[name] = within[0] if within else None
         print(f"{name}: within 5% of the best ({best * 1e3:.3f} ms) from budget "
-              f"{within[0] if within else 'none of those run'}")
+              f"{reached[name] if within else 'none of those run'}")
+    e, s_ = reached["equal"], reached["scheduler"]
+    if e and s_:
+        ratio = f"= {e / s_:.2f}"
+    elif s_:
+        ratio = f"> {budgets[-1] / s_:.2f} (equal shares not within 5% at {budgets[-1]})"
+    elif e:
+        ratio = f"< {e / budgets[-1]:.2f} (the scheduler not within 5% at {budgets[-1]})"
+    else:
+        ratio = "unknown: neither within 5% at the budgets run"
+    print(f"measurements to get within 5%: equal / scheduler {ratio}")
     return 0
 
 

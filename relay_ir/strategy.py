@@ -290,12 +290,31 @@ def _int8_dot(args: ArgSpecs, tattrs: dict[str, Any]) -> bool:
     return [dt for _, dt in args] == ["int8", "int8"] and tattrs.get("out_dtype") == "int32"
 
 
+def _tensor_core_conv(args: ArgSpecs, tattrs: dict[str, Any]) -> bool:
+    # a float16 conv whose implicit GEMM has every dim a multiple of 16 (output channels,
+    # positions, channels x window): the family "conv2d_tensorcore" (a GPU's tensor
+    # cores; other targets map it back to their conv2d template)
+    from schedule.templates.conv_common import conv_attrs
+    from tessel_errors import ScheduleError
+
+    if [dt for _, dt in args] != ["float16", "float16"] or "out_dtype" in tattrs:
+        return False
+    (n, c, h, w), (co, _, kh, kw) = args[0][0], args[1][0]
+    try:
+        oh, ow = conv_attrs(tattrs).out_hw(h, w, kh, kw)
+    except ScheduleError:
+        return False
+    return co % 16 == 0 and (n * oh * ow) % 16 == 0 and (c * kh * kw) % 16 == 0
+
+
 def _conv_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
     _conv_ok(a)
     (dshape, _), (kshape, _) = args
     tattrs = {"strides": tuple(a.strides), "padding": tuple(a.padding),
               "dilation": tuple(a.dilation), "groups": a.groups, **_widening(a, args)}
     if a.groups == 1:
+        if _tensor_core_conv(args, tattrs):
+            return "conv2d_tensorcore", tattrs
         return ("conv2d_int8" if _int8_dot(args, tattrs) else "conv2d"), tattrs
     if a.groups == dshape[1] and kshape[1] == 1 and kshape[0] == dshape[1]:
         return "depthwise_conv2d_nchw", tattrs
@@ -311,10 +330,19 @@ def _conv_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
 _register("nn.conv2d", _conv_compute, kind="anchor", template=_conv_template)
 
 
+def _tensor_core_shapes(args: ArgSpecs, tattrs: dict[str, Any]) -> bool:
+    # float16 x float16 with every dim a multiple of 16: what a GPU's tensor cores take
+    # (the family "dense_tensorcore"; other targets map it back to their dense template)
+    return [dt for _, dt in args] == ["float16", "float16"] and not tattrs and \
+        all(d % 16 == 0 for shape, _ in args for d in shape)
+
+
 def _dense_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
     if len(args[0][0]) != 2:
         return None
     tattrs = _widening(a, args)
+    if _tensor_core_shapes(args, tattrs):
+        return "dense_tensorcore", tattrs
     return ("dense_int8" if _int8_dot(args, tattrs) else "dense"), tattrs
 
 

@@ -22,6 +22,7 @@ from autotune.cost_model import XGBCostModel
 from autotune.features import (
     LOOP_FEATURE_LEN,
     knob_features_batch,
+    knob_layout,
     knob_tables,
     loop_features,
 )
@@ -38,8 +39,9 @@ class XGBTuner(Tuner):
     microseconds, so annealing runs `sa_chains` x `sa_steps` = 64 x 60 moves per batch.
     `feature="loop_ir"` (the tuner `xgb_loop`) describes each point by its lowered loop IR
     (autotune.features.loop_features; 10-50 ms of lowering per new point, cached), so its
-    annealing is smaller, 16 x 16 moves, at most ~270 new lowerings per batch; its features
-    carry over between shapes, so transfer learns from every record of the template.
+    annealing is smaller, 16 x 16 moves, at most ~270 new lowerings per batch. Both learn
+    by transfer from every record of the template (other shapes and models included; see
+    `load_transfer`).
     Measured on matmul 1024^3 (256 trials, benchmarks.tuning): knob features reached 95% of
     the best in 110 trials, loop-IR features not within 256, at 1.4x the tuning time.
     """
@@ -88,10 +90,11 @@ class XGBTuner(Tuner):
     def load_transfer(self, records: Sequence[MeasureRecord], max_rows: int = 256) -> int:
         """Pre-train on other tasks' records of the same template; returns the rows used.
 
-        With loop-IR features a record is described by its own task's lowered program, so
-        records of every shape count; with knob features only configs that also fit this
-        task's space do. At most `max_rows` records, a random sample (a lowering costs
-        10-50 ms)."""
+        Each record is described in its own task's space (its shapes), so records of every
+        shape count: knob features are shape-relative (a split's outer count beside its
+        inner factors), loop-IR features describe the record's own lowered program. A
+        task whose knobs differ from this one's (another template version) is skipped. At
+        most `max_rows` records, a random sample (a lowering costs 10-50 ms)."""
         recs = list(records)
         if len(recs) > max_rows:
             recs = [recs[k] for k in sorted(self.rng.choice(len(recs), max_rows,
@@ -110,14 +113,16 @@ class XGBTuner(Tuner):
     def _record_features(self, r: MeasureRecord) -> np.ndarray | None:
         """The feature row of another task's record, or None where it has none here."""
         try:
-            if self.feature == "knob":
-                # other shapes have other split choices: only configs of this space fit
-                return self._features([self.space.from_json(r.config_json).index])[0]
             task = self._other_tasks.get(r.workload_key)
             if task is None:
                 task = Task.from_workload_key(r.workload_key, self.task.target)
                 self._other_tasks[r.workload_key] = task
-            return loop_features(task.lower(task.config_from_json(r.config_json)))
+            cfg = task.config_from_json(r.config_json)
+            if self.feature == "knob":
+                if knob_layout(task.space) != knob_layout(self.space):
+                    return None
+                return knob_features_batch(task.space, [cfg.index])[0]
+            return loop_features(task.lower(cfg))
         except TesselError:  # a record of another template version, or one that won't lower
             return None
 

@@ -1,6 +1,7 @@
 """The CUDA backend: loop IR to CUDA C (codegen), NVRTC or nvcc to PTX and cubin
 (compile), launches through the driver API (driver, kernel), and the GPU simulator
-(simulator) that target "cuda -sim" runs on the CPU.
+(simulator) that target "cuda -sim" runs on the CPU; tensor-core fragments and their
+warp matrix calls in both (wmma).
 
     >>> import tensor_expr as te, lowering
     >>> from schedule import create_schedule

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from lowering import ir as lir
+from lowering.cuda import wmma
 from lowering.passes.storage_sync import BARRIER, storage_sync
 from lowering.passes.thread_allreduce import (
     ALLREDUCE,
@@ -193,9 +194,11 @@ class CudaProgram:
 
 def generate(func: lir.PrimFunc, arch: str) -> CudaProgram:
     """CUDA C for `func` (see the module doc); `arch` like "sm_90"."""
-    host = _Host(func)
+    host = _Host(func, arch)
     host.walk(func.body)
     source = PRELUDE + "\n" + "\n".join(host.sources)
+    if host.uses_wmma:  # tensor cores: nvcuda::wmma from the toolkit's header
+        source = wmma.INCLUDE + source
     return CudaProgram(func, arch, source, tuple(host.kernels), tuple(host.steps))
 
 
@@ -245,8 +248,10 @@ def _serial_work(s: lir.Stmt) -> bool:
 
 
 class _Host:
-    def __init__(self, func: lir.PrimFunc) -> None:
+    def __init__(self, func: lir.PrimFunc, arch: str) -> None:
         self.func = func
+        self.arch = arch
+        self.uses_wmma = False
         self.scalars: dict[int, E.Var] = {}
         for p in func.params:
             for d in p.shape:
@@ -307,9 +312,12 @@ class _Host:
     def kernel(self, root: lir.Stmt) -> None:
         index = len(self.kernels)
         name = f"{_sanitize(self.func.name)}_kernel{index}"
-        body = storage_sync(lower_thread_allreduce(root))
+        body = storage_sync(lower_thread_allreduce(wmma.lower_fill(root)))
         dev = _Kernel(name, self.scalars)
         code = dev.emit_body(body)
+        if dev.uses_wmma:
+            wmma.check_arch(self.arch, name)
+            self.uses_wmma = True
         grid, block = dev.launch_dims()
         code = dev.render_allreduces(code, block)
         dev.check_shared()
@@ -353,6 +361,7 @@ class _Kernel:
         # (op, buffer name, its dtype, tag, extent) per all-reduce marker in the code
         self.allreduces: list[tuple[str, str, str, str, int]] = []
         self._lane: tuple[dict[int, str], str] | None = None  # inside a vector loop
+        self.uses_wmma = False  # tensor-core fragments (lowering.cuda.wmma)
 
     # names -------------------------------------------------------------------------
 
@@ -512,6 +521,9 @@ class _Kernel:
         elif isinstance(s, lir.Evaluate):
             if isinstance(s.value, E.Call) and s.value.name == BARRIER:
                 out.append(f"{pad}__syncthreads();")
+            elif wmma.is_wmma(s):
+                self.uses_wmma = True
+                out.append(pad + self.wmma_call(s.value))
             elif isinstance(s.value, E.Call) and s.value.name == ALLREDUCE:
                 op, buf, tag, ext = allreduce_args(s.value)
                 if buf.dtype not in _SHUFFLE_TYPES:
@@ -624,8 +636,26 @@ class _Kernel:
         out.append(f"{pad}}}")
         return True
 
+    def wmma_call(self, call: E.Call) -> str:
+        def fragment(load: lir.BufferLoad) -> str:
+            return f"{self.name_of(load.buffer)}[{self.expr(wmma.fragment_index(load))}]"
+
+        def address(load: lir.BufferLoad) -> str:
+            if load.buffer.scope == "global" and call.name == wmma.WMMA_STORE:
+                self.written.add(id(load.buffer))
+            return self.access(load.buffer, load.indices)
+
+        return wmma.emit_call(call, fragment, address, self.expr, self.kernel_name)
+
     def allocate(self, s: lir.Allocate, depth: int, out: list[str]) -> None:
         buf = s.buffer
+        if wmma.is_fragment(buf):
+            n = wmma.fragment_count(buf, self.kernel_name)
+            out.append(f"{'  ' * depth}{wmma.fragment_type(buf.scope, buf.dtype)} "
+                       f"{self.name_of(buf)}[{n}];")
+            self.uses_wmma = True
+            self.stmt(s.body, depth, out)
+            return
         n = 1
         for d in buf.shape:
             d = simplify(d)
@@ -643,7 +673,8 @@ class _Kernel:
         ctype, name = _C_TYPES[buf.dtype], self.name_of(buf)
         if buf.scope == "shared":
             self.shared_bytes += nbytes
-            out.append(f"{pad}__shared__ __align__(16) {ctype} {name}[{max(n, 1)}];")
+            # 32 bytes: what a tensor-core tile needs (and a float4 access more than does)
+            out.append(f"{pad}__shared__ __align__(32) {ctype} {name}[{max(n, 1)}];")
         elif buf.scope == "local":
             out.append(f"{pad}__align__(16) {ctype} {name}[{max(n, 1)}];")
         else:
@@ -656,6 +687,11 @@ class _Kernel:
     # expressions ---------------------------------------------------------------------
 
     def access(self, buf: lir.Buffer, indices: tuple[E.PrimExpr, ...]) -> str:
+        if wmma.is_fragment(buf):
+            raise CodegenError(
+                f"kernel '{self.kernel_name}' reads one element of tensor-core fragment "
+                f"'{buf.name}' ({buf.scope}); fragment elements are opaque: store the "
+                "fragment to memory (tensorize with the wmma store) and read that")
         if buf.scope == "global":
             self.buffers_used.add(id(buf))
         if buf.strides is not None:

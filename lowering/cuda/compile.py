@@ -32,6 +32,40 @@ def _nvrtc() -> object | None:
     return nvrtc
 
 
+@functools.lru_cache(maxsize=1)
+def toolkit_include() -> str | None:
+    """The CUDA toolkit's include folder (with mma.h, which tensor-core kernels include):
+    $CUDA_HOME / $CUDA_PATH, the toolkit of the nvcc on PATH, /usr/local/cuda*; None when
+    there is none (NVRTC itself ships no such header)."""
+    import glob
+
+    found = []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            found.append(os.path.join(os.environ[var], "include"))
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        found.append(os.path.join(os.path.dirname(os.path.realpath(nvcc)), "..", "include"))
+    found += ["/usr/local/cuda/include", *sorted(glob.glob("/usr/local/cuda-*/include"),
+                                                 reverse=True)]
+    for d in found:
+        if os.path.isfile(os.path.join(d, "mma.h")):
+            return os.path.normpath(d)
+    return None
+
+
+def _include_options(source: str) -> list[str]:
+    if "#include" not in source:
+        return []
+    inc = toolkit_include()
+    if inc is None:
+        raise CodegenError(
+            "the kernel uses tensor cores (#include <mma.h>) and NVRTC needs the CUDA "
+            "toolkit's headers for that, but none were found: install the CUDA toolkit or "
+            "set CUDA_HOME to it")
+    return [f"--include-path={inc}"]
+
+
 def compiler() -> str:
     """Which compiler `compile_cuda` uses here: "nvrtc", "nvcc", or "" for none."""
     if _nvrtc() is not None:
@@ -65,7 +99,8 @@ def _with_nvrtc(source: str, arch: str) -> tuple[str, bytes]:
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"tessel_kernel.cu", 0, [], [])
     _check(err, "program creation")
     try:
-        opts = [o.encode() for o in (f"--gpu-architecture={arch}", *_OPTIONS)]
+        opts = [o.encode() for o in (f"--gpu-architecture={arch}", *_OPTIONS,
+                                     *_include_options(source))]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         if int(err) != 0:
             _, n = nvrtc.nvrtcGetProgramLogSize(prog)

@@ -148,9 +148,16 @@ class CudaKernel:
         driver.require_gpu(f"calling CUDA kernel '{self.name}'")
         return bound
 
+    def module_image(self, arch: str) -> bytes:
+        """What the driver loads on a GPU of `arch`: the cubin when it was built for that
+        architecture, else the PTX (NUL-terminated), which the driver compiles for it."""
+        if self.cubin and arch == self.program.arch:
+            return self.cubin
+        return self.ptx.encode() + b"\0"
+
     def _functions(self, ctx: driver.Context) -> list[Any]:
         if self._loaded is None:
-            module = ctx.load_module(self.cubin)
+            module = ctx.load_module(self.module_image(ctx.device.arch))
             self._loaded = [module] + [ctx.function(module, k.name)
                                        for k in self.program.kernels]
         return self._loaded[1:]

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from lowering import ir as lir
+from lowering.cuda import wmma
 from lowering.cuda.codegen import CudaProgram, DeviceKernel
 from lowering.interpreter import _BufState, _Compiler, _scalar
 from lowering.kernel import check_arguments
@@ -99,32 +100,77 @@ def _launch(kernel: DeviceKernel, grid: tuple[int, ...], scalars: dict[int, int]
 
 def _run_block(name: str, block: Thread, threads: dict[Thread, Step],
                tracker: _BlockTracker, shape: tuple[int, int, int]) -> None:
+    """Run the block's threads phase by phase: each runs to its next barrier (or
+    all-reduce), which all must reach together. A warp matrix call is a rendezvous of the
+    32 lanes of one warp only: it runs once those lanes have all made it, and they go on
+    without waiting for the block."""
     live = dict(threads)
+    parked: dict[Thread, Any] = {}  # waiting at a barrier or an all-reduce
     given: dict[Thread, Any] = {}  # what each thread's all-reduce returns
+    finished: list[Thread] = []
     while live:
-        waiting: dict[Thread, Any] = {}
-        finished: list[Thread] = []
+        at_wmma: dict[Thread, wmma.Event] = {}
         for t, gen in live.items():
+            if t in parked:
+                continue
             tracker.thread = t
             try:
-                waiting[t] = gen.send(given.get(t))
+                event = gen.send(given.pop(t, None))
             except StopIteration:
                 finished.append(t)
-        if waiting and finished:
+                continue
+            if isinstance(event, wmma.Event):
+                at_wmma[t] = event
+            else:
+                parked[t] = event
+        live = {t: g for t, g in live.items() if t not in finished}
+        if at_wmma:
+            _run_wmma(name, block, at_wmma, tracker, shape)
+            continue
+        if not parked:
+            return
+        if finished:
             raise RaceError(
-                f"kernel '{name}' block {block}: thread {next(iter(waiting))} waits at a "
+                f"kernel '{name}' block {block}: thread {next(iter(parked))} waits at a "
                 f"barrier that thread {finished[0]} never reaches (it finished); a barrier "
                 "must be reached by every thread of the block")
-        points = {w[0] if isinstance(w, tuple) else w for w in waiting.values()}
+        points = {w[0] if isinstance(w, tuple) else w for w in parked.values()}
         if len(points) > 1:
-            t1, first = next(iter(waiting.items()))
-            t2 = next(t for t, b in waiting.items() if b != first)
+            t1, first = next(iter(parked.items()))
+            t2 = next(t for t, b in parked.items() if b != first)
             raise RaceError(f"kernel '{name}' block {block}: threads {t1} and {t2} wait at "
                             "different barriers")
-        given = _all_reduce(waiting, shape) if waiting and isinstance(
-            next(iter(waiting.values())), tuple) else {}
+        given = _all_reduce(parked, shape) if isinstance(next(iter(parked.values())),
+                                                          tuple) else {}
+        parked = {}
         tracker.new_phase()
-        live = {t: live[t] for t in waiting}
+
+
+def _warp_of(t: Thread, shape: tuple[int, int, int]) -> int:
+    return (t[0] + shape[0] * (t[1] + shape[1] * t[2])) // 32
+
+
+def _run_wmma(name: str, block: Thread, at_wmma: dict[Thread, wmma.Event],
+              tracker: _BlockTracker,
+              shape: tuple[int, int, int]) -> None:
+    """Run the warp matrix calls whose warps have all their lanes there (once per warp);
+    lanes of a warp elsewhere are a RaceError (the call is collective)."""
+    if (shape[0] * shape[1] * shape[2]) % 32:
+        raise RaceError(f"kernel '{name}': a block of {shape[0] * shape[1] * shape[2]} "
+                        "threads makes tensor-core calls; warp matrix operations need whole "
+                        "warps: make the block a multiple of 32 threads")
+    warps: dict[int, dict[Thread, wmma.Event]] = {}
+    for t, ev in at_wmma.items():
+        warps.setdefault(_warp_of(t, shape), {})[t] = ev
+    for w, lanes in warps.items():
+        ev = wmma.check_warp(name, block, w, lanes, 32)
+        tracker.thread = min(lanes)
+
+        def track(tile: wmma.Tile, write: bool) -> None:
+            for off in tile.index().reshape(-1):
+                tracker.access(tile.state, int(off), [int(off)], write)
+
+        wmma.run_op(ev.name, list(ev.args), track)
 
 
 def _all_reduce(waiting: dict[Thread, Any], shape: tuple[int, int, int]
@@ -309,6 +355,7 @@ class _ThreadProgram:
 
     def _s_Allocate(self, s: lir.Allocate) -> Callable[[Env], Step]:
         buf, key, body = s.buffer, id(s.buffer), self.stmt(s.body)
+        shape = self.kernel.block
 
         def fresh(env: Env) -> _BufState:
             st = _BufState(buf, np.empty(0, buf.dtype), env)
@@ -324,6 +371,11 @@ class _ThreadProgram:
                 if key not in shared:
                     shared[key] = fresh(env)
                 env[key] = shared[key]
+            elif wmma.is_fragment(buf):  # one per warp: its 32 lanes hold it together
+                shared, warp = env[-4], _warp_of(env[-3], shape)
+                if (key, warp) not in shared:
+                    shared[(key, warp)] = fresh(env)
+                env[key] = shared[(key, warp)]
             else:
                 env[key] = fresh(env)
             yield from body(env)
@@ -352,6 +404,8 @@ class _ThreadProgram:
         return let
 
     def _s_Evaluate(self, s: lir.Evaluate) -> Callable[[Env], Step]:
+        if wmma.is_wmma(s):
+            return self._wmma(s)
         if isinstance(s.value, E.Call) and s.value.name == ALLREDUCE:
             op, red, tag, _ = allreduce_args(s.value)
             here, key, axis = id(s), id(red), _AXIS[tag[-1]]
@@ -377,6 +431,42 @@ class _ThreadProgram:
             yield
 
         return evaluate
+
+
+    def _wmma(self, s: lir.Evaluate) -> Callable[[Env], Step]:
+        """A warp matrix call: the thread yields its tiles; the block runs the call once
+        for the warp (lowering.cuda.wmma.run_op)."""
+        call = s.value
+        assert isinstance(call, E.Call)
+        here, name = id(s), call.name
+        parts: list[Callable[[Env], Any]] = []
+        for k, a in enumerate(call.args):
+            if isinstance(a, lir.BufferLoad):
+                parts.append(self._tile(a, call, k))
+            else:
+                parts.append(self.cc.expr(a))
+
+        def wmma_call(env: Env) -> Step:
+            yield wmma.Event(here, name, tuple(p(env) for p in parts))
+
+        return wmma_call
+
+    def _tile(self, a: lir.BufferLoad, call: E.Call, k: int) -> Callable[[Env], wmma.Tile]:
+        key, buf = id(a.buffer), a.buffer
+        fidx = [self.cc.expr(i) for i in a.indices]
+        memory = {wmma.WMMA_LOAD_A: 1, wmma.WMMA_LOAD_B: 1, wmma.WMMA_STORE: 0}
+        ld_arg = 2 if memory.get(call.name) == k else None  # else a fragment: its width
+        fld = self.cc.expr(call.args[ld_arg]) if ld_arg is not None else None
+
+        def tile(env: Env) -> wmma.Tile:
+            st = env.get(key)
+            if st is None:
+                raise LoweringError(f"buffer '{buf.name}' is used outside its allocation")
+            off = st.offset([int(f(env)) for f in fidx], "tensor-core tile of")
+            ld = int(fld(env)) if fld is not None else int(st.strides[-2])
+            return wmma.Tile(st, off, ld)
+
+        return tile
 
 
 __all__ = ["run"]

@@ -33,6 +33,9 @@ BARRIER = "tessel.syncthreads"
 
 # (buffer id, "r" or "w"), plus the buffer's name for messages
 Access = tuple[int, str]
+# calls that write memory through arguments (the first element of a region, a BufferLoad
+# in the call): name -> positions of those arguments (lowering.cuda.wmma's tile store)
+REGION_WRITES: dict[str, tuple[int, ...]] = {}
 
 
 def barrier() -> lir.Stmt:
@@ -101,6 +104,19 @@ class _Sync:
                 self.names[id(e.buffer)] = e.buffer.name
 
         def visit(st: lir.Stmt) -> None:
+            writes = REGION_WRITES.get(st.value.name, ()) if isinstance(st, lir.Evaluate) \
+                and isinstance(st.value, E.Call) else ()
+            if writes:  # a region call: its written regions are writes, not reads
+                for k, a in enumerate(st.value.args):  # type: ignore[union-attr]
+                    if k in writes and isinstance(a, lir.BufferLoad):
+                        if a.buffer.scope == "shared":
+                            out.add((id(a.buffer), "w"))
+                            self.names[id(a.buffer)] = a.buffer.name
+                        for i in a.indices:
+                            post_order_visit(i, load)
+                    else:
+                        post_order_visit(a, load)
+                return
             for e in _exprs(st):
                 post_order_visit(e, load)
             if isinstance(st, lir.BufferStore) and st.buffer.scope == "shared":
@@ -200,4 +216,5 @@ def thread_bound_vars(body: lir.Stmt) -> set[int]:
     return out
 
 
-__all__ = ["BARRIER", "barrier", "is_barrier", "storage_sync", "thread_bound_vars"]
+__all__ = ["BARRIER", "REGION_WRITES", "barrier", "is_barrier", "storage_sync",
+           "thread_bound_vars"]

@@ -130,16 +130,23 @@ def _read_manifest(folder: str) -> dict[str, Any]:
     return manifest
 
 
-def _check_host(manifest: dict[str, Any], where: str) -> None:
+_KIND_WORDS = {"llvm": "CPU", "cuda": "GPU", "accel": "accelerator"}
+
+
+def _check_host(manifest: dict[str, Any], where: str, kinds: tuple[str, ...]) -> None:
     from tessel_target import Target, host_cpu, host_features
 
     try:
         kind = Target.parse(manifest["target"]).kind
     except CodegenError as e:
         raise RelayError(f"load_compiled: {where!r}: {e}") from None
-    if kind != "llvm":
+    if kind not in kinds:
         raise RelayError(f"load_compiled: {where!r}: target {manifest['target']!r} is not an "
-                         "'llvm' target; only CPU models are saved and loaded")
+                         f"{' or '.join(repr(k) for k in kinds)} target; only "
+                         f"{' and '.join(_KIND_WORDS[k] for k in kinds)} models are saved and "
+                         "loaded here")
+    if kind != "llvm":
+        return  # GPU code: no host object code (its architecture is checked at load)
     host = _host_triple().split("-")
     theirs = manifest["triple"].split("-")
     if theirs[:1] != host[:1] or theirs[2:3] != host[2:3]:
@@ -156,14 +163,16 @@ def _check_host(manifest: dict[str, Any], where: str) -> None:
             "model on this machine (TESSEL_ALLOW_FOREIGN_CPU=1 loads it anyway)")
 
 
-def read_verified(folder: str) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """Check the manifest of `folder` (format, host, every file's size and SHA-256) and
-    return it with the contents of the files it lists; RelayError names the bad file.
+def read_verified(folder: str, kinds: tuple[str, ...] = ("llvm",)
+                  ) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """Check the manifest of `folder` (format, a target of one of `kinds`, for the CPU the
+    host, every file's size and SHA-256) and return it with the contents of the files it
+    lists; RelayError names the bad file.
 
     `manifest, files = read_verified("m.tessel")`
     """
     manifest = _read_manifest(folder)
-    _check_host(manifest, os.path.join(folder, MANIFEST))
+    _check_host(manifest, os.path.join(folder, MANIFEST), kinds)
     files = {}
     for name, entry in manifest["files"].items():
         if name == MANIFEST:

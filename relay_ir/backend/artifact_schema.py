@@ -31,7 +31,8 @@ _ID = Int()
 _SYMBOL = Str(pattern=r"[A-Za-z_.$][A-Za-z0-9_.$]{0,255}")
 _TEXT = Str(max_len=1 << 16)
 
-MODEL_SCHEMA = Obj({
+# the graph of a saved model, whatever its target
+_GRAPH = {
     "format": Str(max_len=128),
     "version": Int(),
     "target": Str(max_len=1024),
@@ -42,11 +43,26 @@ MODEL_SCHEMA = Obj({
                          "group": _TEXT})),
     "graph_inputs": ListOf(_ID),
     "outputs": Nested(_ID),
+}
+_SPECS = ListOf(Tuple((_SHAPE, _DTYPE)))
+
+MODEL_SCHEMA = Obj({
+    **_GRAPH,
     "kernels": ListOf(Obj({
         "name": _TEXT, "entry": _SYMBOL, "object": FILE_NAME,
         "num_threads_symbol": _SYMBOL, "launch_symbol": _SYMBOL,
-        "messages": ListOf(_TEXT), "specs": ListOf(Tuple((_SHAPE, _DTYPE))),
+        "messages": ListOf(_TEXT), "specs": _SPECS,
     })),
+}, optional={"group_schedules": ListOf(Tuple((_TEXT, _TEXT)))})
+
+# a model compiled for target "cuda" / "cuda -sim": per kernel its CUDA C, PTX, cubin (where
+# the compiler made one) and loop IR (lowering.ir_json), each a file of the folder
+CUDA_MODEL_SCHEMA = Obj({
+    **_GRAPH,
+    "kernels": ListOf(Obj({
+        "name": _TEXT, "arch": Str(pattern=r"sm_[0-9]{2,3}[a-z]?"), "source": FILE_NAME,
+        "ptx": FILE_NAME, "loop_ir": FILE_NAME, "specs": _SPECS,
+    }, optional={"cubin": FILE_NAME})),
 }, optional={"group_schedules": ListOf(Tuple((_TEXT, _TEXT)))})
 
 
@@ -178,4 +194,4 @@ def _read_consts(data: bytes, want: dict[str, dict[str, Any]],
     return out
 
 
-__all__ = ["MODEL_SCHEMA", "VALUE_KINDS", "check_plan", "load_consts"]
+__all__ = ["CUDA_MODEL_SCHEMA", "MODEL_SCHEMA", "VALUE_KINDS", "check_plan", "load_consts"]

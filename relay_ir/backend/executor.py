@@ -117,9 +117,11 @@ class DeviceKernelFn:
         self.kernel(*arrays)
 
     def object_code(self) -> bytes:
-        """Not available: models compiled for CUDA cannot be saved yet."""
-        raise RelayError(f"kernel '{self.name}' is CUDA code; saving a model compiled for "
-                         "'cuda' is not supported yet (rebuild it where it runs)")
+        """Not available: CUDA code has no host object file (a saved CUDA model keeps its
+        CUDA C, PTX, cubin and loop IR: relay_ir.backend.serialize_cuda)."""
+        raise RelayError(f"kernel '{self.name}' is CUDA code and has no host object file; "
+                         "save the model with CompiledModel.save, which keeps its CUDA C, "
+                         "PTX and loop IR")
 
 
 def kernel_fn(kernel: Any, specs: Sequence[Spec]) -> KernelFn | DeviceKernelFn:

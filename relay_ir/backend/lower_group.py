@@ -9,7 +9,8 @@ without one take the generic GPU schedule): the template's compute gives
 the anchor, the rest of the group is its epilogue (bias, batch-norm scale/shift, relu,
 residual add, clip) computed in the anchor's output stage, and the template's fallback
 config schedules it. Reductions, pooling and softmax get the reduction schedules, the
-rest the injective schedule (inlined, vectorized, parallel). If a schedule cannot be
+rest the injective schedule (inlined, vectorized, parallel; on a GPU the tunable
+injective.cuda template, a task of the whole group). If a schedule cannot be
 applied, the group falls back to the next, plainer one (the last: injective stages
 inlined, nothing else), so every group compiles, and a warning names the group and why.
 
@@ -201,7 +202,9 @@ class AnchorTask:
     """The template task of a fused group: its anchor call, the template the anchor's
     strategy picks, the anchor's argument specs and the template attrs, and the positions
     of the anchor's operands (two; one for a reduction, pool or softmax template) among
-    the group's parameters.
+    the group's parameters. An injective group's task (a GPU's injective.cuda) has no
+    operands: its specs are the group's flattened inputs, attrs["outputs"] its outputs,
+    and its template schedules the whole group.
 
     relay_ir.build compiles the group through this template and autotune.extract_tasks
     tunes this task: both get it from `anchor_task`, so what is tuned is what is built.
@@ -260,6 +263,8 @@ def anchor_tasks(fn: Function, const_params: frozenset[int] = frozenset(),
     if not anchors:  # a reduction, pool or softmax with a tunable template for the target
         anchors = [c for c in ops if strategy_of(c.op).template is not None]
         secondary = True
+    if not anchors and ops and all(strategy_of(c.op).kind == "injective" for c in ops):
+        return _injective_tasks(fn, ops, target)
     if len(anchors) != 1:
         return []
     anchor = anchors[0]
@@ -288,6 +293,25 @@ def anchor_tasks(fn: Function, const_params: frozenset[int] = frozenset(),
     return tasks
 
 
+# the family of an injective group's template; its task is the whole group (no operands)
+INJECTIVE = "injective"
+
+
+def _injective_tasks(fn: Function, ops: list[Call], target: Any) -> list[AnchorTask]:
+    """An injective group's task where the target has a tunable template for the family
+    (the GPU's injective.cuda; the CPU's injective.x86 is a fixed schedule: no task). The
+    task is the group's input and output specs (the template measures a stand-in of that
+    traffic), its `operands` empty: the template schedules the whole group."""
+    ins = tuple(_spec(t) for p in fn.params
+                for t in flatten_types(p.checked_type or p.type_annotation))
+    outs = tuple(_spec(t) for t in flatten_types(fn.body.checked_type))
+    if _has_zero_size(ins + outs):
+        return []
+    attrs = {"outputs": [[list(shape), dtype] for shape, dtype in outs]}
+    return [AnchorTask(ops[-1], name, ins, attrs, ())
+            for name in templates_for(INJECTIVE, target) if get_template(name).tunable]
+
+
 def _has_zero_size(specs: Sequence[tuple[tuple[int, ...], str]]) -> bool:
     return any(d == 0 for shape, _ in specs for d in shape)
 
@@ -307,6 +331,10 @@ def _template_path(fn: Function, task: AnchorTask, target: Any,
     tpl = get_template(task.template)
     tuned = tuning.config(task.template, specs, task.attrs, target) if tuning else None
     cfg = tuned or FallbackConfig(target)
+    if not task.operands:  # an injective group's template schedules the group itself
+        env, flat = _placeholders(fn)
+        outs = _flat(_evaluate(fn, env, {}))
+        return tpl.schedule(cfg, outs), flat + outs, task.template, {}
     in_blocks = layout.in_blocks if layout else ()
     out_blocks = layout.out_blocks if layout else ()
     data_block = in_blocks[task.operands[0]] if in_blocks else 0

@@ -3,6 +3,8 @@ graph: values, steps, inputs, outputs, and per kernel its symbols, check message
 argument specs), one relocatable object file per kernel (`kernel_<i>.o`, from llvmlite's
 target machine; MCJIT loads it back), `consts.npz` (loaded with allow_pickle=False) and
 `manifest.json` (format version, target CPU, the size and SHA-256 of every other file).
+A model built for "cuda" or "cuda -sim" keeps per kernel its CUDA C, PTX, cubin and loop
+IR instead of object files (relay_ir.backend.serialize_cuda).
 
 Loading checks the manifest and hashes, then model.json against its schema and its graph
 for consistency, the constants against the values table, and each object file's ELF
@@ -31,7 +33,12 @@ from relay_ir.backend.artifact_manifest import (
     read_verified,
     write_manifest,
 )
-from relay_ir.backend.artifact_schema import MODEL_SCHEMA, check_plan, load_consts
+from relay_ir.backend.artifact_schema import (
+    CUDA_MODEL_SCHEMA,
+    MODEL_SCHEMA,
+    check_plan,
+    load_consts,
+)
 from relay_ir.backend.executor import GraphPlan, KernelFn, Step, Value
 from relay_ir.backend.json_check import check
 from tessel_errors import CodegenError, RelayError
@@ -48,7 +55,15 @@ def save(model: Any, path: str) -> None:
     plan: GraphPlan = model._last
     files: dict[str, bytes] = {}
     kernels = []
+    gpu = _kind(model.target) == "cuda"
     for i, k in enumerate(plan.kernels):
+        if gpu:  # CUDA C, PTX, cubin and loop IR (relay_ir.backend.serialize_cuda)
+            from relay_ir.backend.serialize_cuda import cuda_kernel_files
+
+            entry, kfiles = cuda_kernel_files(i, k)
+            kernels.append(entry)
+            files.update(kfiles)
+            continue
         fname = f"kernel_{i}.o"
         files[fname] = k.object_code()
         kernels.append({"name": k.name, "entry": k.entry, "object": fname,
@@ -73,12 +88,20 @@ def save(model: Any, path: str) -> None:
     write_folder(path, files, model.target)
 
 
+def _kind(target: Any) -> str:
+    from tessel_target import Target
+
+    return Target.parse(target).kind
+
+
 def _model_desc(path: str, manifest: dict[str, Any], files: dict[str, bytes]) -> dict:
     where = f"load_compiled: {os.path.join(path, MODEL)!r}"
     missing = [n for n in (MODEL, CONSTS) if n not in files]
     if missing:
         raise RelayError(f"load_compiled: {os.path.join(path, MANIFEST)!r} does not list "
                          f"{', '.join(missing)}: not a saved Tessel model")
+    if _kind(manifest["target"]) == "cuda":
+        return read_desc(files[MODEL], CUDA_MODEL_SCHEMA, manifest, (FORMAT, VERSION), where)
     desc = read_desc(files[MODEL], MODEL_SCHEMA, manifest, (FORMAT, VERSION), where)
     check_plan(desc, where)
     for k, kd in enumerate(desc["kernels"]):
@@ -93,13 +116,15 @@ def read_desc(data: bytes, schema: Any, manifest: dict[str, Any], format_: tuple
     """A folder's description document parsed, checked against `schema`, its (format,
     version) and its target against the manifest's; a RelayError naming `where` if not."""
     desc = parse_json(data, where)
+    # first: the manifest's target chose the schema (a CPU or a GPU model's)
+    target = desc.get("target") if isinstance(desc, dict) else None
+    if isinstance(target, str) and target != manifest["target"]:
+        raise RelayError(f"{where}: target {target[:200]!r} differs from the manifest's "
+                         f"{manifest['target']!r}")
     check(schema, desc, where)
     if (desc["format"], desc["version"]) != format_:
         raise RelayError(f"{where}: format {desc['format']!r} version {desc['version']}; "
                          f"expected {format_[0]!r} version {format_[1]}")
-    if desc["target"] != manifest["target"]:
-        raise RelayError(f"{where}: target {desc['target']!r} differs from the manifest's "
-                         f"{manifest['target']!r}")
     return desc
 
 
@@ -145,17 +170,23 @@ def load(path: str) -> Any:
     from relay_ir.backend.model import CompiledModel
 
     path = os.fspath(path)
-    manifest, files = read_verified(path)
+    manifest, files = read_verified(path, ("llvm", "cuda"))
     desc = _model_desc(path, manifest, files)
     consts = load_consts(files[CONSTS], desc["values"],
                          f"load_compiled: {os.path.join(path, CONSTS)!r}")
-    for kd in desc["kernels"]:  # every object is checked before MCJIT loads any
-        _check_object(path, kd, files[kd["object"]])
-    kernels = [_load_kernel(kd, files[kd["object"]], desc["target"]) for kd in desc["kernels"]]
     values = [Value(d["kind"], tuple(d["shape"]), d["dtype"], d["name"], consts.get(v))
               for v, d in enumerate(desc["values"])]
     steps = [Step(s["kernel"], s["inputs"], s["outputs"], s["group"]) for s in desc["steps"]]
-    plan = GraphPlan(kernels, values, steps, desc["graph_inputs"], desc["outputs"])
+    if _kind(desc["target"]) == "cuda":
+        from relay_ir.backend.serialize_cuda import load_cuda_plan
+
+        plan = load_cuda_plan(path, desc, files, values, steps)
+    else:
+        for kd in desc["kernels"]:  # every object is checked before MCJIT loads any
+            _check_object(path, kd, files[kd["object"]])
+        kernels = [_load_kernel(kd, files[kd["object"]], desc["target"])
+                   for kd in desc["kernels"]]
+        plan = GraphPlan(kernels, values, steps, desc["graph_inputs"], desc["outputs"])
     specs = [(n, tuple(s), dt) for n, s, dt in desc["inputs"]]
     model = CompiledModel(None, desc["target"], specs)
     model._add(tuple(s for _, s, _ in specs), plan)

@@ -48,7 +48,16 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
   tile_oh, tile_ow.
 - pool2d.cuda (knobs threads, unroll_window), softmax.cuda (one block per row, its
   reductions across the threads: threads), reduce.cuda (mode serial / cross, threads);
-  attrs as their x86 namesakes'. Other GPU groups use the generic GPU schedule
+  attrs as their x86 namesakes'.
+- dense_tensorcore.cuda: float16 dense on tensor cores (16x16x16 warp matrix operations
+  of schedule.templates.cuda_wmma, float32 accumulators; M, N, K multiples of 16, sm_70+):
+  knobs tile_m, tile_n (blocks, warps, fragments per warp), tile_k (chunk), offset.
+  conv2d_nchw_tensorcore.cuda: a float16 conv2d as an implicit GEMM on the same schedule
+  (output channels, positions and channels x window multiples of 16).
+- injective.cuda (an injective group: elementwise, broadcast, layout ops): each output
+  flat, split into blocks, elements per thread and vector lanes; knobs threads, ept,
+  vector. Its task is the group's input and output specs (attrs outputs), measured on a
+  stand-in of that memory traffic. Other GPU groups use the generic GPU schedule
   (schedule.templates.cuda_generic).
 
 ## The templates (the accelerator, target kind "accel")
@@ -107,7 +116,10 @@ from schedule.templates import (  # noqa: F401  (fill TEMPLATES)
     accel_conv2d,
     cuda_conv2d,
     cuda_conv2d_gemm,
+    cuda_conv2d_tensorcore,
     cuda_dense,
+    cuda_dense_tensorcore,
+    cuda_injective,
     cuda_reduce,
     x86_conv2d,
     x86_conv2d_int8,

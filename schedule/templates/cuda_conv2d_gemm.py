@@ -30,7 +30,7 @@ from schedule.templates.common import (
     inline_injective,
     output_and_accumulator,
 )
-from schedule.templates.conv_common import nchw_conv_operands
+from schedule.templates.conv_common import NchwConv, nchw_conv_operands
 from schedule.templates.cuda_dense import tile_gemm
 from schedule.templates.registry import register_template
 from tensor_expr import tensor as T
@@ -43,17 +43,12 @@ CONV = "conv2d_nchw"
 def _gemm_conv_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
                        ) -> tuple[list[Tensor], list[Tensor]]:
     op = nchw_conv_operands("conv2d_nchw_gemm.cuda", args, attrs)
-    data, kernel, dpad = op.data, op.kernel, op.padded
+    data, kernel = op.data, op.kernel
     N, C, _, _ = op.data_shape
     CO, _, KH, KW = op.kernel_shape
     OH, OW = op.out_hw
-    (sh, sw), (dh, dw) = op.attrs.strides, op.attrs.dilation
     window, plane = KH * KW, OH * OW
-    kmat = T.compute((CO, C * window), lambda co, k: kernel[co, k // window, k // KW % KH,
-                                                           k % KW], name="kernel_mat")
-    cols = T.compute((C * window, N * plane), lambda k, p: dpad[
-        p // plane, k // window, p // OW % OH * sh + k // KW % KH * dh,
-        p % OW * sw + k % KW * dw], name="im2col")
+    kmat, cols = gemm_views(op, transposed=False)
     rk = T.reduce_axis((0, C * window), name="rk")
     gemm = T.compute((CO, N * plane), lambda co, p: T.sum(
         accumulator(attrs, kmat[co, rk]) * accumulator(attrs, cols[rk, p]), axis=rk),
@@ -62,6 +57,29 @@ def _gemm_conv_compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
                     name=CONV, tag=CONV)
     cfg.add_flop(2.0 * N * CO * OH * OW * C * window)
     return [data, kernel], [out]
+
+
+def gemm_views(op: NchwConv, transposed: bool) -> tuple[Tensor, Tensor]:
+    """The conv's GEMM operands as views (injective stages, inlined into whatever reads
+    them): the kernel as a [CO, C*KH*KW] matrix and the image's columns as
+    [C*KH*KW, N*OH*OW] (`transposed`: [N*OH*OW, C*KH*KW])."""
+    kernel, dpad = op.kernel, op.padded
+    N, C, _, _ = op.data_shape
+    CO, _, KH, KW = op.kernel_shape
+    OH, OW = op.out_hw
+    (sh, sw), (dh, dw) = op.attrs.strides, op.attrs.dilation
+    window, plane = KH * KW, OH * OW
+    kmat = T.compute((CO, C * window), lambda co, k: kernel[co, k // window, k // KW % KH,
+                                                           k % KW], name="kernel_mat")
+
+    def col(k: Any, p: Any) -> Any:
+        return dpad[p // plane, k // window, p // OW % OH * sh + k // KW % KH * dh,
+                    p % OW * sw + k % KW * dw]
+
+    if transposed:
+        return kmat, T.compute((N * plane, C * window), lambda p, k: col(k, p),
+                               name="im2col_t")
+    return kmat, T.compute((C * window, N * plane), col, name="im2col")
 
 
 def schedule_conv2d_gemm_cuda(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
@@ -84,4 +102,4 @@ def schedule_conv2d_gemm_cuda(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
 register_template("conv2d_nchw_gemm.cuda", "cuda",
                   compute=_gemm_conv_compute)(schedule_conv2d_gemm_cuda)
 
-__all__ = ["schedule_conv2d_gemm_cuda"]
+__all__ = ["gemm_views", "schedule_conv2d_gemm_cuda"]

@@ -115,6 +115,13 @@ _SUFFIX_BY_KEY = {"cpu": "x86", "gpu": "cuda", "accel": "accel"}
 # runs int8 conv2d / dense through its general templates
 _BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nchw_gemm",
                 ("conv2d_int8", "gpu"): "conv2d_nchw_gemm", ("dense_int8", "gpu"): "dense",
+                # a float16 dense tensor cores can take (multiples of 16): the CPU's dense
+                ("dense_tensorcore", "cpu"): "dense",
+                ("dense_tensorcore", "accel"): "dense_packed",
+                # a float16 conv2d tensor cores can take: the CPU's conv2d (the accelerator
+                # has none for float convs, as for "conv2d")
+                ("conv2d_tensorcore", "cpu"): "conv2d_NCHWc",
+                ("conv2d_tensorcore", "gpu"): "conv2d_nchw_tensorcore",
                 ("group_conv2d", "cpu"): "group_conv2d_NCHWc",
                 ("depthwise_conv2d_nchw", "cpu"): "depthwise_conv2d_NCHWc",
                 # the accelerator computes int8 only: a float conv or dense has no template
@@ -126,6 +133,8 @@ _BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nc
 # other templates a target has for a family, each tuned as its own task: a compilation
 # takes the one whose tuning record is fastest (the first, template_for's, when none has)
 _ALTERNATES_BY_KEY = {("conv2d", "gpu"): ("conv2d_nchw",),
+                      ("dense_tensorcore", "gpu"): ("dense",),
+                      ("conv2d_tensorcore", "gpu"): ("conv2d_nchw_gemm", "conv2d_nchw"),
                       ("conv2d_int8", "gpu"): ("conv2d_nchw",)}
 
 
@@ -153,6 +162,10 @@ def templates_for(family: str, target: Any) -> tuple[str, ...]:
         ('conv2d_nchw_gemm.cuda', 'conv2d_nchw.cuda')
         >>> templates_for("dense", "llvm"), templates_for("conv2d_NCHWc", "cuda")
         (('dense.x86',), ())
+        >>> templates_for("dense_tensorcore", "cuda"), templates_for("dense_tensorcore", "llvm")
+        (('dense_tensorcore.cuda', 'dense.cuda'), ('dense.x86',))
+        >>> templates_for("conv2d_tensorcore", "cuda")
+        ('conv2d_nchw_tensorcore.cuda', 'conv2d_nchw_gemm.cuda', 'conv2d_nchw.cuda')
     """
     from tessel_target import Target
 

@@ -72,3 +72,27 @@ if "synthetic.test" not in TEMPLATES:
     register_template("synthetic.test", "llvm", compute=_compute)(_schedule)
     register_template("crashy.test", "llvm", compute=_compute)(_schedule_crashy)
     register_template("slowpoke.test", "llvm", compute=_compute_slowpoke)(_schedule_slowpoke)
+
+
+class CurveRunner:
+    """A runner for scheduler tests: the n-th candidate measured of a task (by its name)
+    takes `curves[name](n)` seconds, whatever its config, so a task's best time follows
+    a curve the test chooses. `.order` lists the task names as measured."""
+
+    def __init__(self, curves: dict[str, Any]) -> None:
+        self.curves = curves
+        self.counts: dict[str, int] = {}
+        self.order: list[str] = []
+
+    def run(self, inputs: Any) -> list[Any]:
+        """One result per input from its task's curve."""
+        from autotune.measure import MeasureResult
+
+        out = []
+        for inp in inputs:
+            name = inp.task.name
+            n = self.counts.get(name, 0)
+            self.counts[name] = n + 1
+            self.order.append(name)
+            out.append(MeasureResult((float(self.curves[name](n)),)))
+        return out

@@ -1,5 +1,7 @@
 """Measuring on a Ray cluster (autotune.cluster): a local Ray instance on 127.0.0.1 with two
-device kinds of one slot each stands in for a farm; slots are killed to play lost nodes."""
+device kinds of one slot each stands in for a farm; slots are killed to play lost nodes, a
+second node joins through `ray start` (autotune.cluster.worker_command) and leaves on
+SIGTERM, and a KeyboardInterrupt raised as a candidate is dealt plays Ctrl-C."""
 
 from __future__ import annotations
 
@@ -129,3 +131,63 @@ def test_tessel_tune_with_cluster_auto_stores_every_trial(tmp_path: Path) -> Non
     with TuningDatabase(db_path) as db:
         (task_row,) = db.tasks()
         assert len(db.history(task_row.workload_key)) == 4
+
+
+def _record_rows(db: TuningDatabase) -> list[tuple]:
+    return sorted((r.workload_key, r.template, r.target, r.device_key, r.config_json,
+                   r.error_kind, r.tuner) for r in db.history(HOST.workload_key))
+
+
+def test_ctrl_c_in_the_driver_leaves_a_database_a_restart_resumes_from(
+        tmp_path: Path) -> None:
+    dispatched: list[int] = []
+
+    def interrupt_in_the_third_batch(index: int, slot) -> None:
+        dispatched.append(index)
+        if len(dispatched) == 5:
+            raise KeyboardInterrupt
+
+    with TuningDatabase(tmp_path / "ray.db") as db:
+        with pytest.raises(KeyboardInterrupt), \
+                RayRunner("auto", on_dispatch=interrupt_in_the_third_batch, **OPTIONS) as r:
+            tune(HOST, make_tuner("grid", HOST), 8, db, r, batch_size=2)
+        assert len(db.history(HOST.workload_key)) == 4  # two whole batches; one lost
+        again: list[int] = []
+        with RayRunner("auto", on_dispatch=lambda i, s: again.append(i), **OPTIONS) as r:
+            p = tune(HOST, make_tuner("grid", HOST), 8, db, r, batch_size=2)
+        assert p.trials == 8 and p.new_trials == 4 and len(again) == 4
+        on_cluster = _record_rows(db)
+    with TuningDatabase(tmp_path / "one.db") as db, LocalRunner(**OPTIONS) as runner:
+        tune(HOST, make_tuner("grid", HOST), 8, db, runner, batch_size=2)
+        one_machine = _record_rows(db)
+    assert len({row[4] for row in on_cluster}) == 8
+    assert on_cluster == one_machine  # the same records, field for field (times aside)
+
+
+def test_a_node_joining_mid_run_gets_work(tmp_path: Path) -> None:
+    import subprocess
+
+    from autotune.cluster import wait_for_resource, worker_command
+
+    res = device_resource(HOST.device_key)
+    port = ray.get_runtime_context().gcs_address.rsplit(":", 1)[1]
+    node = None
+    try:
+        with TuningDatabase(tmp_path / "t.db") as db, RayRunner("auto", **OPTIONS) as runner:
+            tune(HOST, make_tuner("grid", HOST), 2, db, runner, batch_size=2)
+            assert {p.slot for p in runner.placements} == {0}  # one slot before the join
+            head = ray.get(runner.slots_for(HOST.device_key)[0].node.remote())
+            cmd = worker_command(f"127.0.0.1:{port}", 1, ["llvm"], node_ip="127.0.0.1")
+            node = subprocess.Popen(cmd + ["--num-cpus=1"], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True)
+            wait_for_resource(res, 2, timeout=90)
+            tune(HOST, make_tuner("grid", HOST), 6, db, runner, batch_size=4)
+            slots = runner.slots_for(HOST.device_key)
+            used = {p.slot for p in runner.placements}
+            nodes = {ray.get(slots[k].node.remote()) for k in used}
+            assert len(db.history(HOST.workload_key)) == 6
+        assert used == {0, 1} and len(nodes - {head}) == 1  # the new node measured some
+    finally:
+        if node is not None:  # the node drains and stops its processes on SIGTERM
+            node.send_signal(signal.SIGTERM)
+            node.wait(timeout=90)

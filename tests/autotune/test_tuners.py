@@ -94,7 +94,7 @@ def test_xgb_transfer_uses_records_of_other_tasks_of_the_template(tmp_path: Path
         assert tuner.model.trained  # trained before its own plan_size measurements existed
 
 
-def test_xgb_transfer_on_loop_ir_features_learns_from_other_shapes_too(
+def test_xgb_transfer_learns_from_other_shapes_on_both_feature_kinds(
         tmp_path: Path) -> None:
     other = Task("synthetic.test", [((48, 20), "float32")])  # other split choices
     cost, _ = _bowl(other)
@@ -103,7 +103,41 @@ def test_xgb_transfer_on_loop_ir_features_learns_from_other_shapes_too(
         records = db.records(template="synthetic.test", exclude_workload=SMALL.workload_key)
     loop_rows = make_tuner("xgb_loop", SMALL, seed=0).load_transfer(records)
     knob_rows = make_tuner("xgb", SMALL, seed=0).load_transfer(records)
-    assert loop_rows == 30 and knob_rows < 30
+    assert loop_rows == 30 and knob_rows == 30  # knob features are shape-relative
+
+
+def test_knob_features_say_how_much_of_the_extent_a_tile_covers() -> None:
+    from autotune.features import knob_features_batch, knob_layout
+
+    small, big = Task("synthetic.test", [((64, 36), "float32")]), \
+        Task("synthetic.test", [((128, 72), "float32")])
+    assert knob_layout(small.space) == knob_layout(big.space)
+
+    def row(task: Task, ti: int, tj: int) -> np.ndarray:
+        cfg = task.config_from_json({"knobs": {"tile_i": [-1, ti], "tile_j": [-1, tj],
+                                               "unroll": 0, "mode": "ok"}})
+        return knob_features_batch(task.space, [cfg.index])[0]
+
+    a, b = row(small, 8, 6), row(big, 8, 6)
+    # the same inner factors, twice the outer count: one more in log2(1 + count) terms
+    assert a[0] == b[0] and a[2] == b[2]
+    assert np.log2(1 + 64 // 8) == pytest.approx(a[1]) and \
+        np.log2(1 + 128 // 8) == pytest.approx(b[1])
+    # a tile that covers the whole extent has an outer count of 1 in every shape
+    assert row(small, 64, 36)[[1, 3]].tolist() == row(big, 128, 72)[[1, 3]].tolist() == [1, 1]
+
+
+def test_transfer_skips_records_of_a_task_whose_knobs_differ(tmp_path: Path) -> None:
+    slow = Task("slowpoke.test", [((64, 36), "float32")])  # knob "work" only
+    with TuningDatabase(tmp_path / "t.db") as db:
+        tune(slow, make_tuner("random", slow, seed=0), 2, db, FakeRunner(lambda t, c: 1.0))
+        tune(SMALL, make_tuner("random", SMALL, seed=0), 6, db, FakeRunner(_cost6))
+        records = db.records()
+    assert make_tuner("xgb", SMALL, seed=0).load_transfer(records) == 6
+
+
+def _cost6(task: Task, cfg) -> float:
+    return 1.0 + cfg.index % 6
 
 
 def test_xgb_on_loop_ir_features_trains_and_proposes_new_points(tmp_path: Path) -> None:

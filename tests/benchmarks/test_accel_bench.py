@@ -15,3 +15,13 @@ def test_the_benchmark_prints_layers_threads_batches_and_the_model_row(capsys) -
     assert totals["b1 on"] <= totals["b1 off"]
     assert model["bit_exact"] == 1.0 and model["accel_groups"] >= 15
     assert 0.0 <= model["top1_agreement"] <= 1.0
+
+
+def test_the_layer_table_shows_the_configs_the_model_was_tuned_with(capsys, tmp_path) -> None:
+    main(["--image", "32", "--width", "16", "--calibration", "2", "--inputs", "2",
+          "--db", str(tmp_path / "t.db"), "--tune-model", "2"])
+    text = capsys.readouterr().out
+    tuned_rows = [line for line in text.splitlines()
+                  if line.startswith("3x3") and len(line.split()) == 5
+                  and "record" not in line]
+    assert len(tuned_rows) >= 4, text  # layer, default, tuned, ratio (not "(no record)")

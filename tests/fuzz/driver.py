@@ -33,7 +33,7 @@ import numpy as np
 from tessel_errors import TesselError
 
 # Every target module; one not written yet is skipped with a note.
-TARGET_MODULES = ("relay_text", "onnx_models", "artifacts", "tuning_import")
+TARGET_MODULES = ("relay_text", "onnx_models", "artifacts", "tuning_import", "cuda_artifacts")
 
 TIME_LIMIT_S = 20.0  # per input: longer is a hang (a finding)
 OK = "ok"

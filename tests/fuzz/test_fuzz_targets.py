@@ -11,7 +11,8 @@ from tests.fuzz.driver import TARGET_MODULES, fuzz, load_targets
 
 SEED = 20261203
 # inputs per target (default 100)
-COUNTS = {"relay_text": 120, "onnx_models": 200, "artifacts": 300, "tuning_import": 300}
+COUNTS = {"relay_text": 120, "onnx_models": 200, "artifacts": 300, "tuning_import": 300,
+          "cuda_artifacts": 200}
 SECONDS = 8.0  # and at most this long per target, so one slow target stays bounded
 
 

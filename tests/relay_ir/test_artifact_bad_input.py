@@ -162,9 +162,15 @@ def test_a_bad_second_object_means_no_object_reaches_llvm(folder: Path, monkeypa
     assert loaded == []
 
 
-def test_manifest_naming_a_cuda_target_is_refused(folder: Path) -> None:
+def test_manifest_naming_a_cuda_target_for_a_cpu_model_is_refused(folder: Path) -> None:
     _edit_json(folder / "manifest.json", lambda m: m.update(target="cuda -arch=sm_90"))
-    _load_fails(folder, r"target 'cuda -arch=sm_90' is not an 'llvm' target")
+    _load_fails(folder, r"target 'llvm.*' differs from the manifest's 'cuda -arch=sm_90'")
+
+
+def test_manifest_naming_an_accel_target_is_refused(folder: Path) -> None:
+    _edit_json(folder / "manifest.json", lambda m: m.update(target="accel"))
+    _load_fails(folder, r"target 'accel' is not an 'llvm' or 'cuda' target; only CPU and "
+                        r"GPU models are saved and loaded here")
 
 
 def test_rehashed_32_bit_elf_is_refused(folder: Path) -> None:

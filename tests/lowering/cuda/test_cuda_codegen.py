@@ -52,7 +52,7 @@ def test_inputs_are_const_restrict_and_outputs_restrict() -> None:
 def test_shared_memory_gets_barriers_around_its_use() -> None:
     s, args = shared_matmul(16, 4)
     f = lowering.build(s, args, target="cuda")
-    assert "__shared__ __align__(16) float A_shared[16];" in f.source
+    assert "__shared__ __align__(32) float A_shared[16];" in f.source
     body = f.source[f.source.index("for (int k_outer"):]
     assert body.count("__syncthreads();") == 2  # after the load; before the next overwrite
     assert f.program.kernels[0].shared_bytes == 64

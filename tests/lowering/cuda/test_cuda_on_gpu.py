@@ -84,3 +84,43 @@ def test_a_model_on_the_gpu_equals_the_interpreter(name: str) -> None:
     ins = getattr(P, name + "_inputs")(seeded_rng())
     got = relay_ir.build(mod, target="cuda").run(*ins)
     np.testing.assert_allclose(got, relay_ir.interpret(mod, *ins), rtol=1e-4, atol=1e-4)
+
+
+def test_a_tensor_core_dense_on_the_gpu_matches_numpy() -> None:
+    args = [((128, 64), "float16"), ((96, 64), "float16")]
+    s, tensors = instantiate("dense_tensorcore.cuda", args, target="cuda")
+    f = lowering.build(s, tensors, target="cuda")
+    rng = seeded_rng()
+    a, w = (rng.standard_normal(shape).astype("float16") for shape, _ in args)
+    out = unwritten((128, 96), "float16")
+    f(a, w, out)
+    want = a.astype(np.float64) @ w.astype(np.float64).T
+    np.testing.assert_allclose(out.astype(np.float64), want, rtol=2e-3, atol=3e-2)
+
+
+def test_an_injective_group_on_the_gpu_matches_numpy() -> None:
+    from autotune import Task
+
+    task = Task("injective.cuda", [((3, 1000), "float32"), ((1000,), "float32")],
+                {"outputs": [[[3, 1000], "float32"]]}, "cuda")
+    space = task.config_space()
+    rng = seeded_rng()
+    a, b = rng.standard_normal((3, 1000)).astype("float32"), rng.standard_normal(1000)
+    b = b.astype("float32")
+    for cfg in (None, space.get(len(space) - 1)):
+        s, tensors = instantiate("injective.cuda", task.args, task.attrs, cfg=cfg,
+                                 target="cuda")
+        out = unwritten((3, 1000))
+        lowering.build(s, tensors, target="cuda")(a, b, out)
+        np.testing.assert_allclose(out, a + b, rtol=1e-6)
+
+
+def test_a_saved_gpu_model_loads_its_cubins_and_runs_on_the_gpu(tmp_path) -> None:
+    mod = P.mlp()
+    ins = P.mlp_inputs(seeded_rng())
+    lib = relay_ir.build(mod, target="cuda")
+    lib.save(str(tmp_path / "m.tessel"))
+    loaded = relay_ir.load_compiled(str(tmp_path / "m.tessel"))
+    np.testing.assert_array_equal(loaded.run(*ins), lib.run(*ins))
+    np.testing.assert_allclose(loaded.run(*ins), relay_ir.interpret(mod, *ins), rtol=1e-4,
+                               atol=1e-5)

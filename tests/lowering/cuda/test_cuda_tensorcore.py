@@ -1,0 +1,322 @@
+"""Tensor cores: dense_tensorcore.cuda (16x16x16 warp matrix operations, float16 in, float32
+accumulate) simulated against numpy on random inputs for its default and sampled configs,
+its CUDA C (nvcuda::wmma) compiled for sm_90; the simulator runs fragments per warp and
+catches a missing barrier and lanes that diverge; bad shapes, dtypes and architectures get
+clear errors."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+import lowering
+import tensor_expr as te
+from lowering import ir as lir
+from lowering.cuda.compile import compiler
+from schedule.templates import config_space, instantiate
+from schedule.templates.cuda_wmma import SCOPE_ACC, WMMA_FILL
+from tessel_errors import CodegenError, RaceError, ScheduleError
+from tests.rng import seeded_rng
+from tests.unwritten import unwritten
+
+pytestmark = pytest.mark.skipif(not compiler(), reason="no CUDA compiler (NVRTC or nvcc)")
+
+
+def _operands(m: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = seeded_rng()
+    return (rng.standard_normal((m, k)).astype("float16"),
+            rng.standard_normal((n, k)).astype("float16"))
+
+
+def _run(m: int, n: int, k: int, cfg=None, target: str = "cuda -sim", epilogue=None):
+    args = [((m, k), "float16"), ((n, k), "float16")]
+    s, tensors = instantiate("dense_tensorcore.cuda", args, cfg=cfg, target="cuda",
+                             epilogue=epilogue)
+    return lowering.build(s, tensors, target=target), tensors
+
+
+def _reference(a: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return a.astype(np.float64) @ w.astype(np.float64).T
+
+
+def _check(m: int, n: int, k: int, cfg=None) -> lowering.cuda.CudaKernel:
+    f, _ = _run(m, n, k, cfg)
+    a, w = _operands(m, n, k)
+    out = unwritten((m, n), "float16")
+    f(a, w, out)
+    # float32 sums in another order, rounded to float16 once: within float16's rounding
+    np.testing.assert_allclose(out.astype(np.float64), _reference(a, w), rtol=2e-3, atol=2e-2)
+    return f
+
+
+@pytest.mark.parametrize("shape", [(64, 48, 32), (32, 32, 128), (16, 16, 16)])
+def test_the_default_config_computes_the_product(shape: tuple[int, int, int]) -> None:
+    _check(*shape)
+
+
+def test_every_config_of_a_large_gemm_fits_the_shared_memory() -> None:
+    from lowering.cuda.codegen import generate
+
+    args = [((1024, 1024), "float16"), ((1024, 1024), "float16")]
+    space = config_space("dense_tensorcore.cuda", args, target="cuda")
+
+    def block(cfg, knob: str) -> int:
+        return int(cfg[knob].size[-2]) * int(cfg[knob].size[-1])
+
+    configs = [space.get(k) for k in range(len(space))]
+    assert max(block(c, "tile_m") for c in configs) == 4  # 64 rows at most
+    # the largest tiles (most shared memory): 64 x 64, 64-wide k steps
+    worst = [c for c in configs if block(c, "tile_m") == block(c, "tile_n") == 4
+             and int(c["tile_k"].size[-1]) == 4]
+    assert worst
+    for cfg in worst:
+        s, tensors = instantiate("dense_tensorcore.cuda", args, cfg=cfg, target="cuda")
+        generate(lowering.lower(s, tensors), "sm_90")  # refuses more than 48 KiB
+
+
+def test_sampled_configs_compute_the_product() -> None:
+    args = [((64, 64), "float16"), ((64, 64), "float16")]
+    space = config_space("dense_tensorcore.cuda", args, target="cuda")
+    assert set(space.knobs) == {"tile_m", "tile_n", "tile_k", "offset"}
+    rng = seeded_rng()
+    for index in rng.choice(len(space), size=3, replace=False):
+        _check(64, 64, 64, space.get(int(index)))
+
+
+def test_an_epilogue_is_computed_from_the_float32_sums() -> None:
+    def bias_relu(C):
+        bias = te.placeholder((C.shape[1],), "float16", name="bias")
+        D = te.compute(C.shape, lambda i, j: te.max(C[i, j] + bias[j], te.const(0, "float16")),
+                       name="D")
+        return [bias], D
+
+    f, tensors = _run(32, 48, 32, epilogue=bias_relu)
+    a, w = _operands(32, 48, 32)
+    bias = seeded_rng().standard_normal(48).astype("float16")
+    out = unwritten((32, 48), "float16")
+    f(a, w, bias, out)
+    want = np.maximum(_reference(a, w).astype(np.float16) + bias, 0)
+    np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=4e-3,
+                               atol=4e-2)
+
+
+def test_the_cuda_c_uses_nvcuda_wmma_and_compiles_for_sm_90() -> None:
+    f, _ = _run(64, 48, 32, target="cuda -arch=sm_90")
+    src = f.source
+    assert src.startswith("#include <mma.h>")
+    for call in ("fill_fragment", "load_matrix_sync", "mma_sync", "store_matrix_sync"):
+        assert f"nvcuda::wmma::{call}(" in src
+    assert "nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __half" in src
+    assert "wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32" in f.ptx
+    assert f.cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on PATH")
+def test_nvcc_compiles_the_tensor_core_kernel_too() -> None:
+    from lowering.cuda.compile import _with_nvcc
+
+    f, _ = _run(32, 32, 32, target="cuda -arch=sm_90")
+    ptx, cubin = _with_nvcc(f.source, "sm_90")
+    assert "wmma.load.a.sync" in ptx and cubin[:4] == b"\x7fELF"
+
+
+def test_an_architecture_without_tensor_cores_is_refused() -> None:
+    with pytest.raises(CodegenError, match=r"uses tensor cores \(nvcuda::wmma\), which need "
+                                           r"sm_70 or later; the target is sm_61"):
+        _run(32, 32, 32, target="cuda -arch=sm_61")
+
+
+@pytest.mark.parametrize("args, match", [
+    ([((40, 32), "float16"), ((48, 32), "float16")], r"M=40 is not a multiple of 16"),
+    ([((32, 20), "float16"), ((48, 20), "float16")], r"K=20 is not a multiple of 16"),
+    ([((32, 32), "float32"), ((48, 32), "float32")], r"tensor cores take float16 operands"),
+])
+def test_shapes_and_dtypes_tensor_cores_cannot_take_are_refused(args, match: str) -> None:
+    with pytest.raises(ScheduleError, match=match):
+        instantiate("dense_tensorcore.cuda", args, target="cuda")
+
+
+def test_the_simulator_catches_a_missing_barrier_before_the_fragment_loads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from lowering.cuda import codegen
+
+    monkeypatch.setattr(codegen, "storage_sync", lambda body: body)
+    f, _ = _run(32, 32, 32)
+    a, w = _operands(32, 32, 32)
+    # found at the first warp's fragment load of the A tile other threads copied
+    with pytest.raises(RaceError, match=r"race in kernel .* on shared buffer 'data.shared'"):
+        f(a, w, unwritten((32, 32), "float16"))
+
+
+def _fill_kernel(lanes_filling: int) -> lir.PrimFunc:
+    """One warp: fill an accumulator fragment (some lanes only), store it to global."""
+    from schedule.templates.cuda_wmma import WMMA_STORE
+
+    out = lir.Buffer("out", (16, 16), "float32")
+    acc = lir.Buffer("acc", (16, 16), "float32", scope=SCOPE_ACC)
+    tx = te.var("tx")
+    zero = (te.const(0), te.const(0))
+    fill = lir.Evaluate(te.Call("int32", WMMA_FILL, (lir.BufferLoad(acc, zero),
+                                                      te.const(2.5, "float32"))))
+    if lanes_filling < 32:
+        fill = lir.IfThenElse(tx < lanes_filling, fill)
+    store = lir.Evaluate(te.Call("int32", WMMA_STORE, (lir.BufferLoad(out, zero),
+                                                        lir.BufferLoad(acc, zero),
+                                                        te.const(16))))
+    body = lir.For(tx, te.const(0), te.const(32), lir.ForKind.THREAD_BINDING,
+                   lir.Allocate(acc, lir.seq(fill, store)), "threadIdx.x")
+    return lir.PrimFunc("fill", (out,), body)
+
+
+def test_a_fragment_is_filled_and_stored_by_the_whole_warp() -> None:
+    f = lowering.cuda.build(_fill_kernel(32), "cuda -sim")
+    out = unwritten((16, 16), "float32")
+    f(out)
+    assert (out == 2.5).all()
+
+
+def test_lanes_of_a_warp_that_diverge_at_a_fragment_call_are_a_race() -> None:
+    f = lowering.cuda.build(_fill_kernel(16), "cuda -sim")
+    with pytest.raises(RaceError, match=r"lanes \(0, 0, 0\) and \(16, 0, 0\) of warp 0 make "
+                                        r"different tensor-core calls \(tessel.wmma_fill and "
+                                        r"tessel.wmma_store"):
+        f(unwritten((16, 16), "float32"))
+
+
+def test_a_store_to_one_element_of_a_fragment_is_refused() -> None:
+    out = lir.Buffer("out", (16, 16), "float32")
+    acc = lir.Buffer("acc", (16, 16), "float32", scope=SCOPE_ACC)
+    tx = te.var("tx")
+    body = lir.For(tx, te.const(0), te.const(32), lir.ForKind.THREAD_BINDING,
+                   lir.Allocate(acc, lir.BufferStore(acc, te.const(1.0), (tx, tx))),
+                   "threadIdx.x")
+    with pytest.raises(CodegenError, match=r"a store to one element of tensor-core fragment "
+                                           "'acc'"):
+        lowering.cuda.build(lir.PrimFunc("bad", (out,), body), "cuda -sim")
+
+
+FP16_MLP = """
+def @main(%x: Tensor[(32, 64), float16], %w: Tensor[(48, 64), float16],
+          %b: Tensor[(48), float16]) {
+  nn.relu(nn.bias_add(nn.dense(%x, %w), %b))
+}"""
+
+
+def _fp16_inputs(shapes) -> list[np.ndarray]:
+    rng = seeded_rng()
+    return [rng.standard_normal(s).astype("float16") for s in shapes]
+
+
+def test_a_float16_dense_model_on_the_gpu_runs_on_tensor_cores(tmp_path) -> None:
+    import relay_ir
+
+    mod = relay_ir.parse(FP16_MLP)
+    ins = _fp16_inputs(((32, 64), (48, 64), (48,)))
+    lib = relay_ir.build(mod, target="cuda -sim")
+    assert dict(lib.group_schedules) == {"fused_dense_bias_add_relu": "dense_tensorcore.cuda"}
+    want = relay_ir.interpret(mod, *ins)
+    np.testing.assert_allclose(lib.run(*ins).astype(np.float64), want.astype(np.float64),
+                               rtol=2e-3, atol=2e-2)
+    lib.save(str(tmp_path / "m.tessel"))  # saved with its #include, loaded without NVRTC
+    np.testing.assert_array_equal(relay_ir.load_compiled(str(tmp_path / "m.tessel")).run(*ins),
+                                  lib.run(*ins))
+
+
+def test_tensor_core_and_plain_gpu_dense_are_both_tasks_and_the_cpu_keeps_its_own() -> None:
+    import relay_ir
+    from autotune.extract import extract_tasks
+
+    mod = relay_ir.parse(FP16_MLP)
+    assert [t.template for t, _ in extract_tasks(mod, "cuda")] == [
+        "dense_tensorcore.cuda", "dense.cuda"]
+    assert [t.template for t, _ in extract_tasks(mod, "llvm")] == ["dense.x86"]
+    odd = relay_ir.parse(FP16_MLP.replace("(32, 64)", "(30, 64)"))  # 30 rows: no tensor cores
+    assert [t.template for t, _ in extract_tasks(odd, "cuda")] == ["dense.cuda"]
+    ins = _fp16_inputs(((30, 64), (48, 64), (48,)))
+    lib = relay_ir.build(odd, target="cuda -sim")
+    assert dict(lib.group_schedules) == {"fused_dense_bias_add_relu": "dense.cuda"}
+    np.testing.assert_allclose(lib.run(*ins).astype(np.float64),
+                               relay_ir.interpret(odd, *ins).astype(np.float64),
+                               rtol=2e-3, atol=2e-2)
+
+
+# --- conv2d as an implicit GEMM on tensor cores ------------------------------------------
+
+def _conv_reference(x: np.ndarray, w: np.ndarray, pad: int, stride: int) -> np.ndarray:
+    n, c, h, wd = x.shape
+    co, _, kh, kw = w.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    out = np.zeros((n, co, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            win = xp[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride]
+            out += np.einsum("nchw,oc->nohw", win, w[:, :, i, j].astype(np.float64))
+    return out
+
+
+CONVS = {"3x3": ((1, 16, 8, 8), (16, 16, 3, 3), 1, 1),
+         "1x1 batch 2": ((2, 16, 8, 8), (32, 16, 1, 1), 0, 1),
+         "3x3 stride 2": ((1, 32, 8, 8), (16, 32, 3, 3), 1, 2)}
+
+
+def _check_conv(case: str, cfg=None) -> None:
+    xs, ws, pad, stride = CONVS[case]
+    args = [(xs, "float16"), (ws, "float16")]
+    s, tensors = instantiate("conv2d_nchw_tensorcore.cuda", args,
+                             {"padding": pad, "strides": stride}, cfg=cfg, target="cuda")
+    f = lowering.build(s, tensors, target="cuda -sim")
+    rng = seeded_rng()
+    x, w = rng.standard_normal(xs).astype("float16"), rng.standard_normal(ws).astype("float16")
+    want = _conv_reference(x, w, pad, stride)
+    out = unwritten(want.shape, "float16")
+    f(x, w, out)
+    np.testing.assert_allclose(out.astype(np.float64), want, rtol=2e-3, atol=4e-2)
+
+
+@pytest.mark.parametrize("case", sorted(CONVS))
+def test_a_tensor_core_conv_computes_the_convolution(case: str) -> None:
+    _check_conv(case)
+
+
+def test_sampled_configs_of_the_tensor_core_conv_compute_the_convolution() -> None:
+    xs, ws, pad, _ = CONVS["3x3"]
+    space = config_space("conv2d_nchw_tensorcore.cuda", [(xs, "float16"), (ws, "float16")],
+                         {"padding": pad}, target="cuda")
+    rng = seeded_rng()
+    for index in rng.choice(len(space), size=min(2, len(space)), replace=False):
+        _check_conv("3x3", space.get(int(index)))
+
+
+def test_a_conv_whose_gemm_is_not_in_tiles_of_16_is_refused_naming_the_dim() -> None:
+    with pytest.raises(ScheduleError, match=r"reduction CI\*KH\*KW = 27 is not a multiple of "
+                                            "16"):
+        instantiate("conv2d_nchw_tensorcore.cuda", [((1, 3, 16, 16), "float16"),
+                                                    ((16, 3, 3, 3), "float16")],
+                    {"padding": 1}, target="cuda")
+
+
+FP16_CONV = """
+def @main(%x: Tensor[(1, 16, 8, 8), float16], %w: Tensor[(32, 16, 3, 3), float16],
+          %b: Tensor[(32), float16]) {
+  nn.relu(nn.bias_add(nn.conv2d(%x, %w, padding=[1, 1]), %b))
+}"""
+
+
+def test_a_float16_conv_model_on_the_gpu_runs_on_tensor_cores() -> None:
+    import relay_ir
+    from autotune.extract import extract_tasks
+
+    mod = relay_ir.parse(FP16_CONV)
+    ins = _fp16_inputs(((1, 16, 8, 8), (32, 16, 3, 3), (32,)))
+    lib = relay_ir.build(mod, target="cuda -sim")
+    assert dict(lib.group_schedules) == {
+        "fused_conv2d_bias_add_relu": "conv2d_nchw_tensorcore.cuda"}
+    np.testing.assert_allclose(lib.run(*ins).astype(np.float64),
+                               relay_ir.interpret(mod, *ins).astype(np.float64),
+                               rtol=2e-3, atol=4e-2)
+    assert [t.template for t, _ in extract_tasks(mod, "cuda")] == [
+        "conv2d_nchw_tensorcore.cuda", "conv2d_nchw_gemm.cuda", "conv2d_nchw.cuda"]
+    assert [t.template for t, _ in extract_tasks(mod, "llvm")] == ["conv2d_NCHWc.x86"]
