@@ -408,8 +408,8 @@ def control_ratio(costs: Sequence[float], control: Sequence[float]) -> float:
     this way, 0.99-1.02 for the default against itself; the median of per-quartet ratios
     spread 2x wider).
 
-        >>> control_ratio([2.0, 2.2, 9.0], [1.0, 1.1, 1.0])
-        2.0
+        >>> control_ratio([2.0, 2.2, 9.0], [1.0, 1.1, 1.0])  # a burst in the third
+        2.2
     """
     return float(np.median(costs)) / max(float(np.median(control)), 1e-12)
 
