@@ -181,8 +181,17 @@ def _default_kernel(task: Task) -> tuple[Any, list[Any]]:
         s, ref_tensors = task.instantiate(None)
         import lowering
 
-        _REFS[key] = (lowering.build(s, ref_tensors, target=task.target, name="main"),
-                      ref_tensors)
+        if _on_gpu(task) or _on_accel(task):
+            kernel = lowering.build(s, ref_tensors, target=task.target, name="main")
+        else:
+            # built as the builder builds candidates (object code, loaded): the control
+            # and a candidate then differ by their schedules only, not by the code path
+            from lowering.build_module import compile_object, load_object
+
+            func = lowering.lower(s, ref_tensors, name="main")
+            generated, obj = compile_object(func, task.target)
+            kernel = load_object(func, task.target, generated, obj)
+        _REFS[key] = (kernel, ref_tensors)
     return _REFS[key]
 
 
