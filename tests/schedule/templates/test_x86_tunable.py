@@ -142,3 +142,21 @@ def test_nchwxc_keeps_the_nchw_tasks_space() -> None:
                            {"padding": 1, "data_layout": "NCHWxc"})
     assert logical.size == blocked.size
     assert list(logical.knobs) == list(blocked.knobs)
+
+
+@pytest.mark.parametrize("block", [16, 32])
+def test_a_blocked_1x1_convs_default_reads_its_data_in_the_blocks_it_arrives_in(
+        block: int) -> None:
+    # no pad / re-blocking stage: the conv loads the data placeholder itself
+    target = "llvm -mcpu=skylake-avx512"
+    args = [((1, 64 // block, 14, 14, block), "float32"), ((48, 64, 1, 1), "float32")]
+    attrs = {"data_layout": "NCHWxc", "out_layout": "NCHWc", "strides": [2, 2]}
+    s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, target=target)
+    assert ts[0] in ts[-1].op.input_tensors, [t.name for t in ts[-1].op.input_tensors]
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 64, 14, 14)), rand(rng, (48, 64, 1, 1))
+    xb = np.ascontiguousarray(x.reshape(1, 64 // block, block, 14, 14).transpose(0, 1, 3, 4, 2))
+    out = np.full([int(d.value) for d in ts[-1].shape], np.nan, "float32")
+    lowering.build(s, ts, target=target)(xb, w, out)
+    want = conv2d_nchw(x, w, stride=2)
+    close(out.transpose(0, 1, 4, 2, 3).reshape(want.shape), want)
