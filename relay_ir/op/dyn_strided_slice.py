@@ -7,7 +7,11 @@ negative index counts from the end, an index out of range is clamped to the dim 
 INT64_MAX means "to the end"), a negative stride walks backwards; a stride of 0 is a
 RelayRuntimeError when the op runs, naming the op. The corner: with a negative stride, a
 begin before the first element clamps to it in ONNX (onnxruntime agrees), where numpy
-takes nothing; `x[-5:-5:-1]` of 3 elements is [x0] here, as onnxruntime gives. `axes`
+takes nothing; `x[-5:-5:-1]` of 3 elements is [x0] here, as onnxruntime gives. (One
+place onnxruntime leaves the specification: it reads an end of INT64_MAX or INT32_MAX
+with a backward stride as "past the first element"; here, as in the specification and
+numpy, it is clamped to the last index. The specification's "to the end" backwards is
+INT64_MIN, where all three agree.) `axes`
 (an attribute, known when compiling) names the sliced dims, the first ones by default.
 The type needs only the bounds' static length: the sliced dims are `?`, the others kept.
 
