@@ -10,33 +10,15 @@ import numpy as np
 import pytest
 
 import relay_ir
-from relay_ir.expr import Call, Function
 from relay_ir.module import IRModule
-from relay_ir.op.registry import Op
-from relay_ir.transform import InferType, SimplifyExpr
-from relay_ir.transform.analysis import post_order
+from relay_ir.transform import InferType
 from relay_ir.ty import ANY, TensorType
 from tessel_errors import RelayError, RelayRuntimeError
 from tests.relay_ir.op_helpers import rand
+from tests.relay_ir.test_pass_dyn_reshape_static import _i64, _module, _ops, _simplified
 from tests.rng import seeded_rng
 
 BIG, SMALL = 2**63 - 1, -(2**63)
-
-
-def _ops(expr) -> list[str]:
-    return [e.op.name for e in post_order(expr) if isinstance(e, Call) and isinstance(e.op, Op)]
-
-
-def _module(params, body) -> IRModule:
-    return IRModule.from_expr(Function(tuple(params), body))
-
-
-def _simplified(mod: IRModule) -> Function:
-    return InferType()(SimplifyExpr()(InferType()(mod)))["main"]
-
-
-def _i64(*values: int):
-    return relay_ir.const(np.array(values, "int64"))
 
 
 @pytest.mark.parametrize("shape, begin, end, strides, axes", [
