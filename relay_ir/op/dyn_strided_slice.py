@@ -112,7 +112,7 @@ def _ints(name: str, v: Any) -> list[int]:
     if values.ndim != 1 or values.dtype.kind not in "iu":
         raise RelayRuntimeError(f"dyn.strided_slice: {name} must be a 1-D integer tensor, got "
                                 f"{values.dtype.name} of shape {shape_str(values.shape)}")
-    return [int(x) for x in values]  # Python ints: INT64_MAX + dim does not overflow
+    return values.tolist()  # Python ints: INT64_MAX + dim does not overflow
 
 
 def onnx_bounds(begin: int, end: int, stride: int, dim: int) -> tuple[int, int | None]:
