@@ -1,8 +1,10 @@
 """dyn.strided_slice: its type keeps the dims it does not slice and makes the sliced ones
 `?`, with rank errors naming the op; its reference is ONNX's Slice (negative indices, out
 of range bounds clamped, negative strides), checked against the ONNX specification's
-clamping written out here index by index; a stride of 0 and malformed bounds are run-time
-errors naming the op; the text format, the interpreter and the builder name it."""
+clamping written out here index by index, and numpy's slicing but where the two differ (a
+backwards slice from before the first element to before it); a stride of 0 and malformed
+bounds are run-time errors naming the op; the text format, the interpreter and the builder
+name it."""
 
 from __future__ import annotations
 
@@ -147,12 +149,19 @@ def _slices(draw):
 
 @settings(max_examples=80, deadline=None, derandomize=True)
 @given(_slices())
-def test_random_slices_give_onnx_slice_as_its_specification_words_it(case):
+def test_random_slices_give_onnx_slice_as_its_specification_words_it_and_numpys_slicing(case):
     shape, begin, end, strides, axes = case
     x = np.arange(int(np.prod(shape)), dtype="float32").reshape(shape)
     got = ref("dyn.strided_slice", x, _i64(*begin), _i64(*end), _i64(*strides),
               axes=None if axes is None else tuple(axes))
     np.testing.assert_array_equal(got, onnx_slice(x, begin, end, strides, axes))
+    dims = list(range(len(begin))) if axes is None else [a % len(shape) for a in axes]
+    if not any(k < 0 and b < -shape[a] and e < -shape[a]  # where ONNX and numpy differ
+               for a, b, e, k in zip(dims, begin, end, strides)):
+        index = [slice(None)] * len(shape)
+        for a, b, e, k in zip(dims, begin, end, strides):
+            index[a] = slice(b, e, k)
+        np.testing.assert_array_equal(got, x[tuple(index)])
 
 
 # --- bounds that do not fit: run-time errors naming the op -----------------------------------
