@@ -293,8 +293,25 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.output:
             np.save(f"{args.output}.{k}.npy" if len(outs) > 1 else args.output, arr)
     print(f"latency: median {np.median(times) * 1e3:.3f} ms, min {min(times) * 1e3:.3f} ms "
-          f"over {args.repeat} runs")
+          f"over {args.repeat} runs{_simulated_note(lib)}")
     return 0
+
+
+def _simulated_note(lib: object) -> str:
+    """What a run's time is where a simulator stands in for the device: the host's time
+    running the simulation, not the device's latency."""
+    from tessel_target import Target
+
+    target = getattr(lib, "target", None)
+    if target is None:
+        return ""
+    t = target if isinstance(target, Target) else Target.parse(str(target))
+    if t.kind == "cuda" and "sim" in t.attrs:
+        return " (host time of the GPU simulator, not a GPU's latency)"
+    if t.kind == "accel":
+        return (" (host time, the accelerator simulated; its cycles: lib.placement and "
+                "benchmarks/accel.py)")
+    return ""
 
 
 # ---------------------------------------------------------------------------------------

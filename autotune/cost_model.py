@@ -2,9 +2,9 @@
 
 Trained on (features, throughput) of measured configs; `predict` returns scores where
 higher means faster (only the order matters: the objective is rank:pairwise). Failed
-candidates train as the slowest. Transfer learning: `fit_transfer(records, ...)` first
-learns from other tasks of the same template and target; `fit` then keeps those rows with
-a lower weight next to the task's own.
+candidates train as the slowest. Transfer learning: `fit_transfer(x, y, groups)` first
+learns from other tasks of the same template and target, each task its own query group;
+`fit` then keeps those rows with a lower weight next to the task's own.
 
     >>> import numpy as np
     >>> m = XGBCostModel(seed=0)
@@ -15,6 +15,7 @@ a lower weight next to the task's own.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -32,18 +33,35 @@ class XGBCostModel:
                        "min_child_weight": 1, "gamma": 0.0001, "subsample": 1.0,
                        "nthread": 1, "seed": seed, "verbosity": 0}
         self._booster: Any = None
-        self._transfer: tuple[np.ndarray, np.ndarray] | None = None
+        self._transfer: tuple[np.ndarray, np.ndarray, list[int]] | None = None
 
     @property
     def trained(self) -> bool:
         """True once fit() has seen at least two distinct scores."""
         return self._booster is not None
 
-    def fit_transfer(self, x: np.ndarray, y: np.ndarray) -> None:
-        """Keep other tasks' rows (features of the same length) to train along with own."""
-        if len(x) >= 2:
-            self._transfer = (np.asarray(x, np.float32), _normalise(np.asarray(y, float)))
-            self._train(self._transfer[0], self._transfer[1])
+    def fit_transfer(self, x: np.ndarray, y: np.ndarray,
+                     groups: Sequence[Any] | None = None) -> None:
+        """Keep other tasks' rows (features of the same length) to train along with own.
+        `groups` names each row's task: rows are ranked only against rows of their own
+        task (throughputs of different shapes do not compare), one query group each."""
+        if len(x) < 2:
+            return
+        x, y = np.asarray(x, np.float32), np.asarray(y, float)
+        keys = list(groups) if groups is not None else [0] * len(x)
+        order = sorted(range(len(x)), key=lambda k: str(keys[k]))
+        x, y = x[order], y[order]
+        sizes: list[int] = []
+        for k, i in enumerate(order):
+            if k == 0 or keys[i] != keys[order[k - 1]]:
+                sizes.append(0)
+            sizes[-1] += 1
+        start = 0
+        for n in sizes:  # each task's throughputs scaled by its own best
+            y[start:start + n] = _normalise(y[start:start + n])
+            start += n
+        self._transfer = (x, y, sizes)
+        self._train(x, y, sizes, [1.0] * len(sizes))
 
     def fit(self, x: np.ndarray, y: np.ndarray) -> None:
         """Retrain on rows x with throughputs y (0 for a failed candidate)."""
@@ -55,11 +73,11 @@ class XGBCostModel:
             return
         groups, weights = [len(x)], [1.0]
         if self._transfer is not None and self._transfer[0].shape[1] == x.shape[1]:
-            # other tasks' rows form their own query group: ranked among themselves only
-            tx, ty = self._transfer
+            # other tasks' rows form their own query groups: ranked among themselves only
+            tx, ty, sizes = self._transfer
             x, y = np.concatenate([x, tx]), np.concatenate([y, ty])
-            groups.append(len(tx))
-            weights.append(self.transfer_weight)
+            groups += sizes
+            weights += [self.transfer_weight] * len(sizes)
         self._train(x, y, groups, weights)
 
     def _train(self, x: np.ndarray, y: np.ndarray, groups: list[int] | None = None,

@@ -234,6 +234,17 @@ def knob_features(space: ConfigSpace, index: int) -> np.ndarray:
     return np.asarray(v, dtype=np.float32)
 
 
+def task_context(args: Any) -> np.ndarray:
+    """log2(1 + d) of every dimension of every (shape, dtype) argument: constant within a
+    task, it lets a cost model trained on other shapes of a template tell them apart
+    (a 1x1 conv from a 3x3 one) when it ranks this task's points.
+
+        >>> task_context([((1, 64, 56, 56), "float32"), ((64, 64, 3, 3), "float32")]).shape
+        (8,)
+    """
+    return np.asarray([_log(d) for shape, _ in args for d in shape], dtype=np.float32)
+
+
 def knob_layout(space: ConfigSpace) -> tuple[tuple[str, int], ...]:
     """(knob name, feature width) per knob: two spaces of a template whose layouts are equal
     give comparable knob feature rows (transfer between shapes checks it)."""

@@ -8,6 +8,11 @@ second, and Ray's overhead per candidate (1-slot Ray against the local runner).
 More slots than cores only share the cores: on a machine of C cores, N slots of separate
 machines would measure N at a time; the printed per-candidate cost and Ray overhead give
 the wall time for N nodes as about candidates x (build + run) / N + overhead x candidates.
+
+Measured (2 vCPU Intel Xeon, shared, load 6; matmul 128^3, 48 candidates): local runner
+13.5 s (3.55 records/s, 282 ms a candidate), Ray 1 slot 13.6 s, 2 slots 13.2 s; Ray's
+overhead 1.4 ms a candidate; 2 slots / 1 slot 0.97 (2 slots share 2 busy cores here). On
+paper, N nodes of one device kind: about 48 x 0.28 / N + 48 x 0.0014 s.
 """
 
 from __future__ import annotations

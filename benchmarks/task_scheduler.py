@@ -15,6 +15,17 @@ budget, the ratio of the medians over seeds, the smallest budget at which each s
 came within 5% of the best latency any run reached, and the ratio of those budgets. The
 compiled models are timed together in interleaved rounds, the untuned one twice (the
 difference between those two is the noise floor printed).
+
+Measured (2 vCPU Intel Xeon, sapphirerapids, shared with other jobs, load 3-6; ResNet-18
+224x224, tuning batches of 8, xgb, 3 seeds, the tuner of d1915c4): no strategy beat the
+untuned model. `--no-cache-flush --budgets 48 96 192`: untuned 22.9 / 25.2 ms
+(noise floor 10%), equal shares 26.6 / 26.8 / 27.5 ms, scheduler 28.3 / 28.9 / 27.4 ms.
+`--cache-flush --budgets 24 48 96` (noise floor 1.1%, load 5): untuned 55.9 ms, equal
+56.9 / 57.4 / 60.5, scheduler 56.8 / 58.4 / 62.8: the more candidates measured, the slower
+the model: the best of many noisy isolated timings is a lucky one. Three 3x3 convs tuned
+24 trials each looked 1.10-1.62x faster than their defaults; timed again, the two
+alternating six times, they were 0.87-0.99x of them (load 5-7). So the 5% ratio printed
+says nothing about the scheduler here; rerun on a quiet machine.
 """
 
 from __future__ import annotations

@@ -147,6 +147,7 @@ from relay_ir.op.transform import (
 from relay_ir.op.runtime import check_shape
 from relay_ir.op.shape_of import shape_of
 from relay_ir.op.dyn_reshape import dyn_reshape
+from relay_ir.op.dyn_strided_slice import dyn_strided_slice
 from relay_ir.op.registry import get_op
 from relay_ir.typing import TypeInferenceReport, infer_expr_type, infer_type
 

@@ -156,7 +156,8 @@ class ParserBase:
         value, dtype = self.parse_number()
         return Constant(np.array(value, dtype=dtype), span=self.span(start))
 
-    def parse_number(self) -> tuple[Any, str]:
+    def parse_number(self, int_dtype: str = "int32") -> tuple[Any, str]:
+        """A number literal and its dtype: a suffix's, else float32 or `int_dtype`."""
         neg = False
         start = self.peek()
         if self.at("-"):
@@ -175,7 +176,7 @@ class ParserBase:
                 raise self.error(f"unknown number suffix {suffix!r}", tok)
             dtype = _SUFFIX_DTYPES[suffix]
         else:
-            dtype = "float32" if is_float else "int32"
+            dtype = "float32" if is_float else int_dtype
         sign = "-" if neg else ""
         if dtype.startswith(("int", "uint")):
             if is_float:
@@ -220,7 +221,8 @@ class ParserBase:
             self.next()
             value: Any = tok.value
         elif tok.kind == NUMBER or self.at("-"):
-            num, dtype = self.parse_number()
+            # an attribute is a Python int: int64's range (a slice bound of 2**62 prints so)
+            num, dtype = self.parse_number("int64")
             value = float(num) if dtype.startswith("float") else int(num)
         elif tok.kind == IDENT and tok.value in ("True", "False", "None"):
             self.next()

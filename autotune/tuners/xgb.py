@@ -25,6 +25,7 @@ from autotune.features import (
     knob_layout,
     knob_tables,
     loop_features,
+    task_context,
 )
 from autotune.task import Task
 from autotune.tuners.base import Tuner, unvisited_random
@@ -76,7 +77,7 @@ class XGBTuner(Tuner):
 
     def _features(self, indices: Sequence[int]) -> np.ndarray:
         if self.feature == "knob":
-            return knob_features_batch(self.space, indices)
+            return self._with_context(knob_features_batch(self.space, indices), self.task)
         rows = []
         for i in indices:
             if i not in self._loop_cache:
@@ -99,14 +100,15 @@ class XGBTuner(Tuner):
         if len(recs) > max_rows:
             recs = [recs[k] for k in sorted(self.rng.choice(len(recs), max_rows,
                                                             replace=False))]
-        rows, ys = [], []
+        rows, ys, groups = [], [], []
         for r in recs:
             row = self._record_features(r)
             if row is not None:
                 rows.append(row)
                 ys.append((r.flops or 1.0) / r.mean if r.ok and r.mean else 0.0)
+                groups.append(r.workload_key)
         if len(rows) >= 2:
-            self.model.fit_transfer(np.stack(rows), np.asarray(ys))
+            self.model.fit_transfer(np.stack(rows), np.asarray(ys), groups)
             self._transferred = self.model.trained
         return len(rows)
 
@@ -119,12 +121,20 @@ class XGBTuner(Tuner):
                 self._other_tasks[r.workload_key] = task
             cfg = task.config_from_json(r.config_json)
             if self.feature == "knob":
-                if knob_layout(task.space) != knob_layout(self.space):
+                if knob_layout(task.space) != knob_layout(self.space) or \
+                        len(task_context(task.args)) != len(task_context(self.task.args)):
                     return None
-                return knob_features_batch(task.space, [cfg.index])[0]
+                return self._with_context(knob_features_batch(task.space, [cfg.index]),
+                                          task)[0]
             return loop_features(task.lower(cfg))
         except TesselError:  # a record of another template version, or one that won't lower
             return None
+
+    @staticmethod
+    def _with_context(rows: np.ndarray, task: Task) -> np.ndarray:
+        """Knob rows with the task's shape context (autotune.features.task_context)."""
+        ctx = task_context(task.args)
+        return np.concatenate([rows, np.broadcast_to(ctx, (len(rows), len(ctx)))], axis=1)
 
     # -- proposing ------------------------------------------------------------------------
     def _propose(self, n: int) -> list[int]:
@@ -152,7 +162,9 @@ class XGBTuner(Tuner):
         def feats(pts: np.ndarray) -> np.ndarray:
             if self.feature == "loop_ir":
                 return self._features((pts * mul).sum(axis=1).tolist())
-            return np.concatenate([t[pts[:, k]] for k, t in enumerate(tables)], axis=1)
+            return self._with_context(
+                np.concatenate([t[pts[:, k]] for k, t in enumerate(tables)], axis=1),
+                self.task)
 
         scores = self.model.predict(feats(points))
         best: dict[int, float] = {}

@@ -218,6 +218,10 @@ class _Planner:
                 raise not_dataflow_error("dyn.reshape, a reshape to a shape computed at run "
                                          "time (SimplifyExpr makes the static reshape of "
                                          "one known while compiling)")
+            if e.op.name == "dyn.strided_slice":  # its bounds are only known at run time
+                raise not_dataflow_error("dyn.strided_slice, a slice whose bounds are "
+                                         "computed at run time (SimplifyExpr makes the static "
+                                         "strided_slice of bounds known while compiling)")
             raise RelayError(f"relay_ir.build: op {e.op.name} was left outside every fused "
                              "group (a FuseOps bug?)")
         if isinstance(e, Call) and isinstance(e.op, Function) and e.op.attr("Primitive"):

@@ -6,7 +6,8 @@ Dynamic input dims (a dim_param or no dim at all) become `?`. Values known at co
 time (Constant nodes, integer initializers, Shape of a static tensor, and small
 computations on them) are folded, so that Reshape, Slice, Pad, Expand and friends see
 their shape inputs as numbers; where such an input is not static the error names the node,
-except for Reshape, which then reshapes at run time (relay's dyn.reshape).
+except for Reshape, which then reshapes at run time (relay's dyn.reshape), and Slice, whose
+starts, ends and steps may then be run-time values (relay's dyn.strided_slice).
 
     >>> import onnx
     >>> from onnx import helper, TensorProto

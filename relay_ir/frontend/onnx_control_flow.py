@@ -33,8 +33,9 @@ import relay_ir.op.transform as tf
 from relay_ir.builder import const, var
 from relay_ir.expr import Call, Expr, Function, If, Let, Tuple, TupleGetItem, Var
 from relay_ir.frontend.onnx_common import OnnxNode, converter, normalize_axis
-from relay_ir.op.runtime import relax_shape
-from relay_ir.ty import ANY, TensorType, TupleType, Type
+from relay_ir.op._common import shape_str
+from relay_ir.op.runtime import check_shape, relax_shape
+from relay_ir.ty import ANY, Dim, TensorType, TupleType, Type
 
 Ctx = Any  # relay_ir.frontend.onnx._GraphConverter
 
@@ -188,6 +189,36 @@ def _check_fixed(node: OnnxNode, want: Sequence[TensorType], got: Sequence[Tenso
                              f"loop-carried value must keep one type across iterations")
 
 
+def _declared(vi: Any) -> tuple[int, ...] | None:
+    """The static shape a subgraph output's value info declares, else None."""
+    tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+    if tt is None or not tt.HasField("shape") or \
+            not all(d.HasField("dim_value") for d in tt.shape.dim):
+        return None
+    return tuple(int(d.dim_value) for d in tt.shape.dim)
+
+
+def _settled(sub: Ctx, node: OnnxNode, outs: Sequence[Expr],
+             want: Sequence[tuple[Dim, ...] | None], what: str) -> list[Expr]:
+    """The body's outputs, each of the shape it must have (a carried value's entry shape,
+    a scan output's declared static shape): one that leaves with `?` where a number is
+    wanted (e.g. y + Slice(x, i, i + 1) with run-time bounds) gets the run-time check of
+    gradual typing (runtime.check_shape, naming the node and value); a contradiction is
+    left to the callers' errors."""
+    out = list(outs)
+    for j, (e, shape) in enumerate(zip(outs, want)):
+        t = sub.type_of(e)
+        if shape is None or not isinstance(t, TensorType) or t.shape == shape or \
+                len(shape) != t.ndim or any(not (d == w or d is ANY)
+                                            for w, d in zip(shape, t.shape)):
+            continue
+        out[j] = check_shape(e, [w if isinstance(w, int) else -1 for w in shape],
+                             f"ONNX {node.where()}: {what} {j} must keep its shape "
+                             f"{shape_str(shape)} across iterations")
+        sub.types[out[j]] = TensorType(tuple(shape), t.dtype)
+    return out
+
+
 # --- Loop -------------------------------------------------------------------------------
 
 @converter("Loop")
@@ -213,6 +244,10 @@ def _loop(ctx: Ctx, node: OnnxNode) -> list[Expr]:
     carried = [var(body.input[2 + j].name, t) for j, t in enumerate(carried_types)]
     sub = ctx.subgraph(body, [(v.name_hint, v) for v in (counter, cond_in, *carried)])
     outs = sub.convert_outputs()
+    outs[1:1 + n] = _settled(sub, node, outs[1:1 + n], [t.shape for t in carried_types],
+                             "loop-carried value")
+    outs[1 + n:] = _settled(sub, node, outs[1 + n:],
+                            [_declared(vi) for vi in body.output[1 + n:]], "scan output")
     cond_out = _scalar_bool(sub, outs[0], node, "the body's condition (output 0)")
     _check_fixed(node, carried_types, _types(sub, outs[1:1 + n], node, "body"),
                  "loop-carried value")

@@ -22,6 +22,7 @@ from relay_ir.builder import const
 from relay_ir.expr import Expr, Tuple, TupleGetItem
 from relay_ir.frontend.onnx_common import OnnxNode, converter, normalize_axis, onnx_dtype
 from relay_ir.op.dyn_reshape import dyn_reshape
+from relay_ir.op.dyn_strided_slice import dyn_strided_slice, static_bounds
 from relay_ir.op.shape_of import shape_of
 from relay_ir.transform.shape_value import static_reshape
 
@@ -311,6 +312,8 @@ def _slice(ctx: Ctx, node: OnnxNode) -> Expr:
     if node.opset < 10:
         starts, ends = node.ints("starts"), node.ints("ends")
         axes, steps = node.ints("axes"), None
+    elif any(ctx.has(node, i) and ctx.maybe_static(node, i) is None for i in (1, 2, 4)):
+        return _dyn_slice(ctx, node, x, len(shape))
     else:
         starts = ctx.static_ints(node, 1, "starts")
         ends = ctx.static_ints(node, 2, "ends")
@@ -320,15 +323,40 @@ def _slice(ctx: Ctx, node: OnnxNode) -> Expr:
     steps = [1] * len(starts) if steps is None else steps
     axes = [normalize_axis(a, len(shape), node, "axes entry") for a in axes]
 
-    def clamp(v: int, d: Any) -> int:
-        bound = d + 1 if isinstance(d, int) else _BIG
-        return max(-bound, min(bound, v))  # numpy slicing clamps the same way
-
-    begin = [clamp(s, shape[a]) for s, a in zip(starts, axes)]
-    end = [clamp(e, shape[a]) for e, a in zip(ends, axes)]
     if any(s == 0 for s in steps):
         raise node.error("a step of 0 is not allowed")
-    return tf.strided_slice(x, begin, end, steps, axes)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise node.error(f"starts {starts}, ends {ends}, axes {axes} and steps {steps} must "
+                         "have one value per sliced axis")
+    # ONNX's clamping as the static slice's numpy bounds (they differ from numpy's own
+    # when striding backwards from before the first element)
+    bounds = [static_bounds(b, e, k, shape[a]) for b, e, k, a in zip(starts, ends, steps, axes)]
+    if any(b is None for b in bounds):  # a `?` dim where that depends on its extent
+        return dyn_strided_slice(x, starts, ends, steps, axes)
+    return tf.strided_slice(x, [b[0] for b in bounds], [b[1] for b in bounds],  # type: ignore[index]
+                            steps, axes)
+
+
+def _dyn_slice(ctx: Ctx, node: OnnxNode, x: Expr, rank: int) -> Expr:
+    """Slice whose starts, ends or steps are known only at run time (e.g. a Loop body's
+    bounds from its iteration count): dyn.strided_slice, which clamps as numpy does when
+    run. axes must be known now (they decide which dims of the result are `?`)."""
+    starts, ends = ctx.input(node, 1), ctx.input(node, 2)
+    t = ctx.tensor_type(starts, node)
+    n = t.shape[0] if t.ndim == 1 else None  # (the op's relation refuses another rank)
+    axes = None
+    if ctx.has(node, 3):  # (NonStaticInput if not: they decide which dims are `?`)
+        axes = [normalize_axis(a, rank, node, "axes entry")
+                for a in ctx.static_ints(node, 3, "axes")]
+        n = len(axes)
+    if ctx.has(node, 4):
+        steps = ctx.input(node, 4)
+    elif isinstance(n, int):
+        steps = const(np.ones(n, "int64"))
+    else:
+        raise node.error("starts must be a 1-D tensor of static length when steps are not "
+                         "given")
+    return dyn_strided_slice(x, starts, ends, steps, axes)
 
 
 @converter("Gather")

@@ -16,7 +16,8 @@ function, following the post-dominator rules of Relay's fuse_ops.
    A group never grows beyond `max_depth` nodes.
 4. Each group becomes `Function(params, body, attrs=(("Primitive", 1),))` called where
    its root was; values from other groups (and non-scalar constants) become params.
-   Non-computational ops (run-time shape checks, shape_of, dyn.reshape) stay plain calls
+   Non-computational ops (run-time shape checks, shape_of, dyn.reshape) and
+   dyn.strided_slice (its result's shape comes from run-time values) stay plain calls
    outside the groups.
 
     >>> FuseOps(max_depth=4).max_depth
@@ -43,7 +44,10 @@ DEFAULT_MAX_DEPTH = 256
 # Ops that compute nothing a kernel would: they stay plain calls, outside every group (as
 # Relay's TNonComputational ops). A run-time shape check inside a Primitive function would
 # make the function's parameter look refined and the caller grow a second check.
-NON_COMPUTATIONAL = {"runtime.check_shape", "runtime.relax_shape", "shape_of", "dyn.reshape"}
+# dyn.strided_slice joins them: no kernel can be compiled for a shape read from a
+# tensor's values, and the VM runs it by its host-side reference (an OpKernel).
+NON_COMPUTATIONAL = {"runtime.check_shape", "runtime.relax_shape", "shape_of", "dyn.reshape",
+                     "dyn.strided_slice"}
 
 
 # --- 1. the indexed forward graph --------------------------------------------------------

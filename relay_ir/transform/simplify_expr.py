@@ -17,6 +17,11 @@ dtype):
   whose shapes are all static needs no dyn.reshape (relay_ir.build runs it, also at
   opt_level 0), and the flatten `reshape(x, [shape_of(x)[0], -1])` keeps its static
   dims;
+- `dyn.strided_slice(x, b, e, s)` where b, e and s are numbers when compiling (constants
+  after folding, or shape_value's numbers) -> the static `strided_slice`, the bounds
+  resolved as ONNX resolves them (relay_ir.op.dyn_strided_slice.static_bounds: so
+  INT64_MAX stays within what a kernel indexes), when its type relation accepts them (a
+  stride of 0, or a backwards slice of a `?` dim from a begin below -1, stays);
 - `runtime.check_shape(r, shape)` where r is such a static reshape whose type has every
   dim the check wants (type inference checked a `?` of the dyn.reshape that the static
   relation now computes) -> `r`. Only there: the type of a value a check guards is the
@@ -36,11 +41,13 @@ import numpy as np
 
 from relay_ir.expr import Call, Constant, Expr, Function
 from relay_ir.module import IRModule
-from relay_ir.op.registry import Op, get_op
+from relay_ir.op._common import NotReady, RelationError
+from relay_ir.op.dyn_strided_slice import static_bounds
+from relay_ir.op.registry import TYPE_RELATIONS, Op, get_op
 from relay_ir.transform.infer_type import ensure_typed
 from relay_ir.transform.pass_manager import FunctionPass, PassContext
 from relay_ir.transform.rewrite import op_call, rewrite
-from relay_ir.transform.shape_value import static_reshape
+from relay_ir.transform.shape_value import shape_value, static_reshape
 from relay_ir.ty import TensorType
 
 _SHAPE_ONLY = {"reshape", "squeeze", "expand_dims"}
@@ -133,6 +140,8 @@ def simplify_expr(expr: Expr) -> Expr:
             if out is not new:
                 made.add(id(out))
             return out
+        if name == "dyn.strided_slice":
+            return _static_slice(old, new, type_of)
         if name == "runtime.check_shape" and id(new.args[0]) in made and \
                 _proven(type_of(new.args[0]), new.attrs.shape):
             return new.args[0]
@@ -199,6 +208,34 @@ def _static_reshape(old: Call, new: Call) -> Expr:
     newshape, t = known
     return Call(get_op("reshape"), (new.args[0],), get_op("reshape").make_attrs(
         {"newshape": newshape}), checked_type=t)
+
+
+def _static_slice(old: Call, new: Call, type_of: Callable[[Expr], object]) -> Expr:
+    """dyn.strided_slice -> strided_slice where begin, end and strides are numbers."""
+    t = type_of(new.args[0])
+    values = [shape_value(a, type_of) for a in new.args[1:]]
+    if not isinstance(t, TensorType) or any(
+            v is None or not v.known() or v.numbers.ndim != 1 for v in values):
+        return new
+    begin, end, strides = ([int(n) for n in v.numbers] for v in values)  # type: ignore[union-attr]
+    axes = old.attrs.axes
+    dims = range(len(begin)) if axes is None else axes
+    if not len(begin) == len(end) == len(strides) == len(dims) or \
+            any(not -t.ndim <= a < t.ndim for a in dims) or 0 in strides:
+        return new  # (fails when run, naming the op)
+    bounds = [static_bounds(b, e, s, t.shape[a]) for b, e, s, a in
+              zip(begin, end, strides, dims)]
+    if any(b is None for b in bounds):
+        return new
+    op = get_op("strided_slice")
+    try:
+        attrs = op.make_attrs({"begin": tuple(b[0] for b in bounds),  # type: ignore[index]
+                               "end": tuple(b[1] for b in bounds),  # type: ignore[index]
+                               "strides": tuple(strides), "axes": axes})
+        out_t = TYPE_RELATIONS[op]([t], attrs)
+    except (RelationError, NotReady):
+        return new
+    return Call(op, (new.args[0],), attrs, checked_type=getattr(out_t, "ret", out_t))
 
 
 def _proven(t: object, shape: tuple[int, ...]) -> bool:

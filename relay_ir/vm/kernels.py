@@ -11,7 +11,9 @@ Three kinds, one calling convention (`kernel(args)`, the inputs then the output 
 - `InterpretedGroup`: a group holding an op that has no kernel strategy, evaluated by
   the interpreter (so such a program runs instead of failing to compile).
 - `OpKernel`: an op left outside every group (a run-time shape check, an op without a
-  kernel strategy), run through the interpreter's numpy reference (`evaluate_op`).
+  kernel strategy, dyn.strided_slice: its result's shape comes from its bounds' values,
+  so its host-side reference resolves them and copies the strided view), run through the
+  interpreter's numpy reference (`evaluate_op`).
 
     >>> from relay_ir.op.runtime import check_shape
     >>> from relay_ir.expr import Var

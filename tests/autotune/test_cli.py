@@ -250,3 +250,10 @@ def test_run_with_an_input_that_is_not_npy_is_a_one_line_error(tmp_path: Path) -
     p = _tessel("run", "whatever.tessel", "--input", "x=x.txt", cwd=tmp_path, ok=False)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert p.stderr.startswith("tessel: error: --input x: 'x.txt' is not a readable .npy file")
+
+
+def test_run_of_a_simulated_gpu_model_says_its_time_is_the_simulators(tmp_path: Path) -> None:
+    _tiny_onnx(tmp_path)
+    _tessel("compile", "tiny.onnx", "--target", "cuda -sim", "-o", "tiny.tessel", cwd=tmp_path)
+    out = _tessel("run", "tiny.tessel", "--repeat", "1", cwd=tmp_path).stdout
+    assert "latency: median" in out and "host time of the GPU simulator" in out

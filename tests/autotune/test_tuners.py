@@ -157,3 +157,33 @@ def test_xgb_rejects_an_unknown_feature_kind() -> None:
 
     with pytest.raises(TesselError, match="feature must be 'knob' or 'loop_ir', got 'loopir'"):
         XGBTuner(SMALL, feature="loopir")
+
+
+def test_transfer_rows_are_ranked_within_their_own_task() -> None:
+    from autotune.cost_model import XGBCostModel
+
+    # in both tasks a higher feature is faster; task b is faster in absolute terms at lower
+    # features: one query group would teach that lower is better
+    f = np.arange(10, dtype=np.float32)
+    x = np.concatenate([f + 10, f])[:, None]
+    y = np.concatenate([1 + f, 100 * (1 + f)])
+    probe = np.arange(20, dtype=np.float32)[:, None]
+    grouped, pooled = XGBCostModel(seed=0), XGBCostModel(seed=0)
+    grouped.fit_transfer(x, y, ["a"] * 10 + ["b"] * 10)
+    pooled.fit_transfer(x, y)
+    g, p = grouped.predict(probe), pooled.predict(probe)
+    for part in (slice(0, 10), slice(10, 20)):  # within each task's range: higher, faster
+        assert np.all(np.diff(g[part]) > 0)
+    # pooled, task b's large throughputs make every low feature look better than every
+    # high one; grouped, the two ranges are not ranked against each other
+    assert p[:10].mean() - p[10:].mean() > 2 and abs(g[:10].mean() - g[10:].mean()) < 1
+
+
+def test_knob_rows_carry_the_task_shape_so_transfer_tells_shapes_apart() -> None:
+    from autotune.features import task_context
+
+    big = Task("synthetic.test", [((128, 72), "float32")])
+    tuner = make_tuner("xgb", SMALL, seed=0)
+    row = tuner._features([0])[0]
+    np.testing.assert_array_equal(row[-2:], task_context(SMALL.args))
+    assert not np.array_equal(task_context(big.args), task_context(SMALL.args))

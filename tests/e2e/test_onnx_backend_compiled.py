@@ -63,7 +63,6 @@ def _guarded(name: str, fn: Callable[..., None]) -> Callable[..., None]:
 CONTROL_FLOW = re.compile(r"test_(if|loop11|scan9_\w+|range_\w+_expanded"
                           r"|linear_attention_\w+_expanded)_cpu$")
 KNOWN_CONTROL_FLOW_FAILURES = {
-    r"test_loop11": "a Slice whose bounds change per iteration (no dynamic strided_slice)",
     r"test_range_bfloat16": "codegen has no bfloat16 element type",
 }
 

@@ -150,6 +150,23 @@ def dyn_reshape_inputs(rng: np.random.Generator) -> list[Any]:
     return [rand(rng, batch, 3, 4), rand(rng, batch * 4, 3)]
 
 
+def dyn_strided_slice() -> IRModule:
+    """Slices with bounds read at run time: columns k .. k + 3 of tanh(x) (k a parameter:
+    dyn.strided_slice, clamped when k is out of range), and the rows of x reversed
+    (constant bounds on a `?` dim: the static strided_slice once simplified)."""
+    from relay_ir.op.dyn_strided_slice import dyn_strided_slice as dyn
+
+    x, k = tvar("x", (None, 6)), tvar("k", (1,), "int64")
+    cols = dyn(T.tanh(x), k, T.add(k, const([3], "int64")), const([1], "int64"), axes=(1,))
+    rows = dyn(x, const([-1], "int64"), const([-(2**63)], "int64"), const([-1], "int64"))
+    return main_module([x, k], Tuple((R.sum(cols, axis=(1,)), T.negative(rows))))
+
+
+def dyn_strided_slice_inputs(rng: np.random.Generator) -> list[Any]:
+    batch = int(rng.integers(1, 5))
+    return [rand(rng, batch, 6), np.array([rng.integers(-8, 8)], "int64")]
+
+
 def _bn(x: Expr, c: int, rng: np.random.Generator) -> Expr:
     """batch_norm(x).0 with constant (folded-at-compile-time) statistics."""
     gamma, beta = const(positive(rng, c)), const(rand(rng, c, scale=0.1))
@@ -436,6 +453,7 @@ PROGRAMS: list[TestProgram] = [
     TestProgram("mlp_dynamic", mlp_dynamic, mlp_dynamic_inputs),
     TestProgram("gradual_checked", gradual_checked, gradual_checked_inputs),
     TestProgram("dyn_reshape", dyn_reshape, dyn_reshape_inputs),
+    TestProgram("dyn_strided_slice", dyn_strided_slice, dyn_strided_slice_inputs),
     TestProgram("conv_bn_relu", conv_bn_relu, conv_bn_relu_inputs, rtol=1e-4, atol=1e-4),
     TestProgram("resnet_block", resnet_block, resnet_block_inputs, rtol=1e-4, atol=1e-4),
     TestProgram("transformer_block", transformer_block, transformer_block_inputs,

@@ -35,7 +35,6 @@ KNOWN_FAILURES = {
     # the expanded range case builds its bfloat16 values from float ops the interpreter has
     r"_bfloat16(?!_type_positive_delta_expanded)|bf16": "bfloat16 constants (numpy has no "
                                                       "bfloat16)",
-    r"test_loop11": "a Slice whose bounds change per iteration (no dynamic strided_slice)",
     r"test_scan_sum": "opset-8 Scan (batch axis, sequence_lens) is refused; opset 9+ converts",
     r"pool_3d_": "3-D pooling (relay_ir has 2-D pooling only)",
     r"training": "training mode (Dropout, BatchNormalization)",
