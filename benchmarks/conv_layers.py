@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from typing import Any
 
 import numpy as np
@@ -81,8 +80,6 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     a = ap.parse_args(argv)
     if Target.parse(a.target).features > Target.parse("llvm").features:
         raise SystemExit(f"this host cannot run code for '{a.target}'")
-    if a.target != "llvm":
-        os.environ.setdefault("TESSEL_ALLOW_FOREIGN_CPU", "1")  # an older CPU's code runs here
     from tests.e2e.onnx_models import resnet18
 
     convs = distinct_convs(resnet18(image=a.image, width=a.width))

@@ -179,8 +179,6 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     args = ap.parse_args(argv)
     if Target.parse(args.target).features > Target.parse("llvm").features:
         raise SystemExit(f"this host cannot run code for '{args.target}'")
-    if args.target != "llvm":
-        os.environ.setdefault("TESSEL_ALLOW_FOREIGN_CPU", "1")  # an older CPU's code runs here
     print(f"batch 1, {args.image}x{args.image}, threads {num_threads()}, target "
           f"'{args.target}', torch ATEN_CPU_CAPABILITY="
           f"{os.environ.get('ATEN_CPU_CAPABILITY', '(default)')}")
