@@ -26,6 +26,13 @@ the model: the best of many noisy isolated timings is a lucky one. Three 3x3 con
 24 trials each looked 1.10-1.62x faster than their defaults; timed again, the two
 alternating six times, they were 0.87-0.99x of them (load 5-7). So the 5% ratio printed
 says nothing about the scheduler here; rerun on a quiet machine.
+
+Measured as `tessel tune MODEL` now measures (control timing, 8460175+; load 0.5-1.3,
+`--budgets 48 96 192 --seeds 1`, 2 min in all): untuned 15.24 ms (noise floor 0.5%), equal
+shares 15.22 / 15.30 / 14.99 ms, scheduler 15.04 / 15.29 / 15.13 ms: no tuned model is worse
+than the untuned one any more, but the space holds little over the defaults (at most 1.6%),
+so every budget is already within 5% of the best and the ratio (1.00) cannot tell the
+strategies apart; that needs templates whose tuned configs beat their defaults (issue #13).
 """
 
 from __future__ import annotations
