@@ -33,6 +33,29 @@ class Add(nn.Module):
         return a + b
 
 
+class Sum(nn.Module):
+    """Elementwise sum of any number of inputs (numpy broadcasting, as ONNX Sum)."""
+
+    def forward(self, first: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
+        for t in rest:
+            first = first + t
+        return first
+
+
+class Reshape(nn.Module):
+    """ONNX Reshape to a constant shape: 0 copies the input's dim (unless allowzero), -1 is
+    inferred."""
+
+    def __init__(self, shape: list[int], allowzero: bool) -> None:
+        super().__init__()
+        self.shape, self.allowzero = shape, allowzero
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dims = [x.shape[i] if d == 0 and not self.allowzero else d
+                for i, d in enumerate(self.shape)]
+        return x.reshape(dims)
+
+
 class Pad(nn.Module):
     """Asymmetric spatial padding in front of a layer that only pads symmetrically."""
 
@@ -156,15 +179,18 @@ def _layer(node: NodeProto, consts: dict[str, np.ndarray]) -> tuple[nn.Module, l
         return nn.Hardtanh(lo, hi), ins[:1]
     if op in ("MaxPool", "AveragePool"):
         return _pool(node, at), ins
+    if op == "Reshape" and c[0] is None and len(c) > 1 and c[1] is not None:
+        return Reshape([int(d) for d in c[1]], bool(at.get("allowzero", 0))), ins[:1]
     simple: dict[str, Any] = {
-        "Relu": nn.ReLU, "Add": Add, "GlobalAveragePool": lambda: nn.AdaptiveAvgPool2d(1),
+        "Relu": nn.ReLU, "Add": Add, "Sum": Sum,
+        "GlobalAveragePool": lambda: nn.AdaptiveAvgPool2d(1),
         "Flatten": lambda: nn.Flatten(int(at.get("axis", 1)))}
     if op in simple and not any(x is not None for x in c):
         return simple[op](), ins
     raise TesselError(f"onnx_to_torch: unsupported node {op} {node.name!r} (supported: Conv, "
-                      "BatchNormalization, Relu, Clip, Add, MaxPool, AveragePool, "
-                      "GlobalAveragePool, Flatten, Gemm; operands of Relu/Add/Flatten must not "
-                      "be initializers)")
+                      "BatchNormalization, Relu, Clip, Add, Sum, Reshape to a constant shape, "
+                      "MaxPool, AveragePool, GlobalAveragePool, Flatten, Gemm; operands of "
+                      "Relu/Add/Sum/Flatten must not be initializers)")
 
 
 def to_torch(model: ModelProto) -> OnnxModule:

@@ -68,3 +68,19 @@ def test_unsupported_node_is_named() -> None:
                    [1, 2, 9, 9])
     with pytest.raises(TesselError, match="unsupported node Sigmoid 'sig0'"):
         to_torch(model)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
+def test_sum_of_three_inputs_as_resnet50s_export_has_it() -> None:
+    nodes = [helper.make_node("Relu", ["input"], ["r"]),
+             helper.make_node("Add", ["input", "r"], ["a"]),
+             helper.make_node("Sum", ["input", "r", "a"], ["y"])]
+    _check(_graph(nodes, {}, [1, 2, 9, 9]), (1, 2, 9, 9), jit=True)
+
+
+def test_reshape_to_a_constant_shape_copies_zero_dims_and_infers_minus_one() -> None:
+    nodes = [helper.make_node("Reshape", ["input", "shape"], ["r"]),
+             helper.make_node("Relu", ["r"], ["y"])]
+    model = _graph(nodes, {}, [1, 162])
+    model.graph.initializer.append(numpy_helper.from_array(np.array([0, -1], np.int64), "shape"))
+    _check(model, (1, 2, 9, 9))
