@@ -57,11 +57,18 @@ TEMPLATE = "conv2d_packed.accel"
 
 
 def _args(layer: tuple, batch: int) -> tuple[list, dict[str, Any]]:
+    from relay_ir.op.nn import Conv2DAttrs
+    from relay_ir.op.registry import get_op
+    from relay_ir.strategy import strategy_of
+
     _, c, size, o, k, s, pad = layer
-    # the attrs as a model's conv2d task has them, so the model's tuned records apply
-    return ([((batch, c, size, size), "int8"), ((o, c, k, k), "int8")],
-            {"dilation": [1, 1], "groups": 1, "out_dtype": "int32",
-             "padding": [pad] * 4, "strides": [s, s]})
+    args = [((batch, c, size, size), "int8"), ((o, c, k, k), "int8")]
+    # the task attrs exactly as the model's quantized conv2d gets them from the strategy,
+    # so the model's tuned records apply to this table's layers
+    attrs = Conv2DAttrs(strides=(s, s), padding=(pad,) * 4, out_dtype="int32")
+    picked = strategy_of(get_op("nn.conv2d")).template(args, attrs)  # type: ignore[misc]
+    assert picked is not None and picked[0] == "conv2d_int8", picked
+    return args, picked[1]
 
 
 def layer_stats(target: str, batch: int, layer: tuple, vt: bool, db: Any = None
