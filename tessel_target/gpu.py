@@ -77,4 +77,28 @@ def gpu() -> Gpu | None:
     return Gpu(dev.value, name.value.decode(), (major.value, minor.value), version.value)
 
 
-__all__ = ["Gpu", "driver_call", "gpu", "libcuda"]
+DEFAULT_ARCH = "sm_90"
+
+
+def cuda_arch(target: Any) -> str:
+    """The architecture a cuda target compiles for: its `-arch`, else the GPU found here,
+    else sm_90.
+
+        >>> cuda_arch("cuda -arch=sm_75")
+        'sm_75'
+    """
+    from tessel_target import Target
+
+    given = Target.parse(target).attrs.get("arch")
+    if isinstance(given, str) and given:
+        return given
+    found = gpu()
+    return found.arch if found is not None else DEFAULT_ARCH
+
+
+def arch_number(arch: str) -> int:
+    """The compute capability of an architecture name as a number: 90 for sm_90a."""
+    return int("".join(ch for ch in arch if ch.isdigit()) or 0)
+
+
+__all__ = ["DEFAULT_ARCH", "Gpu", "arch_number", "cuda_arch", "driver_call", "gpu", "libcuda"]
