@@ -105,3 +105,19 @@ def test_without_a_gpu_main_says_so_and_exits_2(capsys: pytest.CaptureFixture) -
         pytest.skip("this machine has a GPU")
     assert bench.main(["--quick"]) == 2
     assert "no NVIDIA GPU here" in capsys.readouterr().out
+
+
+def test_the_peaks_a_section_writes_are_read_back_by_the_next_process(tmp_path) -> None:
+    path = str(tmp_path / "peaks.json")
+    assert bench._read_peaks(path) == {}  # none yet
+    bench._write_peaks(path, {"flops": 5e13, "bw": 4e12, "other": 1.0})
+    assert bench._read_peaks(path) == {"flops": 5e13, "bw": 4e12}
+    (tmp_path / "peaks.json").write_text("{not json")
+    assert bench._read_peaks(path) == {}
+
+
+def test_an_unknown_section_is_refused_naming_the_known_ones(
+        capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        bench.main(["--sections", "peak,gemm_tc,nonsense"])
+    assert "unknown section(s) nonsense; known: peak, peak_tensor" in capsys.readouterr().err
