@@ -377,3 +377,36 @@ def test_a_float16_conv_model_on_the_gpu_runs_on_tensor_cores(stem: bool) -> Non
     # a GPU without tensor cores gets the plain templates
     assert [t.template for t, _ in extract_tasks(mod, "cuda -arch=sm_61")] == [
         "conv2d_nchw_gemm.cuda", "conv2d_nchw.cuda"]
+
+
+FP16_CNN = """
+def @main(%x: Tensor[(1, 3, 12, 12), float16], %w1: Tensor[(8, 3, 3, 3), float16],
+          %b1: Tensor[(8), float16], %w2: Tensor[(12, 8, 3, 3), float16],
+          %w3: Tensor[(10, 12), float16]) {
+  %0 = nn.relu(nn.bias_add(nn.conv2d(%x, %w1, padding=[1, 1]), %b1));
+  %1 = nn.max_pool2d(%0, pool_size=[2, 2], strides=[2, 2]);
+  %2 = nn.relu(nn.conv2d(%1, %w2, padding=[1, 1]));
+  %3 = reshape(nn.global_avg_pool2d(%2), newshape=[1, 12]);
+  nn.softmax(nn.dense(%3, %w3))
+}"""
+
+
+def test_a_float16_cnn_runs_every_group_on_its_template() -> None:
+    # odd channel counts on tensor cores, the softmax's float16 reductions across threads
+    import warnings
+
+    import relay_ir
+
+    mod = relay_ir.parse(FP16_CNN)
+    ins = [(x * 0.5).astype("float16") for x in _fp16_inputs(
+        ((1, 3, 12, 12), (8, 3, 3, 3), (8,), (12, 8, 3, 3), (10, 12)))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no group falls back to the generic schedule
+        lib = relay_ir.build(mod, target="cuda -sim")
+    schedules = dict(lib.group_schedules)
+    assert schedules["fused_conv2d_bias_add_relu"] == "conv2d_nchw_tensorcore.cuda"
+    assert schedules["fused_dense"] == "dense_tensorcore.cuda"
+    assert schedules["fused_softmax"] == "softmax.cuda"
+    np.testing.assert_allclose(lib.run(*ins).astype(np.float64),
+                               relay_ir.interpret(mod, *ins).astype(np.float64),
+                               rtol=5e-3, atol=2e-3)
