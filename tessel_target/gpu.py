@@ -1,7 +1,9 @@
 """The NVIDIA GPU of this machine, if any: name, compute capability, driver version, read
 through ctypes on the system's libcuda (no wheel needed; without a driver or a device,
 `gpu()` is None). A fact about the device, like the host CPU's features: the CUDA backend
-compiles for its architecture and tuning records are filed under its key.
+compiles for its architecture and tuning records are filed under its key. `cuda_arch`
+resolves a cuda target's architecture (-arch, else this GPU's, else sm_90): the backend
+compiles for it, and templates that need a newer one (tensor cores) are left out.
 
     >>> found = gpu()          # None on a machine without an NVIDIA GPU
 """
