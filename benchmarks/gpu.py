@@ -3,6 +3,10 @@ script on the same GPU in the same run (CUDA events, medians of repeats after wa
 
     python -m benchmarks.gpu                 # everything; GEMM tuned with 256 trials
     python -m benchmarks.gpu --quick         # a few minutes: 32 trials, batch 1 only
+    python -m benchmarks.gpu --quick --sections peak,gemm_tc --peaks peaks.json
+                                             # some sections; the peaks shared by a file
+                                             # (benchmarks/gpu_check.sh runs each section
+                                             # in its own process, under its own timeout)
 
 1. peak fp32 FLOP/s: a kernel of independent FMA chains; peak bandwidth: a copy kernel;
    peak tensor-core FLOP/s: independent 16x16x16 warp matrix multiply-accumulates
@@ -386,7 +390,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=256)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--gemm-size", type=int, default=4096)
+    ap.add_argument("--sections", default=",".join(SECTIONS),
+                    help=f"which sections, comma-separated, in this order: {','.join(SECTIONS)}")
+    ap.add_argument("--peaks", metavar="JSON",
+                    help="a file the peak sections write their figures to and the others "
+                         "read them from (for runs of one section per process)")
+    ap.add_argument("--figures", metavar="FILE",
+                    help="also append each section's line to this file")
     opts = ap.parse_args(argv)
+    wanted = [w.strip() for w in opts.sections.split(",") if w.strip()]
+    unknown = [w for w in wanted if w not in SECTIONS]
+    if unknown:
+        ap.error(f"unknown section(s) {', '.join(unknown)}; known: {', '.join(SECTIONS)}")
     from tessel_target.gpu import gpu
 
     found = gpu()
@@ -396,24 +411,30 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     trials = 32 if opts.quick else opts.trials
     print(f"GPU: {found.name} ({found.arch}), driver {found.driver_version}")
-    results: dict[str, float] = {}
+    results: dict[str, float] = _read_peaks(opts.peaks)
 
     def section(name: str, fn: Callable[[], str]) -> None:
         t0 = time.perf_counter()
         try:
-            print(f"{name}: {fn()}  [{time.perf_counter() - t0:.0f} s]", flush=True)
+            line = f"{name}: {fn()}  [{time.perf_counter() - t0:.0f} s]"
         except Exception as e:  # one failing section must not hide the others' figures
-            print(f"{name}: FAILED {type(e).__name__}: {e}", flush=True)
+            line = f"{name}: FAILED {type(e).__name__}: {e}"
             traceback.print_exc(limit=3)
+        print(line, flush=True)
+        if opts.figures:
+            with open(opts.figures, "a") as f:
+                f.write(line + "\n")
 
     def peak() -> str:
         results["flops"] = peak_flops(opts.repeat)
         results["bw"] = bandwidth(opts.repeat)
+        _write_peaks(opts.peaks, results)
         return (f"{results['flops'] / 1e12:.1f} TFLOP/s fp32, "
                 f"{results['bw'] / 1e9:.0f} GB/s copy")
 
     def peak_tensor() -> str:
         results["tensor"] = peak_tensor_flops(opts.repeat)
+        _write_peaks(opts.peaks, results)
         return f"{results['tensor'] / 1e12:.1f} TFLOP/s fp16 x fp16 + fp32 (wmma mma_sync)"
 
     def gemm() -> str:
@@ -468,14 +489,6 @@ def main(argv: list[str] | None = None) -> int:
                 f"tuned ({min(trials, 64)} trials) {tuned / 1e9:.0f} GB/s = {tfrac:.0%} "
                 f"(target >= 80%), config {cfg.to_json() if cfg is not None else None}")
 
-    section("peak", peak)
-    section("peak tensor cores", peak_tensor)
-    section("GEMM fp32", gemm)
-    section("GEMM fp16 (fp32 accumulation)", gemm16)
-    section("GEMM fp16 on tensor cores", gemm_tc)
-    section("ResNet-18 conv 64x64x3x3 @56", conv)
-    section("fused elementwise chain", chain)
-
     def model(batch: int) -> str:
         mine, lib, x = resnet18(batch, opts.repeat)
         peer = torch_resnet18(batch, opts.repeat)
@@ -487,9 +500,47 @@ def main(argv: list[str] | None = None) -> int:
                        f"max |loaded - built| = {diff:.1e}")
         return f"{mine * 1e3:.1f} ms" + versus
 
-    for batch in (1,) if opts.quick else (1, 16):
-        section(f"ResNet-18 batch {batch}", lambda b=batch: model(b))
+    runs = {"peak": ("peak", peak), "peak_tensor": ("peak tensor cores", peak_tensor),
+            "gemm": ("GEMM fp32", gemm), "gemm16": ("GEMM fp16 (fp32 accumulation)", gemm16),
+            "gemm_tc": ("GEMM fp16 on tensor cores", gemm_tc),
+            "conv": ("ResNet-18 conv 64x64x3x3 @56", conv),
+            "chain": ("fused elementwise chain", chain),
+            "resnet18": ("ResNet-18 batch 1", lambda: model(1)),
+            "resnet18_16": ("ResNet-18 batch 16", lambda: model(16))}
+    for key in wanted:
+        if key == "resnet18_16" and opts.quick:
+            continue
+        section(*runs[key])
     return 0
+
+
+# the sections of main, in their order (--sections picks some)
+SECTIONS = ("peak", "peak_tensor", "gemm", "gemm16", "gemm_tc", "conv", "chain", "resnet18",
+            "resnet18_16")
+
+
+def _read_peaks(path: str | None) -> dict[str, float]:
+    """The peak figures an earlier run wrote to `path` (none when absent or unreadable)."""
+    import json
+    import os
+
+    if not path or not os.path.exists(path):
+        return {}
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return {k: float(v) for k, v in data.items() if k in ("flops", "bw", "tensor")} \
+        if isinstance(data, dict) else {}
+
+
+def _write_peaks(path: str | None, results: dict[str, float]) -> None:
+    import json
+
+    if path:
+        with open(path, "w") as f:
+            json.dump({k: results[k] for k in ("flops", "bw", "tensor") if k in results}, f)
 
 
 if __name__ == "__main__":

@@ -195,7 +195,7 @@ class _Lowerer:
         assert isinstance(op, ComputeOp)
         shape = op.shape
         if st.attach_type == SCOPE:
-            region = self._region(st)
+            region = _whole_tiles(st, self._region(st))
         else:
             region = [(E.const(0, d.dtype), d) for d in shape]
         for a, (mn, ex) in zip(op.axis, region):
@@ -475,6 +475,30 @@ class _Lowerer:
             start = tuple(simplify_expr(substitute(i, zero)) for i in conv.indices)
             ins.append(Region(conv.buffer, start, (), ir.BufferLoad(conv.buffer, start)))
         return ir.Evaluate(intrin.emit(outs, ins))
+
+
+def _whole_tiles(st: Stage, region: list[tuple[E.PrimExpr, E.PrimExpr]]
+                 ) -> list[tuple[E.PrimExpr, E.PrimExpr]]:
+    """A tensorized stage computes whole intrinsic tiles: the extents of the dims its
+    intrinsic covers (the last ones) are rounded up to multiples of the intrinsic's, so that
+    the buffer holds the last tile even when the consumers read only part of it (a guarded
+    output whose extent is not a multiple of the tile: the part past the guard is computed
+    and not read). Rounded only within the stage's own shape."""
+    intrins = [a.tensor_intrin for a in st.iter_attrs.values()
+               if a.kind == "tensorize" and a.tensor_intrin is not None]
+    if not intrins:
+        return region
+    d_ext, _ = intrins[0].extents
+    out = list(region)
+    shape = st.op.shape  # type: ignore[attr-defined]
+    for d, tile in zip(range(len(out) - len(d_ext), len(out)), d_ext):
+        mn, ex = out[d]
+        if d < 0 or not isinstance(ex, E.IntImm) or not isinstance(shape[d], E.IntImm):
+            continue
+        whole = -(-ex.value // tile) * tile
+        if whole <= shape[d].value:
+            out[d] = (mn, E.const(whole, ex.dtype))
+    return out
 
 
 def _thread_tag(entry: tuple[Stage, E.IterVar]) -> str:

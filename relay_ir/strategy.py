@@ -291,20 +291,10 @@ def _int8_dot(args: ArgSpecs, tattrs: dict[str, Any]) -> bool:
 
 
 def _tensor_core_conv(args: ArgSpecs, tattrs: dict[str, Any]) -> bool:
-    # a float16 conv whose implicit GEMM has every dim a multiple of 16 (output channels,
-    # positions, channels x window): the family "conv2d_tensorcore" (a GPU's tensor
-    # cores; other targets map it back to their conv2d template)
-    from schedule.templates.conv_common import conv_attrs
-    from tessel_errors import ScheduleError
-
-    if [dt for _, dt in args] != ["float16", "float16"] or "out_dtype" in tattrs:
-        return False
-    (n, c, h, w), (co, _, kh, kw) = args[0][0], args[1][0]
-    try:
-        oh, ow = conv_attrs(tattrs).out_hw(h, w, kh, kw)
-    except ScheduleError:
-        return False
-    return co % 16 == 0 and (n * oh * ow) % 16 == 0 and (c * kh * kw) % 16 == 0
+    # a float16 conv, any size (the template pads its implicit GEMM to tiles of 16): the
+    # family "conv2d_tensorcore" (a GPU's tensor cores where it has them; other targets
+    # map it back to their conv2d template)
+    return [dt for _, dt in args] == ["float16", "float16"] and "out_dtype" not in tattrs
 
 
 def _conv_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
@@ -331,10 +321,10 @@ _register("nn.conv2d", _conv_compute, kind="anchor", template=_conv_template)
 
 
 def _tensor_core_shapes(args: ArgSpecs, tattrs: dict[str, Any]) -> bool:
-    # float16 x float16 with every dim a multiple of 16: what a GPU's tensor cores take
-    # (the family "dense_tensorcore"; other targets map it back to their dense template)
-    return [dt for _, dt in args] == ["float16", "float16"] and not tattrs and \
-        all(d % 16 == 0 for shape, _ in args for d in shape)
+    # float16 x float16, any size (the template pads to tiles of 16): what a GPU's tensor
+    # cores take (the family "dense_tensorcore"; other targets map it back to their dense
+    # template, a GPU without tensor cores too)
+    return [dt for _, dt in args] == ["float16", "float16"] and not tattrs
 
 
 def _dense_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:

@@ -1,7 +1,9 @@
 """The NVIDIA GPU of this machine, if any: name, compute capability, driver version, read
 through ctypes on the system's libcuda (no wheel needed; without a driver or a device,
 `gpu()` is None). A fact about the device, like the host CPU's features: the CUDA backend
-compiles for its architecture and tuning records are filed under its key.
+compiles for its architecture and tuning records are filed under its key. `cuda_arch`
+resolves a cuda target's architecture (-arch, else this GPU's, else sm_90): the backend
+compiles for it, and templates that need a newer one (tensor cores) are left out.
 
     >>> found = gpu()          # None on a machine without an NVIDIA GPU
 """
@@ -77,4 +79,28 @@ def gpu() -> Gpu | None:
     return Gpu(dev.value, name.value.decode(), (major.value, minor.value), version.value)
 
 
-__all__ = ["Gpu", "driver_call", "gpu", "libcuda"]
+DEFAULT_ARCH = "sm_90"
+
+
+def cuda_arch(target: Any) -> str:
+    """The architecture a cuda target compiles for: its `-arch`, else the GPU found here,
+    else sm_90.
+
+        >>> cuda_arch("cuda -arch=sm_75")
+        'sm_75'
+    """
+    from tessel_target import Target
+
+    given = Target.parse(target).attrs.get("arch")
+    if isinstance(given, str) and given:
+        return given
+    found = gpu()
+    return found.arch if found is not None else DEFAULT_ARCH
+
+
+def arch_number(arch: str) -> int:
+    """The compute capability of an architecture name as a number: 90 for sm_90a."""
+    return int("".join(ch for ch in arch if ch.isdigit()) or 0)
+
+
+__all__ = ["DEFAULT_ARCH", "Gpu", "arch_number", "cuda_arch", "driver_call", "gpu", "libcuda"]

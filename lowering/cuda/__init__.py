@@ -27,19 +27,12 @@ from typing import Any
 from lowering import ir as lir
 from lowering.cuda.kernel import CudaKernel, DeviceArray, to_device
 from tessel_target import Target
-
-DEFAULT_ARCH = "sm_90"
+from tessel_target.gpu import DEFAULT_ARCH, cuda_arch
 
 
 def arch_of(target: Target) -> str:
     """The architecture to compile for: `-arch`, else the GPU found, else sm_90."""
-    given = target.attrs.get("arch")
-    if isinstance(given, str) and given:
-        return given
-    from lowering.cuda.driver import gpu
-
-    found = gpu()
-    return found.arch if found is not None else DEFAULT_ARCH
+    return cuda_arch(target)
 
 
 def build(func: lir.PrimFunc, target: Any) -> CudaKernel:
@@ -56,4 +49,4 @@ def build(func: lir.PrimFunc, target: Any) -> CudaKernel:
     return CudaKernel(func, t, program, ptx, cubin)
 
 
-__all__ = ["CudaKernel", "DeviceArray", "arch_of", "build", "to_device"]
+__all__ = ["DEFAULT_ARCH", "CudaKernel", "DeviceArray", "arch_of", "build", "to_device"]

@@ -457,10 +457,14 @@ class _Kernel:
             axis = tag[-1]
             if allreduce_form(tag, ext, block) == "warp":
                 mask = "0xffffffffu" if threads >= 32 else f"{(1 << threads) - 1:#x}u"
+                # float16 bits travel as an int (no shuffle of unsigned short)
+                v, cast = ("(int)v", f"({ctype})") if dtype == "float16" else ("v", "")
+                shfl = f"{cast}__shfl_down_sync({mask}, {v}, off, {ext})"
+                back = f"{cast}__shfl_sync({mask}, {v}, 0, {ext})"
                 lines = [f"{{ {ctype} v = {red}[0];",
                          f"  for (int off = {ext // 2}; off > 0; off >>= 1) "
-                         f"v = {_combine_c(op, 'v', f'__shfl_down_sync({mask}, v, off, {ext})')};",
-                         f"  {red}[0] = __shfl_sync({mask}, v, 0, {ext}); }}"]
+                         f"v = {_combine_c(op, 'v', shfl, dtype)};",
+                         f"  {red}[0] = {back}; }}"]
             else:
                 self.shared_bytes += threads * np.dtype(dtype).itemsize
                 stride = {"x": "1", "y": "blockDim.x", "z": "blockDim.x * blockDim.y"}[axis]
@@ -474,7 +478,7 @@ class _Kernel:
                          "  __syncthreads();",
                          f"  for (int s = {p2 // 2}; s > 0; s >>= 1) {{",
                          f"    if (lane < s && lane + s < {ext}) {buf}[tid] = "
-                         f"{_combine_c(op, f'{buf}[tid]', f'{buf}[tid + s * stride]')};",
+                         f"{_combine_c(op, f'{buf}[tid]', f'{buf}[tid + s * stride]', dtype)};",
                          "    __syncthreads();",
                          "  }",
                          f"  {red}[0] = {buf}[tid - lane * stride];",
@@ -860,7 +864,7 @@ class _Kernel:
         raise CodegenError(f"unknown intrinsic '{name}' in CUDA code generation")
 
 
-_SHUFFLE_TYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64")
+_SHUFFLE_TYPES = ("float16", "float32", "float64", "int32", "int64", "uint32", "uint64")
 _VECTOR_TYPES = {"float32": "float", "int32": "int", "float16": "ushort", "int8": "char"}
 # the vectors of 4 to 16 bytes CUDA loads and stores in one instruction
 _VECTOR_WIDTHS = {("float32", 2), ("float32", 4), ("int32", 2), ("int32", 4),
@@ -908,7 +912,9 @@ def _contiguity(buf: lir.Buffer, indices: tuple[E.PrimExpr, ...], var: E.Var, la
     return zero if aligned else None
 
 
-def _combine_c(op: str, a: str, b: str) -> str:
+def _combine_c(op: str, a: str, b: str, dtype: str = "float32") -> str:
+    if dtype == "float16":  # bits in, computed in float32, rounded back (as numpy does)
+        return f"tessel_f2h({_combine_c(op, f'tessel_h2f({a})', f'tessel_h2f({b})')})"
     return {"sum": f"({a} + {b})", "prod": f"({a} * {b})", "max": f"tessel_max({a}, {b})",
             "min": f"tessel_min({a}, {b})"}[op]
 

@@ -29,17 +29,28 @@ def _nvrtc() -> object | None:
         from cuda.bindings import nvrtc
     except ImportError:
         return None
-    return nvrtc
+    # cuda-bindings loads libnvrtc at the first call: without the nvidia-cuda-nvrtc
+    # library (a machine whose image has the one and not the other) the import succeeds
+    # and every compile would fail, so ask NVRTC its version once and fall back to nvcc
+    try:
+        err, *_ = nvrtc.nvrtcVersion()
+    except Exception:  # noqa: BLE001 (whatever the loader raises: no usable NVRTC)
+        return None
+    return nvrtc if int(err) == 0 else None
 
 
 @functools.lru_cache(maxsize=1)
 def toolkit_include() -> str | None:
     """The CUDA toolkit's include folder (with mma.h, which tensor-core kernels include):
-    $CUDA_HOME / $CUDA_PATH, the toolkit of the nvcc on PATH, /usr/local/cuda*; None when
-    there is none (NVRTC itself ships no such header)."""
+    $TESSEL_CUDA_INCLUDE (a folder holding just the headers NVRTC needs for it, as
+    benchmarks/gpu_wheels.sh prepares for a GPU machine), $CUDA_HOME / $CUDA_PATH, the
+    toolkit of the nvcc on PATH, /usr/local/cuda*; None when there is none (NVRTC itself
+    ships no such header)."""
     import glob
 
     found = []
+    if os.environ.get("TESSEL_CUDA_INCLUDE"):
+        found.append(os.environ["TESSEL_CUDA_INCLUDE"])
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
             found.append(os.path.join(os.environ[var], "include"))
@@ -61,8 +72,9 @@ def _include_options(source: str) -> list[str]:
     if inc is None:
         raise CodegenError(
             "the kernel uses tensor cores (#include <mma.h>) and NVRTC needs the CUDA "
-            "toolkit's headers for that, but none were found: install the CUDA toolkit or "
-            "set CUDA_HOME to it")
+            "toolkit's headers for that, but none were found: install the CUDA toolkit, "
+            "set CUDA_HOME to it, or set TESSEL_CUDA_INCLUDE to a folder with mma.h and "
+            "the headers it includes")
     return [f"--include-path={inc}"]
 
 

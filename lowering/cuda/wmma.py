@@ -15,7 +15,6 @@ any other access to one is refused.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +23,7 @@ import numpy as np
 from lowering import ir as lir
 from lowering.passes import storage_sync
 from schedule.templates.cuda_wmma import (
+    MIN_ARCH,
     SCOPE_A,
     SCOPE_ACC,
     SCOPE_B,
@@ -40,8 +40,8 @@ from tensor_expr import expr as E
 from tensor_expr.arith import simplify
 from tensor_expr.visitor import collect_vars, substitute
 from tessel_errors import CodegenError, LoweringError, RaceError
+from tessel_target.gpu import arch_number
 
-MIN_ARCH = 70  # warp matrix functions need Volta (sm_70) or later
 NS = "nvcuda::wmma"
 INCLUDE = "#include <mma.h>\n"
 
@@ -62,8 +62,7 @@ def is_wmma(s: lir.Stmt) -> bool:
 
 def check_arch(arch: str, kernel: str) -> None:
     """Refuse tensor-core code for an architecture without tensor cores."""
-    number = int(re.sub(r"\D", "", arch) or 0)
-    if number < MIN_ARCH:
+    if arch_number(arch) < MIN_ARCH:
         raise CodegenError(f"kernel '{kernel}' uses tensor cores (nvcuda::wmma), which need "
                            f"sm_{MIN_ARCH} or later; the target is {arch}: build for "
                            f"-arch=sm_{MIN_ARCH} or newer, or use a template without tensor "

@@ -20,7 +20,8 @@ the all-reduce runs: warp shuffles (a shuffle-down tree over the lanes, then lan
 value broadcast) or a tree in shared memory. CUDA code emits that form, and the simulator
 runs the same steps lane by lane (`warp_shuffle_reduce`, `shared_tree_reduce`), so that it
 combines the values in the order a GPU does: float results agree to the bit, not only to a
-rounding tolerance.
+rounding tolerance. float16 values combine in float32 and round back to float16 at every
+step (their bits shuffle as an int), as numpy's float16 arithmetic in the simulator does.
 
     >>> # used by lowering.cuda.codegen; see tests/lowering/cuda/test_cuda_reductions.py
 """

@@ -200,7 +200,9 @@ class _Planner:
 
     def node(self, e: Expr, memo: dict[int, Any]) -> Any:
         if isinstance(e, Constant):
-            data = np.ascontiguousarray(e.data)
+            # ascontiguousarray makes a 0-d array 1-d: keep a scalar's shape () (the
+            # kernel's parameter; the CUDA backend checks it)
+            data = np.ascontiguousarray(e.data).reshape(np.shape(e.data))
             return self.value("const", TensorType(data.shape, str(data.dtype)), data=data)
         if isinstance(e, Tuple):
             return [memo[id(f)] for f in e.fields]

@@ -50,10 +50,10 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
   reductions across the threads: threads), reduce.cuda (mode serial / cross, threads);
   attrs as their x86 namesakes'.
 - dense_tensorcore.cuda: float16 dense on tensor cores (16x16x16 warp matrix operations
-  of schedule.templates.cuda_wmma, float32 accumulators; M, N, K multiples of 16, sm_70+):
-  knobs tile_m, tile_n (blocks, warps, fragments per warp), tile_k (chunk), offset.
-  conv2d_nchw_tensorcore.cuda: a float16 conv2d as an implicit GEMM on the same schedule
-  (output channels, positions and channels x window multiples of 16).
+  of schedule.templates.cuda_wmma, float32 accumulators; any M, N, K, padded to tiles of
+  16 in the shared-tile loads; sm_70+): knobs tile_m, tile_n (blocks, warps, fragments
+  per warp), tile_k (chunk), offset. conv2d_nchw_tensorcore.cuda: a float16 conv2d as an
+  implicit GEMM on the same schedule (any channels and positions, padded alike).
 - injective.cuda (an injective group: elementwise, broadcast, layout ops): each output
   flat, split into blocks, elements per thread and vector lanes; knobs threads, ept,
   vector. Its task is the group's input and output specs (attrs outputs), measured on a

@@ -5,9 +5,10 @@ dense_tensorcore.cuda's warp matrix schedule (16x16x16, float32 accumulators, ro
 float16 once, epilogue in the output stage).
 
 The columns are held transposed, [N*OH*OW, CI*KH*KW], so that the GEMM is a dense's
-(the B tile is a matrix_b fragment in column-major order). Needs CO, N*OH*OW and
-CI*KH*KW multiples of 16 (a ScheduleError says which is not: ResNet's 3-channel stem is
-not) and sm_70 or later.
+(the B tile is a matrix_b fragment in column-major order). Any size: the GEMM is padded to
+tiles of 16 as dense_tensorcore.cuda pads (zeros past CO, N*OH*OW and CI*KH*KW where the
+shared tiles are loaded, e.g. ResNet's 3-channel stem, whose reduction 27 becomes 32; the
+output written only inside its bounds). Needs sm_70 or later.
 
 Knobs: dense_tensorcore.cuda's (tile_m over output channels, tile_n over positions,
 tile_k over the channel-window reduction, offset).
@@ -28,8 +29,8 @@ from schedule.schedule import Schedule, create_schedule
 from schedule.templates.common import find_anchor
 from schedule.templates.conv_common import nchw_conv_operands
 from schedule.templates.cuda_conv2d_gemm import gemm_views
-from schedule.templates.cuda_dense_tensorcore import tile_tensorcore
-from schedule.templates.cuda_wmma import TILE
+from schedule.templates.cuda_dense_tensorcore import pad_to_tiles, round_up, tile_tensorcore
+from schedule.templates.cuda_wmma import has_tensor_cores
 from schedule.templates.registry import register_template
 from tensor_expr import tensor as T
 from tensor_expr.expr import cast
@@ -53,16 +54,11 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     CO, _, KH, KW = op.kernel_shape
     OH, OW = op.out_hw
     window, plane = KH * KW, OH * OW
-    dims = {"output channels": CO, "positions N*OH*OW": N * plane,
-            "reduction CI*KH*KW": C * window}
-    bad = [f"{what} = {n}" for what, n in dims.items() if n % TILE]
-    if bad:
-        raise ScheduleError(f"template {name}: {', '.join(bad)} is not a multiple of {TILE}, "
-                            "the tensor-core tile; pad the channels (or use "
-                            "conv2d_nchw_gemm.cuda)")
     kmat, cols = gemm_views(op, transposed=True)
-    rk = T.reduce_axis((0, C * window), name="rk")
-    gemm = T.compute((CO, N * plane), lambda co, p: T.sum(
+    # the GEMM in whole 16x16 tiles: zero rows, columns and reduction past the conv's own
+    kmat, cols = pad_to_tiles(kmat), pad_to_tiles(cols)
+    rk = T.reduce_axis((0, round_up(C * window)), name="rk")
+    gemm = T.compute((round_up(CO), round_up(N * plane)), lambda co, p: T.sum(
         cast(kmat[co, rk], "float32") * cast(cols[p, rk], "float32"), axis=rk),
         name="conv_gemm", tag=TC_CONV)
     out = T.compute((N, CO, OH, OW), lambda n, co, h, w: cast(
@@ -86,7 +82,8 @@ def schedule_conv2d_tensorcore(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     return s
 
 
-register_template("conv2d_nchw_tensorcore.cuda", "cuda", compute=_compute)(
+register_template("conv2d_nchw_tensorcore.cuda", "cuda", compute=_compute,
+                  available=has_tensor_cores)(
     schedule_conv2d_tensorcore)
 
 __all__ = ["schedule_conv2d_tensorcore"]

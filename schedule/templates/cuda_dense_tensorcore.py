@@ -11,12 +11,15 @@ from shared memory and multiplies into its accumulators. The accumulators go bac
 through shared memory (rows padded by `offset` against bank conflicts), and all threads
 write the output from there, rounded to float16 once, with the group's epilogue.
 
-Needs float16 operands, M, N and K multiples of 16 (a ScheduleError says so; pad the
-operands), and a GPU of sm_70 or later (lowering.cuda refuses older architectures).
+Takes float16 operands of any size: the tiles are padded to multiples of 16 (TVM's recipe:
+rows and columns past M, N and K read as zeros where the shared tiles are loaded, the
+accumulators computed over the padded tiles, the output written only inside [M, N]), and
+needs a GPU of sm_70 or later (templates_for leaves the template out on older targets,
+and lowering.cuda refuses them).
 
-Knobs: tile_m, tile_n (3-way splits of M/16 and N/16: blocks, warps, fragments per warp;
-at most 4 fragments per block axis, so that every config fits the 48 KiB of static shared
-memory), tile_k (K/16: steps, chunk), offset.
+Knobs: tile_m, tile_n (3-way splits of M/16 and N/16, rounded up: blocks, warps, fragments
+per warp; at most 4 fragments per block axis, so that every config fits the 48 KiB of
+static shared memory), tile_k (K/16 rounded up: steps, chunk), offset.
 
     >>> from schedule.templates import instantiate
     >>> s, args = instantiate("dense_tensorcore.cuda", [((64, 32), "float16"),
@@ -42,17 +45,20 @@ from schedule.templates.common import (
     shape_of,
     walk_ops,
 )
-from schedule.templates.cuda_dense import GEMM, _gemm
+from schedule.templates.cuda_dense import GEMM
 from schedule.templates.cuda_wmma import (
     SCOPE_A,
     SCOPE_ACC,
     SCOPE_B,
     TILE,
+    has_tensor_cores,
     intrin_load,
     intrin_mma,
     intrin_store,
 )
 from schedule.templates.registry import expect_args, placeholders, register_template
+from tensor_expr import tensor as T
+from tensor_expr.expr import cast, const, if_then_else
 from tensor_expr.tensor import Tensor
 from tessel_errors import ScheduleError
 
@@ -74,13 +80,39 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     if dtype != "float16" or wdtype != "float16":
         raise ScheduleError(f"template dense_tensorcore.cuda: tensor cores take float16 "
                             f"operands, got {dtype} x {wdtype}; use dense.cuda")
-    bad = [f"{name}={v}" for name, v in (("M", m), ("N", n), ("K", k)) if v % TILE]
-    if bad:
-        raise ScheduleError(f"template dense_tensorcore.cuda: {', '.join(bad)} is not a "
-                            f"multiple of {TILE}, the tensor-core tile; pad the operands to "
-                            f"multiples of {TILE} (or use dense.cuda)")
+    if k != k2:
+        raise ScheduleError(f"template dense_tensorcore.cuda: data [M, K] = [{m}, {k}] and "
+                            f"weight [N, K] = [{n}, {k2}] disagree on K")
     a, w = placeholders(args, ["data", "weight"])
-    return [a, w], [_gemm(cfg, a, w, trans_b=True, batch=False, name="dense", attrs=attrs)]
+    ap, wp = pad_to_tiles(a), pad_to_tiles(w)
+    kp = T.reduce_axis((0, round_up(k)), name="k")
+    acc = T.compute((round_up(m), round_up(n)), lambda i, j: T.sum(
+        cast(ap[i, kp], "float32") * cast(wp[j, kp], "float32"), axis=kp),
+        name="dense_acc", tag=GEMM)
+    cfg.add_flop(2.0 * m * n * k)  # the product's own work, not the padding's
+    return [a, w], [T.compute((m, n), lambda i, j: cast(acc[i, j], "float16"), name="dense")]
+
+
+def round_up(n: int) -> int:
+    """`n` rounded up to a multiple of the tensor-core tile (16)."""
+    return -(-n // TILE) * TILE
+
+
+def pad_to_tiles(t: Tensor) -> Tensor:
+    """A 2-D `t` with zeros appended to multiples of 16 rows and columns (an injective view,
+    inlined into the shared-tile loads that read it: the zero fill happens there); `t`
+    itself when both dims already are multiples of 16.
+
+        >>> import tensor_expr as te
+        >>> shape_of(pad_to_tiles(te.placeholder((17, 50), "float16", name="A")))
+        [32, 64]
+    """
+    rows, cols = shape_of(t)
+    if rows % TILE == 0 and cols % TILE == 0:
+        return t
+    zero = const(0, t.dtype)
+    return T.compute((round_up(rows), round_up(cols)), lambda r, c: if_then_else(
+        te.all(r < rows, c < cols), t[r, c], zero), name=f"{t.op.name}_pad")
 
 
 def _bind(s: Schedule, t: Tensor, axis: Any, tag: str) -> None:
@@ -210,7 +242,8 @@ def tile_tensorcore(cfg: Any, s: Schedule, outs: Sequence[Tensor], acc: Tensor,
         s[load].vectorize(vec)
 
 
-register_template("dense_tensorcore.cuda", "cuda", compute=_compute)(
+register_template("dense_tensorcore.cuda", "cuda", compute=_compute,
+                  available=has_tensor_cores)(
     schedule_dense_tensorcore)
 
 __all__ = ["schedule_dense_tensorcore", "tile_tensorcore"]

@@ -33,14 +33,25 @@ from typing import Any
 import tensor_expr as te
 from schedule.tensorize import Region, TensorIntrin, decl_tensor_intrin
 from tensor_expr.expr import Call, PrimExpr, cast
+from tessel_target.gpu import arch_number, cuda_arch
 
 TILE = 16
+MIN_ARCH = 70  # warp matrix functions need Volta (sm_70) or later
 SCOPE_A, SCOPE_B = "local.wmma.matrix_a", "local.wmma.matrix_b"
 SCOPE_ACC = "local.wmma.accumulator"
 SCOPES = (SCOPE_A, SCOPE_B, SCOPE_ACC)
 WMMA_LOAD_A, WMMA_LOAD_B = "tessel.wmma_load_a", "tessel.wmma_load_b"
 WMMA_MMA, WMMA_STORE, WMMA_FILL = "tessel.wmma_mma", "tessel.wmma_store", "tessel.wmma_fill"
 WMMA_CALLS = (WMMA_LOAD_A, WMMA_LOAD_B, WMMA_MMA, WMMA_STORE, WMMA_FILL)
+
+
+def has_tensor_cores(target: Any) -> bool:
+    """True when a cuda target's architecture has tensor cores (sm_70 or later).
+
+        >>> has_tensor_cores("cuda -arch=sm_61"), has_tensor_cores("cuda -arch=sm_90")
+        (False, True)
+    """
+    return arch_number(cuda_arch(target)) >= MIN_ARCH
 
 
 def leading_dim(buffer: Any) -> PrimExpr:
@@ -89,6 +100,6 @@ def intrin_store() -> TensorIntrin:
     return decl_tensor_intrin(_copy("float32", "wmma_store"), WMMA_STORE, emit)
 
 
-__all__ = ["SCOPES", "SCOPE_A", "SCOPE_ACC", "SCOPE_B", "TILE", "WMMA_CALLS", "WMMA_FILL",
-           "WMMA_LOAD_A", "WMMA_LOAD_B", "WMMA_MMA", "WMMA_STORE", "intrin_load",
-           "intrin_mma", "intrin_store", "leading_dim"]
+__all__ = ["MIN_ARCH", "SCOPES", "SCOPE_A", "SCOPE_ACC", "SCOPE_B", "TILE", "WMMA_CALLS",
+           "WMMA_FILL", "WMMA_LOAD_A", "WMMA_LOAD_B", "WMMA_MMA", "WMMA_STORE",
+           "has_tensor_cores", "intrin_load", "intrin_mma", "intrin_store", "leading_dim"]

@@ -56,6 +56,9 @@ class Template:
     # attrs that make the template take its weight (input 1) in a packed layout when the
     # caller holds it as a constant and packs it once with `packers`
     constant_weight_attrs: tuple[tuple[str, Any], ...] = ()
+    # whether the target's device can run the template's code (tensor cores: sm_70+);
+    # templates_for leaves out the templates it cannot
+    available: Callable[[Any], bool] | None = None
 
 
 TEMPLATES: dict[str, Template] = {}
@@ -63,7 +66,8 @@ TEMPLATES: dict[str, Template] = {}
 
 def register_template(name: str, target_kind: str = "llvm", compute: ComputeFn | None = None,
                       tunable: bool = True, packers: PackersFn | None = None,
-                      constant_weight_attrs: dict[str, Any] | None = None
+                      constant_weight_attrs: dict[str, Any] | None = None,
+                      available: Callable[[Any], bool] | None = None
                       ) -> Callable[[ScheduleFn], ScheduleFn]:
     """Register the decorated schedule function with its compute builder under `name`.
 
@@ -77,7 +81,8 @@ def register_template(name: str, target_kind: str = "llvm", compute: ComputeFn |
             raise ScheduleError(f"template '{name}' is registered twice")
         doc = (fn.__doc__ or "").strip().split("\n")[0]
         TEMPLATES[name] = Template(name, target_kind, compute, fn, tunable, doc, packers,
-                                   tuple(sorted((constant_weight_attrs or {}).items())))
+                                   tuple(sorted((constant_weight_attrs or {}).items())),
+                                   available)
         return fn
 
     return deco
@@ -115,7 +120,7 @@ _SUFFIX_BY_KEY = {"cpu": "x86", "gpu": "cuda", "accel": "accel"}
 # runs int8 conv2d / dense through its general templates
 _BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nchw_gemm",
                 ("conv2d_int8", "gpu"): "conv2d_nchw_gemm", ("dense_int8", "gpu"): "dense",
-                # a float16 dense tensor cores can take (multiples of 16): the CPU's dense
+                # a float16 dense (tensor cores on a GPU): the CPU's dense
                 ("dense_tensorcore", "cpu"): "dense",
                 ("dense_tensorcore", "accel"): "dense_packed",
                 # a float16 conv2d tensor cores can take: the CPU's conv2d (the accelerator
@@ -164,17 +169,25 @@ def templates_for(family: str, target: Any) -> tuple[str, ...]:
         (('dense.x86',), ())
         >>> templates_for("dense_tensorcore", "cuda"), templates_for("dense_tensorcore", "llvm")
         (('dense_tensorcore.cuda', 'dense.cuda'), ('dense.x86',))
-        >>> templates_for("conv2d_tensorcore", "cuda")
+        >>> templates_for("conv2d_tensorcore", "cuda -arch=sm_80")
         ('conv2d_nchw_tensorcore.cuda', 'conv2d_nchw_gemm.cuda', 'conv2d_nchw.cuda')
+
+    A template the target's device cannot run is left out (a GPU without tensor cores):
+
+        >>> templates_for("dense_tensorcore", "cuda -arch=sm_61")
+        ('dense.cuda',)
     """
     from tessel_target import Target
 
-    for key in Target.parse(target).keys:
+    t = Target.parse(target)
+    for key in t.keys:
         suffix = _SUFFIX_BY_KEY.get(key)
         if suffix is not None:
             bases = (_BASE_BY_KEY.get((family, key), family),
                      *_ALTERNATES_BY_KEY.get((family, key), ()))
-            return tuple(n for n in (f"{b}.{suffix}" for b in bases) if n in TEMPLATES)
+            names = [n for n in (f"{b}.{suffix}" for b in bases) if n in TEMPLATES]
+            return tuple(n for n in names
+                         if TEMPLATES[n].available is None or TEMPLATES[n].available(t))
     return ()
 
 

@@ -154,6 +154,15 @@ class Simplifier(ExprMutator):
                         lin = lin.plus(self.lin_of(atom.a), coeff)
                         changed = True
                         break
+                    # (x // c % b) * (m*c) + (x % c) * m -> (x % (c*b)) * m: the digits of
+                    # a position split into (n, h, w) and put back together
+                    outer = self._outer_digit(lin, key, coeff * c)
+                    if outer is not None:
+                        okey, x, b = outer
+                        del lin.terms[key], lin.terms[okey]
+                        lin = lin.plus(self.mod_lin(self.lin_of(x), c * b), coeff)
+                        changed = True
+                        break
                 elif not isinstance(atom.a, (E.Add, E.Sub, E.Mul, E.IntImm)):
                     xkey = struct_key(atom.a, self.kmemo)
                     slot = lin.terms.get(xkey)
@@ -164,6 +173,24 @@ class Simplifier(ExprMutator):
                         changed = True
                         break
         return lin
+
+    def _outer_digit(self, lin: Lin, mod_key: Any, coeff: int
+                     ) -> tuple[Any, E.PrimExpr, int] | None:
+        """A term (x // c % b) * coeff of `lin` whose x % c, simplified, is the term keyed
+        `mod_key`: (its key, x, b)."""
+        for key, atom, co in lin.items():
+            if co != coeff or not isinstance(atom, E.FloorMod) or \
+                    not isinstance(atom.a, E.FloorDiv):
+                continue
+            b, div = atom.b, atom.a
+            if not (isinstance(b, E.IntImm) and b.value > 0 and isinstance(div.b, E.IntImm)
+                    and div.b.value > 0):
+                continue
+            low = self.mod_lin(self.lin_of(div.a), div.b.value)
+            if len(low.terms) == 1 and not low.const and \
+                    next(iter(low.terms)) == mod_key and next(iter(low.terms.values()))[1] == 1:
+                return key, div.a, b.value
+        return None
 
     def _gcd_split(self, rest: Lin, c: int) -> tuple[Lin, int, int, Lin] | None:
         """Find g | c and rest = g*big + small with small in [g*m, g*m + g): then

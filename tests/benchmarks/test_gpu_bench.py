@@ -105,3 +105,39 @@ def test_without_a_gpu_main_says_so_and_exits_2(capsys: pytest.CaptureFixture) -
         pytest.skip("this machine has a GPU")
     assert bench.main(["--quick"]) == 2
     assert "no NVIDIA GPU here" in capsys.readouterr().out
+
+
+def test_the_peaks_a_section_writes_are_read_back_by_the_next_process(tmp_path) -> None:
+    path = str(tmp_path / "peaks.json")
+    assert bench._read_peaks(path) == {}  # none yet
+    bench._write_peaks(path, {"flops": 5e13, "bw": 4e12, "other": 1.0})
+    assert bench._read_peaks(path) == {"flops": 5e13, "bw": 4e12}
+    (tmp_path / "peaks.json").write_text("{not json")
+    assert bench._read_peaks(path) == {}
+
+
+def test_an_unknown_section_is_refused_naming_the_known_ones(
+        capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        bench.main(["--sections", "peak,gemm_tc,nonsense"])
+    assert "unknown section(s) nonsense; known: peak, peak_tensor" in capsys.readouterr().err
+
+
+def test_the_device_script_without_a_gpu_says_so_and_stops(tmp_path) -> None:
+    # benchmarks/gpu_check.sh dry-run: the environment written to $OUT, then a clear stop
+    import os
+    import subprocess
+    from pathlib import Path
+
+    from tessel_target.gpu import gpu
+
+    if gpu() is not None:
+        pytest.skip("this machine has a GPU")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "OUT": str(tmp_path), "GPU_CHECK_BUDGET": "120"}
+    proc = subprocess.run(["bash", str(root / "benchmarks" / "gpu_check.sh")], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "no NVIDIA GPU found" in proc.stdout
+    assert "CUDA compiler:" in (tmp_path / "env.txt").read_text()
+    assert "no NVIDIA GPU found" in (tmp_path / "figures.txt").read_text()

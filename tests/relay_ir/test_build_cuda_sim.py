@@ -33,6 +33,23 @@ def test_a_model_simulated_on_the_gpu_equals_the_interpreter(name: str) -> None:
     np.testing.assert_allclose(got, relay_ir.interpret(mod, *ins), rtol=1e-4, atol=1e-5)
 
 
+def test_a_scalar_constant_a_kernel_takes_keeps_its_shape() -> None:
+    # float16 layer_norm: its epsilon, a 0-d constant, is an argument of a GPU kernel,
+    # which checks shapes (it was passed as a 1-element array and refused)
+    mod = relay_ir.parse("""
+def @main(%a: Tensor[(2, 5, 24), float16], %g: Tensor[(24), float16],
+          %b: Tensor[(24), float16]) {
+  nn.layer_norm(%a, %g, %b)
+}""")
+    rng = seeded_rng()
+    ins = [rng.standard_normal(s).astype("float16") for s in ((2, 5, 24), (24,), (24,))]
+    lib = relay_ir.build(mod, target="cuda -sim")
+    assert any(v.kind == "const" and v.shape == () for v in lib.plan.values)
+    np.testing.assert_allclose(lib.run(*ins).astype(np.float64),
+                               relay_ir.interpret(mod, *ins).astype(np.float64),
+                               rtol=1e-2, atol=1e-2)
+
+
 def test_a_small_cnn_with_pooling_softmax_and_reductions_to_a_scalar() -> None:
     mod = relay_ir.parse(SMALL_CNN)
     rng = seeded_rng()

@@ -89,6 +89,26 @@ def test_fused_index_reassembles_from_div_and_mod():
     assert _text(te.simplify((F // 32) * 32 + F % 32)) == "f"
 
 
+def test_a_position_split_into_three_digits_reassembles():
+    # (n, h, w) of a position over 9x9 images, put back together: n*81 + h*9 + w
+    assert _text(te.simplify((F // 81) * 81 + (F // 9 % 9) * 9 + F % 9)) == "f"
+    assert _text(te.simplify((F // 9 % 7) * 18 + (F % 9) * 2)) == "(floormod(f, 63) * 2)"
+    # the low digit simplified first (16 == 7 mod 9) still pairs with its outer digit
+    x = IO * 16 + II
+    assert _text(te.simplify((x // 81) * 81 + (x // 9 % 9) * 9 + x % 9)) == "((io * 16) + ii)"
+    assert _text(te.simplify((F // 9 % 9) * 9 + N % 9)) == \
+        "((floormod(floordiv(f, 9), 9) * 9) + floormod(n, 9))"  # not the same number
+
+
+@given(st.integers(1, 12), st.integers(1, 12), st.integers(-3, 3).filter(bool),
+       st.integers(-20, 20), st.integers(-40, 40), st.integers(-500, 500))
+@settings(max_examples=200, deadline=None)
+def test_reassembled_digits_equal_the_original(a, b, m, c, k, f):
+    x = F * c + k
+    e = (x // a % b) * (a * m) + (x % a) * m
+    assert _eval(te.simplify(e), {F: f}) == _eval(e, {F: f})
+
+
 def test_var_minus_its_floor_multiple_is_mod():
     assert _text(te.simplify(F - (F // 8) * 8)) == "floormod(f, 8)"
 

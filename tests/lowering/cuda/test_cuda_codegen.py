@@ -101,6 +101,47 @@ def test_a_compile_error_quotes_the_compiler_log_and_the_offending_line() -> Non
         compile_cuda(src, "sm_90")
 
 
+def test_the_headers_for_mma_h_can_come_from_a_folder_of_their_own(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # what benchmarks/gpu_wheels.sh carries to a GPU machine whose toolkit has none
+    from lowering.cuda import compile as C
+
+    (tmp_path / "mma.h").write_text("// stand-in\n")
+    monkeypatch.setenv("TESSEL_CUDA_INCLUDE", str(tmp_path))
+    C.toolkit_include.cache_clear()
+    try:
+        assert C.toolkit_include() == str(tmp_path)
+        assert C._include_options("#include <mma.h>\n") == [f"--include-path={tmp_path}"]
+    finally:
+        monkeypatch.delenv("TESSEL_CUDA_INCLUDE")
+        C.toolkit_include.cache_clear()
+
+
+def test_cuda_bindings_without_a_loadable_nvrtc_falls_back_to_nvcc(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # cuda-bindings imports without the NVRTC library and fails at the first call
+    import sys
+    import types
+
+    from lowering.cuda import compile as C
+
+    bindings = pytest.importorskip("cuda.bindings")
+
+    def no_library() -> None:
+        raise RuntimeError("Failed to dlopen libnvrtc.so.13")
+
+    fake = types.SimpleNamespace(nvrtcVersion=no_library)
+    monkeypatch.setitem(sys.modules, "cuda.bindings.nvrtc", fake)
+    monkeypatch.setattr(bindings, "nvrtc", fake, raising=False)
+    C._nvrtc.cache_clear()
+    try:
+        assert C._nvrtc() is None
+        assert C.compiler() in ("nvcc", "")
+    finally:
+        monkeypatch.undo()
+        C._nvrtc.cache_clear()
+
+
 # --- schedules a GPU cannot run -----------------------------------------------------------
 
 

@@ -86,16 +86,33 @@ def test_a_model_on_the_gpu_equals_the_interpreter(name: str) -> None:
     np.testing.assert_allclose(got, relay_ir.interpret(mod, *ins), rtol=1e-4, atol=1e-4)
 
 
-def test_a_tensor_core_dense_on_the_gpu_matches_numpy() -> None:
-    args = [((128, 64), "float16"), ((96, 64), "float16")]
+@pytest.mark.parametrize("m, n, k", [(128, 96, 64), (17, 33, 50), (1, 1000, 512)])
+def test_a_tensor_core_dense_on_the_gpu_matches_numpy(m: int, n: int, k: int) -> None:
+    # multiples of 16, and sizes padded to them (the classifier's 1 x 1000 x 512)
+    args = [((m, k), "float16"), ((n, k), "float16")]
     s, tensors = instantiate("dense_tensorcore.cuda", args, target="cuda")
     f = lowering.build(s, tensors, target="cuda")
     rng = seeded_rng()
     a, w = (rng.standard_normal(shape).astype("float16") for shape, _ in args)
-    out = unwritten((128, 96), "float16")
+    out = unwritten((m, n), "float16")
     f(a, w, out)
     want = a.astype(np.float64) @ w.astype(np.float64).T
     np.testing.assert_allclose(out.astype(np.float64), want, rtol=2e-3, atol=3e-2)
+
+
+def test_a_padded_tensor_core_conv_with_3_channels_on_the_gpu_matches_numpy() -> None:
+    from tests.lowering.cuda.test_cuda_tensorcore import _conv_reference
+
+    xs, ws = (1, 3, 30, 30), (20, 3, 3, 3)
+    s, tensors = instantiate("conv2d_nchw_tensorcore.cuda", [(xs, "float16"), (ws, "float16")],
+                             {"padding": 1, "strides": 2}, target="cuda")
+    f = lowering.build(s, tensors, target="cuda")
+    rng = seeded_rng()
+    x, w = rng.standard_normal(xs).astype("float16"), rng.standard_normal(ws).astype("float16")
+    want = _conv_reference(x, w, 1, 2)
+    out = unwritten(want.shape, "float16")
+    f(x, w, out)
+    np.testing.assert_allclose(out.astype(np.float64), want, rtol=2e-3, atol=4e-2)
 
 
 def test_an_injective_group_on_the_gpu_matches_numpy() -> None:

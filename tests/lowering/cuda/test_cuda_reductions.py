@@ -23,8 +23,9 @@ pytestmark = pytest.mark.skipif(not compiler(), reason="no CUDA compiler (NVRTC 
 REDUCERS = {"sum": (te.sum, np.sum), "max": (te.max, np.max), "min": (te.min, np.min)}
 
 
-def _row_reduction(kind: str, threads: int, rows: int = 3, length: int = 100):
-    A = te.placeholder((rows, length), name="A")
+def _row_reduction(kind: str, threads: int, rows: int = 3, length: int = 100,
+                   dtype: str = "float32"):
+    A = te.placeholder((rows, length), dtype, name="A")
     k = te.reduce_axis((0, length), name="k")
     B = te.compute((rows,), lambda i: REDUCERS[kind][0](A[i, k], axis=k), name="B")
     s = create_schedule(B)
@@ -120,9 +121,9 @@ def _wide_range_rows(rows: int, length: int) -> np.ndarray:
 
 
 def _lane_partials(a: np.ndarray, threads: int) -> np.ndarray:
-    """Each lane's own float32 partial sum: lane t adds a[:, t], a[:, t + threads], ...
-    in order, as the split reduce loop makes it."""
-    part = np.zeros((a.shape[0], threads), "float32")
+    """Each lane's own partial sum in a's dtype: lane t adds a[:, t], a[:, t + threads],
+    ... in order, as the split reduce loop makes it."""
+    part = np.zeros((a.shape[0], threads), a.dtype)
     for start in range(0, a.shape[1], threads):
         chunk = a[:, start:start + threads]
         part[:, :chunk.shape[1]] += chunk
@@ -166,3 +167,28 @@ def test_the_simulator_sums_lanes_in_the_order_the_gpu_code_does(threads, order)
     in_lane_order = np.array([np.add.accumulate(p)[-1] for p in parts], "float32")
     assert not np.array_equal(gpu_order, in_lane_order)  # the order shows in these sums
     np.testing.assert_array_equal(b, gpu_order)
+
+
+@pytest.mark.parametrize(("threads", "order"), [(32, _shuffle_down_sum),
+                                                (48, _shared_tree_sum)])
+def test_float16_lanes_combine_in_float16_as_the_gpu_code_does(threads, order) -> None:
+    # each lane's partial and every combining step rounded to float16 (computed in
+    # float32, as numpy's float16 arithmetic does); the bits shuffle as an int
+    f = _row_reduction("sum", threads, rows=4, length=200, dtype="float16")
+    a = seeded_rng().standard_normal((4, 200)).astype("float16")
+    b = unwritten((4,), "float16")
+    f(a, b)
+    parts = _lane_partials(a, threads)
+    np.testing.assert_array_equal(b, np.array([order(p) for p in parts], "float16"))
+    if threads == 32:
+        assert "(unsigned short)__shfl_down_sync(0xffffffffu, (int)v, off, 32)" in f.source
+    else:
+        assert "__shared__ unsigned short B_red_tree[48];" in f.source
+
+
+def test_a_float16_max_across_threads_matches_numpy() -> None:
+    f = _row_reduction("max", 64, dtype="float16")
+    a = seeded_rng().standard_normal((3, 100)).astype("float16")
+    b = unwritten((3,), "float16")
+    f(a, b)
+    np.testing.assert_array_equal(b, a.max(axis=1))

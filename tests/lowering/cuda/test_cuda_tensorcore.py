@@ -1,8 +1,9 @@
 """Tensor cores: dense_tensorcore.cuda (16x16x16 warp matrix operations, float16 in, float32
 accumulate) simulated against numpy on random inputs for its default and sampled configs,
-its CUDA C (nvcuda::wmma) compiled for sm_90; the simulator runs fragments per warp and
-catches a missing barrier and lanes that diverge; bad shapes, dtypes and architectures get
-clear errors."""
+at sizes that are multiples of 16 and at sizes padded to them (the conv template too), its
+CUDA C (nvcuda::wmma) compiled for sm_90; the simulator runs fragments per warp and
+catches a missing barrier and lanes that diverge; bad dtypes, shapes and architectures get
+clear errors, and a GPU without tensor cores gets the plain templates."""
 
 from __future__ import annotations
 
@@ -85,17 +86,18 @@ def test_sampled_configs_compute_the_product() -> None:
         _check(64, 64, 64, space.get(int(index)))
 
 
-def test_an_epilogue_is_computed_from_the_float32_sums() -> None:
+@pytest.mark.parametrize("m, n, k", [(32, 48, 32), (9, 21, 40)])  # the second padded
+def test_an_epilogue_is_computed_from_the_float32_sums(m: int, n: int, k: int) -> None:
     def bias_relu(C):
         bias = te.placeholder((C.shape[1],), "float16", name="bias")
         D = te.compute(C.shape, lambda i, j: te.max(C[i, j] + bias[j], te.const(0, "float16")),
                        name="D")
         return [bias], D
 
-    f, tensors = _run(32, 48, 32, epilogue=bias_relu)
-    a, w = _operands(32, 48, 32)
-    bias = seeded_rng().standard_normal(48).astype("float16")
-    out = unwritten((32, 48), "float16")
+    f, tensors = _run(m, n, k, epilogue=bias_relu)
+    a, w = _operands(m, n, k)
+    bias = seeded_rng().standard_normal(n).astype("float16")
+    out = unwritten((m, n), "float16")
     f(a, w, bias, out)
     want = np.maximum(_reference(a, w).astype(np.float16) + bias, 0)
     np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=4e-3,
@@ -129,13 +131,40 @@ def test_an_architecture_without_tensor_cores_is_refused() -> None:
 
 
 @pytest.mark.parametrize("args, match", [
-    ([((40, 32), "float16"), ((48, 32), "float16")], r"M=40 is not a multiple of 16"),
-    ([((32, 20), "float16"), ((48, 20), "float16")], r"K=20 is not a multiple of 16"),
     ([((32, 32), "float32"), ((48, 32), "float32")], r"tensor cores take float16 operands"),
+    ([((32, 20), "float16"), ((48, 24), "float16")],
+     r"data \[M, K\] = \[32, 20\] and weight \[N, K\] = \[48, 24\] disagree on K"),
 ])
-def test_shapes_and_dtypes_tensor_cores_cannot_take_are_refused(args, match: str) -> None:
+def test_operands_tensor_cores_cannot_take_are_refused(args, match: str) -> None:
     with pytest.raises(ScheduleError, match=match):
         instantiate("dense_tensorcore.cuda", args, target="cuda")
+
+
+# --- any size: the GEMM padded to tiles of 16 ---------------------------------------------
+
+@pytest.mark.parametrize("shape", [(17, 33, 50), (1, 1000, 64), (5, 7, 3)])
+def test_sizes_that_are_not_multiples_of_16_are_padded(shape: tuple[int, int, int]) -> None:
+    # M x N x K: the classifier's 1 x 1000 too (its K cut to 64: the simulator is slow)
+    f = _check(*shape)
+    assert "nvcuda::wmma::mma_sync(" in f.source and f.cubin[:4] == b"\x7fELF"
+
+
+def test_sampled_configs_of_a_padded_gemm_compute_the_product() -> None:
+    # 40 x 20 x 24 pads to 48 x 32 x 32: configs with one block per axis (the guarded
+    # output reads part of its last tile) and with several
+    args = [((40, 24), "float16"), ((20, 24), "float16")]
+    space = config_space("dense_tensorcore.cuda", args, target="cuda")
+    rng = seeded_rng()
+    for index in rng.choice(len(space), size=3, replace=False):
+        _check(40, 20, 24, space.get(int(index)))
+
+
+def test_the_padding_is_read_as_zeros_in_the_shared_tile_loads() -> None:
+    f, _ = _run(17, 33, 50, target="cuda -arch=sm_90")
+    src = f.source
+    # the tile loads test the bounds of the real operands, the output store those of [M, N]
+    assert "< 17)" in src and "< 33)" in src and "< 50)" in src
+    assert "data_pad_shared[" in src and "weight_pad_shared[" in src
 
 
 def test_the_simulator_catches_a_missing_barrier_before_the_fragment_loads(
@@ -232,11 +261,21 @@ def test_tensor_core_and_plain_gpu_dense_are_both_tasks_and_the_cpu_keeps_its_ow
     assert [t.template for t, _ in extract_tasks(mod, "cuda")] == [
         "dense_tensorcore.cuda", "dense.cuda"]
     assert [t.template for t, _ in extract_tasks(mod, "llvm")] == ["dense.x86"]
-    odd = relay_ir.parse(FP16_MLP.replace("(32, 64)", "(30, 64)"))  # 30 rows: no tensor cores
-    assert [t.template for t, _ in extract_tasks(odd, "cuda")] == ["dense.cuda"]
-    ins = _fp16_inputs(((30, 64), (48, 64), (48,)))
+    # a GPU without tensor cores (sm_61) gets the plain template only (built by the
+    # default-template path lower_group takes; NVRTC 13 compiles no sm_61 code to try)
+    assert [t.template for t, _ in extract_tasks(mod, "cuda -arch=sm_61")] == ["dense.cuda"]
+
+
+def test_an_odd_sized_float16_dense_model_runs_on_tensor_cores_too() -> None:
+    import relay_ir
+    from autotune.extract import extract_tasks
+
+    odd = relay_ir.parse(FP16_MLP.replace("(32, 64)", "(30, 64)").replace("64)", "50)"))
+    assert [t.template for t, _ in extract_tasks(odd, "cuda")] == [
+        "dense_tensorcore.cuda", "dense.cuda"]
+    ins = _fp16_inputs(((30, 50), (48, 50), (48,)))
     lib = relay_ir.build(odd, target="cuda -sim")
-    assert dict(lib.group_schedules) == {"fused_dense_bias_add_relu": "dense.cuda"}
+    assert dict(lib.group_schedules) == {"fused_dense_bias_add_relu": "dense_tensorcore.cuda"}
     np.testing.assert_allclose(lib.run(*ins).astype(np.float64),
                                relay_ir.interpret(odd, *ins).astype(np.float64),
                                rtol=2e-3, atol=2e-2)
@@ -259,7 +298,12 @@ def _conv_reference(x: np.ndarray, w: np.ndarray, pad: int, stride: int) -> np.n
 
 CONVS = {"3x3": ((1, 16, 8, 8), (16, 16, 3, 3), 1, 1),
          "1x1 batch 2": ((2, 16, 8, 8), (32, 16, 1, 1), 0, 1),
-         "3x3 stride 2": ((1, 32, 8, 8), (16, 32, 3, 3), 1, 2)}
+         "3x3 stride 2": ((1, 32, 8, 8), (16, 32, 3, 3), 1, 2),
+         # padded to tiles of 16: a stem's 3 input channels (reduction 27), 20 output
+         # channels and 162 positions of a 9x9 image, a strided window with 5 outputs
+         "3 channels": ((1, 3, 8, 8), (16, 3, 3, 3), 1, 1),
+         "odd 1x1 batch 2": ((2, 5, 9, 9), (20, 5, 1, 1), 0, 1),
+         "odd 3x3 stride 2": ((1, 3, 7, 7), (5, 3, 3, 3), 1, 2)}
 
 
 def _check_conv(case: str, cfg=None) -> None:
@@ -290,12 +334,13 @@ def test_sampled_configs_of_the_tensor_core_conv_compute_the_convolution() -> No
         _check_conv("3x3", space.get(int(index)))
 
 
-def test_a_conv_whose_gemm_is_not_in_tiles_of_16_is_refused_naming_the_dim() -> None:
-    with pytest.raises(ScheduleError, match=r"reduction CI\*KH\*KW = 27 is not a multiple of "
-                                            "16"):
-        instantiate("conv2d_nchw_tensorcore.cuda", [((1, 3, 16, 16), "float16"),
-                                                    ((16, 3, 3, 3), "float16")],
-                    {"padding": 1}, target="cuda")
+def test_sampled_configs_of_a_padded_tensor_core_conv_compute_the_convolution() -> None:
+    xs, ws, pad, stride = CONVS["odd 1x1 batch 2"]
+    space = config_space("conv2d_nchw_tensorcore.cuda", [(xs, "float16"), (ws, "float16")],
+                         {"padding": pad, "strides": stride}, target="cuda")
+    rng = seeded_rng()
+    for index in rng.choice(len(space), size=2, replace=False):
+        _check_conv("odd 1x1 batch 2", space.get(int(index)))
 
 
 FP16_CONV = """
@@ -305,12 +350,21 @@ def @main(%x: Tensor[(1, 16, 8, 8), float16], %w: Tensor[(32, 16, 3, 3), float16
 }"""
 
 
-def test_a_float16_conv_model_on_the_gpu_runs_on_tensor_cores() -> None:
+STEM = {"(1, 16, 8, 8)": "(1, 3, 9, 9)", "(32, 16, 3, 3)": "(8, 3, 3, 3)", "(32)": "(8)"}
+
+
+@pytest.mark.parametrize("stem", [False, True])  # the stem: 3 channels, padded
+def test_a_float16_conv_model_on_the_gpu_runs_on_tensor_cores(stem: bool) -> None:
     import relay_ir
     from autotune.extract import extract_tasks
 
-    mod = relay_ir.parse(FP16_CONV)
-    ins = _fp16_inputs(((1, 16, 8, 8), (32, 16, 3, 3), (32,)))
+    text = FP16_CONV
+    for old, new in STEM.items() if stem else ():
+        text = text.replace(old, new)
+    mod = relay_ir.parse(text)
+    shapes = [tuple(int(d) for d in t.strip("()").split(","))
+              for t in (STEM if stem else {k: k for k in STEM}).values()]
+    ins = _fp16_inputs(shapes)
     lib = relay_ir.build(mod, target="cuda -sim")
     assert dict(lib.group_schedules) == {
         "fused_conv2d_bias_add_relu": "conv2d_nchw_tensorcore.cuda"}
@@ -320,3 +374,39 @@ def test_a_float16_conv_model_on_the_gpu_runs_on_tensor_cores() -> None:
     assert [t.template for t, _ in extract_tasks(mod, "cuda")] == [
         "conv2d_nchw_tensorcore.cuda", "conv2d_nchw_gemm.cuda", "conv2d_nchw.cuda"]
     assert [t.template for t, _ in extract_tasks(mod, "llvm")] == ["conv2d_NCHWc.x86"]
+    # a GPU without tensor cores gets the plain templates
+    assert [t.template for t, _ in extract_tasks(mod, "cuda -arch=sm_61")] == [
+        "conv2d_nchw_gemm.cuda", "conv2d_nchw.cuda"]
+
+
+FP16_CNN = """
+def @main(%x: Tensor[(1, 3, 12, 12), float16], %w1: Tensor[(8, 3, 3, 3), float16],
+          %b1: Tensor[(8), float16], %w2: Tensor[(12, 8, 3, 3), float16],
+          %w3: Tensor[(10, 12), float16]) {
+  %0 = nn.relu(nn.bias_add(nn.conv2d(%x, %w1, padding=[1, 1]), %b1));
+  %1 = nn.max_pool2d(%0, pool_size=[2, 2], strides=[2, 2]);
+  %2 = nn.relu(nn.conv2d(%1, %w2, padding=[1, 1]));
+  %3 = reshape(nn.global_avg_pool2d(%2), newshape=[1, 12]);
+  nn.softmax(nn.dense(%3, %w3))
+}"""
+
+
+def test_a_float16_cnn_runs_every_group_on_its_template() -> None:
+    # odd channel counts on tensor cores, the softmax's float16 reductions across threads
+    import warnings
+
+    import relay_ir
+
+    mod = relay_ir.parse(FP16_CNN)
+    ins = [(x * 0.5).astype("float16") for x in _fp16_inputs(
+        ((1, 3, 12, 12), (8, 3, 3, 3), (8,), (12, 8, 3, 3), (10, 12)))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no group falls back to the generic schedule
+        lib = relay_ir.build(mod, target="cuda -sim")
+    schedules = dict(lib.group_schedules)
+    assert schedules["fused_conv2d_bias_add_relu"] == "conv2d_nchw_tensorcore.cuda"
+    assert schedules["fused_dense"] == "dense_tensorcore.cuda"
+    assert schedules["fused_softmax"] == "softmax.cuda"
+    np.testing.assert_allclose(lib.run(*ins).astype(np.float64),
+                               relay_ir.interpret(mod, *ins).astype(np.float64),
+                               rtol=5e-3, atol=2e-3)
