@@ -18,6 +18,9 @@ script on the same GPU in the same run (CUDA events, medians of repeats after wa
 3. a ResNet-18 conv layer (64 -> 64, 3x3, 56x56), untuned, as an implicit GEMM (build's
    default on a GPU) and direct, so the run shows which is faster before tuning, and in
    float16 as an implicit GEMM on tensor cores;
+3b. float16 layers whose GEMM is not in tiles of 16 (the classifier's 1x1000x512 dense,
+   ResNet-50's 3-channel stem), untuned, on tensor cores (padded) and with the plain
+   template;
 4. a fused elementwise chain over 64M floats (target >= 80% of the measured bandwidth),
    with the generic schedule and with injective.cuda tuned on this GPU;
 5. ResNet-18 end to end, batch 1 and 16; at batch 1 also the model saved and loaded back
@@ -259,6 +262,52 @@ def conv_layer(repeat: int, template: str, dtype: str = "float32") -> float:
     dev.append(to_device(np.zeros((1, 64, 56, 56), dtype)))
     t = kernel.time(*dev, number=5, repeat=repeat)
     return 2.0 * 64 * 56 * 56 * 64 * 9 / t
+
+
+# float16 layers whose GEMM is not in tiles of 16, which the tensor-core templates pad:
+# name -> (args, attrs, tensor-core template, plain template, FLOP)
+PADDED = {
+    "classifier dense 1x1000x512": ([((1, 512), "float16"), ((1000, 512), "float16")], {},
+                                    "dense_tensorcore.cuda", "dense.cuda",
+                                    2.0 * 1000 * 512),
+    "ResNet-50 stem conv 3->64 7x7/2 @224": (
+        [((1, 3, 224, 224), "float16"), ((64, 3, 7, 7), "float16")],
+        {"padding": 3, "strides": 2}, "conv2d_nchw_tensorcore.cuda", "conv2d_nchw_gemm.cuda",
+        2.0 * 64 * 112 * 112 * 3 * 49),
+}
+
+
+def layer_kernel(template: str, args: list[Any], attrs: dict[str, Any],
+                 target: str = "cuda") -> Any:
+    """`template` built for these args and attrs, default config, for `target`."""
+    import lowering
+    from schedule.templates import instantiate
+
+    s, tensors = instantiate(template, args, attrs, target="cuda")
+    return lowering.build(s, tensors, target=target)
+
+
+def padded_layers(repeat: int) -> str:
+    """Each PADDED layer on tensor cores (padded to tiles of 16) and with the plain
+    template, untuned: microseconds and the plain one's time over the tensor cores'."""
+    from lowering.cuda import to_device
+
+    parts = []
+    rng = np.random.default_rng(0)
+    for name, (args, attrs, tc, plain, flop) in PADDED.items():
+        times = {}
+        for template in (tc, plain):
+            f = layer_kernel(template, args, attrs)
+            dev = [to_device(rng.standard_normal(shape).astype(dtype)) for shape, dtype in args]
+            out = f.func.params[-1]
+            dev.append(to_device(np.zeros(tuple(int(d.value) for d in out.shape),
+                                          out.dtype)))
+            times[template] = f.time(*dev, number=5, repeat=repeat)
+        parts.append(f"{name}: tensor cores {times[tc] * 1e6:.1f} us "
+                     f"({flop / times[tc] / 1e12:.2f} TFLOP/s), {plain} "
+                     f"{times[plain] * 1e6:.1f} us, plain / tensor cores = "
+                     f"{times[plain] / times[tc]:.2f}")
+    return " | ".join(parts)
 
 
 def torch_cuda() -> Any:
@@ -504,6 +553,8 @@ def main(argv: list[str] | None = None) -> int:
             "gemm": ("GEMM fp32", gemm), "gemm16": ("GEMM fp16 (fp32 accumulation)", gemm16),
             "gemm_tc": ("GEMM fp16 on tensor cores", gemm_tc),
             "conv": ("ResNet-18 conv 64x64x3x3 @56", conv),
+            "padded": ("float16 layers padded to tensor-core tiles, untuned",
+                       lambda: padded_layers(opts.repeat)),
             "chain": ("fused elementwise chain", chain),
             "resnet18": ("ResNet-18 batch 1", lambda: model(1)),
             "resnet18_16": ("ResNet-18 batch 16", lambda: model(16))}
@@ -515,8 +566,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # the sections of main, in their order (--sections picks some)
-SECTIONS = ("peak", "peak_tensor", "gemm", "gemm16", "gemm_tc", "conv", "chain", "resnet18",
-            "resnet18_16")
+SECTIONS = ("peak", "peak_tensor", "gemm", "gemm16", "gemm_tc", "conv", "padded", "chain",
+            "resnet18", "resnet18_16")
 
 
 def _read_peaks(path: str | None) -> dict[str, float]:

@@ -4,8 +4,9 @@
 # and cuDNN through torch, torch's ResNet-18), each step in its own process under its own
 # timeout, all of them within GPU_CHECK_BUDGET seconds (default 420, counted from the
 # script's start), so that one hung step cannot eat the machine's time; a step the budget
-# no longer covers is skipped and says so. The steps run in order of value: the tests
-# (the tensor-core kernels among them) first, then the peaks, the tensor-core GEMM, ...
+# no longer covers is skipped and says so. The steps run in order of value and cost: the
+# tests (the tensor-core kernels among them) first, the peaks, the untuned layers (padded
+# to tensor-core tiles, the conv), then the tuned ones (tensor-core GEMM, the chain, ...).
 #
 # Prepare on this machine with `bash benchmarks/gpu_wheels.sh` (the wheels the GPU image
 # lacks and the CUDA headers for <mma.h>, in .whl/), then run it through the device tool:
@@ -112,10 +113,11 @@ bench() {
         --peaks "$OUT/peaks.json" --figures "$FIGURES"
 }
 bench peak,peak_tensor 60
-bench gemm_tc 110
-bench gemm 110
+bench padded 60
 bench conv 60
+bench gemm_tc 110
 bench chain 90
+bench gemm 110
 bench resnet18 120
 bench gemm16 110
 say "done in $((SECONDS - START)) s"

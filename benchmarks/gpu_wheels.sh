@@ -10,7 +10,9 @@
 #     (TESSEL_CUDA_INCLUDE) when the GPU machine's own toolkit has none.
 # NVRTC itself does not travel: the nvidia-cuda-nvrtc wheel is 90 MB, over the 64 MiB the
 # tool carries in all; the image's NVRTC (cuda-bindings) compiles, else its nvcc, and the
-# kernels launch through ctypes on the driver's libcuda (no wheel).
+# kernels launch through ctypes on the driver's libcuda (no wheel). Nor does llvmlite: the
+# image's serves, since the GPU path never JITs with LLVM (the test models and ResNet-18
+# build for cuda with the LLVM JIT disabled).
 # Then it checks what it made: the wheels install for CPython 3.12 on manylinux (pip
 # --dry-run), NVRTC here compiles a tensor-core kernel with the carried headers alone, and
 # the working tree plus .whl fit the 64 MiB.

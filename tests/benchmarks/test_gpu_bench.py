@@ -141,3 +141,22 @@ def test_the_device_script_without_a_gpu_says_so_and_stops(tmp_path) -> None:
     assert "no NVIDIA GPU found" in proc.stdout
     assert "CUDA compiler:" in (tmp_path / "env.txt").read_text()
     assert "no NVIDIA GPU found" in (tmp_path / "figures.txt").read_text()
+
+
+def test_the_padded_layers_compute_the_layer_on_both_templates() -> None:
+    # benchmarks.gpu's PADDED layers, shrunk: 1x100x40 dense, a 3-channel 7x7/2 stem on 12x12
+    from tests.lowering.cuda.test_cuda_tensorcore import _conv_reference
+
+    rng = seeded_rng()
+    for name, (_, attrs, tc, plain, _) in bench.PADDED.items():
+        dense = "dense" in name
+        small = [((1, 40), "float16"), ((100, 40), "float16")] if dense else \
+            [((1, 3, 12, 12), "float16"), ((8, 3, 7, 7), "float16")]
+        x, w = (rng.standard_normal(shape).astype(dtype) for shape, dtype in small)
+        want = x.astype(np.float64) @ w.astype(np.float64).T if dense else \
+            _conv_reference(x, w, attrs["padding"], attrs["strides"])
+        for template in (tc, plain):
+            f = bench.layer_kernel(template, small, attrs, target="cuda -sim")
+            out = unwritten(want.shape, "float16")
+            f(x, w, out)
+            np.testing.assert_allclose(out.astype(np.float64), want, rtol=4e-3, atol=4e-2)
