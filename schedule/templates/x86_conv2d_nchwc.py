@@ -208,7 +208,7 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
         if conv.dtype == out_dt:
             return [data, kernel], [conv]
         return [data, kernel], [T.compute(conv.shape, lambda *i: cast(conv[i], out_dt),
-                                          name="conv2d_round", tag=UNPACK)]
+                                          name="conv2d_round", tag="round")]
     out = T.compute((N, CO, OH, OW),
                     lambda n, c, h, w: cast(conv[n, c // oc_bn, h, w, c % oc_bn], out_dt),
                     name="conv2d_unpack", tag=UNPACK)
@@ -219,14 +219,6 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
 # The schedule
 
 
-# Fallback, measured (python -m tests.schedule.templates.bench_templates) on the 2-core EPYC
-# (Zen 3, AVX2, 8 fp32 lanes) build machine, shared with other jobs (load average 3-5):
-# figures swing 2x between runs, so compare with numpy's GEMM from the same run.
-# ResNet-18 3x3 layers, batch 1, NCHW in/out (layout stages included), 1 thread (load 3.3):
-# 64@56 55.9 GFLOP/s, 128@28 71.1, 256@14 14.9 (numpy GEMM 74.2 in the same run); in a
-# busier run 27.8, 27.0, 21.7 (numpy 32.2). 2 threads (load 3.2): 26.7, 72.6, 46.4;
-# pre-packed NCHW8c in/out 57.0, 35.9, 48.9 (numpy GEMM 29.7). ONNX Runtime's ~300 GFLOP/s
-# in FACTS.md was measured on an AVX-512 machine, not this one.
 # Where the accumulators of a register tile live across the input-channel blocks:
 # "tile": the tile's whole reduction (all channels, all taps) runs with the tile in
 # registers, then it is stored: the kernel block of one oc chunk (C x KH x KW x oc_bn) is
@@ -242,7 +234,7 @@ ACC_SCOPES = ("tile", "row", "plane")
 PLANE_PIXELS = 196
 
 
-def _register_rows(cfg: Any, OH: int, OW: int) -> None:
+def _register_rows(cfg: Any, OH: int) -> None:
     """The tile_oh knob: output rows in the register tile (a 2-D tile rows x tile_ow
     columns), a divisor of OH up to 4; the fallback is 1 row."""
     cfg.define_split("tile_oh", OH, num_outputs=2, max_factor=4)
@@ -289,7 +281,7 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     cfg.define_knob("unroll_kw", [True, False])
     cfg.define_reorder("reduce_order", [0, 1, 2, 3], policy="candidate",
                        candidates=[[0, 1, 2, 3], [1, 2, 0, 3], [1, 0, 2, 3]])
-    _register_rows(cfg, OH, OW)
+    _register_rows(cfg, OH)
     cfg.define_knob("acc_scope", [a for a in ACC_SCOPES
                                   if a != "plane" or OH * OW <= PLANE_PIXELS])
     if isinstance(cfg, FallbackConfig):
