@@ -28,6 +28,7 @@ constant and measurement applies to each candidate's random weight.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -152,7 +153,7 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
         # its pad stage re-blocks the whole input each call (ResNet-18's 1x1 stride-2 convs
         # took 4x ONNX Runtime's time, ResNet-50's 1x1 convs up to 3x)
         ic0 = ds[4]
-    elif default_acc_scope(OH, OW) == "plane" and C % 4 == 0 and \
+    elif default_acc_scope(OH, OW, KH * KW) == "plane" and C % 4 == 0 and \
             (dl == "NCHW" or a.padding != (0, 0, 0, 0)):
         # a plane accumulated one small channel block at a time (its layout stage exists
         # anyway): 512@7 3x3 on one Sapphire Rapids core (load 3.2) ic_bn 16: 139 GFLOP/s,
@@ -247,10 +248,13 @@ def _register_rows(cfg: Any, OH: int) -> None:
     fallback_split(cfg, "tile_oh", [1])
 
 
-def default_acc_scope(OH: int, OW: int) -> str:
-    """The fallback's accumulator scope: a plane for a 7x7-or-smaller output (a row of 7
-    columns reads the oc chunk's whole kernel block from L2 per 14 FMAs), else the tile."""
-    return "plane" if OH * OW <= 49 else "tile"
+def default_acc_scope(OH: int, OW: int, taps: int) -> str:
+    """The fallback's accumulator scope: a plane for a 7x7-or-smaller output of a conv
+    with taps (a row of 7 columns reads the oc chunk's whole kernel block from L2 per 14
+    FMAs), else the tile. A 1x1 conv reduces only ic_bn steps per block between a tile's
+    load and store: 256@14 1x1 stride 2 with NCHW in/out ran 135 GFLOP/s by plane, 182
+    by tile (one Sapphire Rapids core, load 3.3)."""
+    return "plane" if OH * OW <= 49 and taps > 1 else "tile"
 
 
 # Fallback, measured (python -m tests.schedule.templates.bench_templates) on the 2-core EPYC
@@ -296,7 +300,8 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         # hold: on AVX2 the broadcasts spilled to the stack. Rolled: 64@56 3x3 on one
         # Sapphire Rapids core (load 2.7) 99.6 -> 103.7 GFLOP/s AVX2, 182.6 -> 187.3 AVX-512
         fallback_value(cfg, "unroll_kw", False)
-        fallback_value(cfg, "acc_scope", default_acc_scope(OH, OW))
+        taps = math.prod(int(r.dom.extent.value) for r in CC.op.reduce_axis[1:3])
+        fallback_value(cfg, "acc_scope", default_acc_scope(OH, OW, taps))
     reg_n = int(cfg["tile_ow"].size[-1])
     reg_h = int(cfg["tile_oh"].size[-1])
     scope = cfg["acc_scope"].val

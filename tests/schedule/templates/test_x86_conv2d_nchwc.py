@@ -124,14 +124,16 @@ def test_a_strided_1x1_conv_copies_only_the_pixels_it_reads(layout: str) -> None
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("hw, scope", [(7, "plane"), (14, "tile"), (56, "tile")])
+@pytest.mark.parametrize("hw, k, scope, ic_bn", [(7, 3, "plane", 4), (7, 1, "tile", None),
+                                                (14, 3, "tile", None), (56, 3, "tile", None)])
 def test_the_default_is_a_point_of_the_space_and_a_small_output_accumulates_by_plane(
-        target: str, hw: int, scope: str) -> None:
-    args = [((1, 64, hw, hw), "float32"), ((64, 64, 3, 3), "float32")]
-    task = Task("conv2d_NCHWc.x86", args, {"padding": 1}, target)
+        target: str, hw: int, k: int, scope: str, ic_bn: int | None) -> None:
+    args = [((1, 64, hw, hw), "float32"), ((64, 64, k, k), "float32")]
+    task = Task("conv2d_NCHWc.x86", args, {"padding": k // 2}, target)
     default = task.default_config()
     assert default is not None
     assert default["acc_scope"].val == scope
+    assert ic_bn is None or default["tile_ic"].size[-1] == ic_bn
     assert "plane" in [e.val for e in task.space.knobs["acc_scope"].entities] or hw > 14
 
 
