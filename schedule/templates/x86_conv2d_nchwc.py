@@ -253,7 +253,11 @@ def default_acc_scope(OH: int, OW: int, taps: int) -> str:
     with taps (a row of 7 columns reads the oc chunk's whole kernel block from L2 per 14
     FMAs), else the tile. A 1x1 conv reduces only ic_bn steps per block between a tile's
     load and store: 256@14 1x1 stride 2 with NCHW in/out ran 135 GFLOP/s by plane, 182
-    by tile (one Sapphire Rapids core, load 3.3)."""
+    by tile (one Sapphire Rapids core, load 3.3).
+
+        >>> default_acc_scope(7, 7, 9), default_acc_scope(7, 7, 1), default_acc_scope(14, 14, 9)
+        ('plane', 'tile', 'tile')
+    """
     return "plane" if OH * OW <= 49 and taps > 1 else "tile"
 
 
