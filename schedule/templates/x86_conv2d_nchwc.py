@@ -271,8 +271,11 @@ def default_acc_scope(OH: int, OW: int, taps: int) -> str:
 # in FACTS.md was measured on an AVX-512 machine, not this one.
 # On one Sapphire Rapids core (AVX-512, FMA peak 211 GFLOP/s), model layouts (NCHW16c in,
 # packed weight, NCHWc out), 64-byte aligned arrays, load 2: 3x3 64@56 174, 128@28 182,
-# 256@14 176; the hot loop is MLAS's: per input channel, tile_ow broadcasts, oc_bn / 16
-# kernel vector loads, tile_ow x oc_bn / 16 FMAs into zmm accumulators, no spills.
+# 256@14 176 (204 at load 0.5), 512@7 164 (the tile-scope default before: 146); the hot
+# loop is MLAS's: per input channel, tile_ow broadcasts, oc_bn / 16 kernel vector loads,
+# tile_ow x oc_bn / 16 FMAs into zmm accumulators, no spills. Every distinct ResNet-18
+# conv alone, NCHW in/out (python -m benchmarks.conv_layers, TESSEL_NUM_THREADS=1, load
+# 1.1): 0.87-1.07 of ONNX Runtime (before: 0.50-0.96, the 1x1 stride-2 convs 0.50-0.73).
 def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     """NCHWc conv: parallel (n, oc-chunk, oh), a tile_oh x tile_ow x oc_bn register tile,
     vector oc_bn; the accumulators per tile, per row or per plane (knob acc_scope)."""
