@@ -6,12 +6,20 @@ GFLOP/s each and the ratio, medians after warm-up. Outputs are checked against O
     python -m benchmarks.conv_layers --db r18.db           # also tuned
     python -m benchmarks.conv_layers --image 32 --width 8 --repeat 1   # tiny
     python -m benchmarks.conv_layers --target "llvm -mcpu=haswell"     # AVX2 code
+    python -m benchmarks.conv_layers --layers 1,9 --rounds 5           # two convs only
+
+Each conv's peers are timed in --rounds interleaved rounds, a short pause before each
+peer (a runtime's idle pool threads spin for a while and take a core from the next one),
+and the median of the rounds' medians is printed, with the load average of the machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
+import statistics
+import time
 from typing import Any
 
 import numpy as np
@@ -77,18 +85,24 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--tolerance", type=float, default=1e-3)
     ap.add_argument("--target", default="llvm", help="e.g. 'llvm -mcpu=haswell' (AVX2)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per conv")
+    ap.add_argument("--pause", type=float, default=0.2, help="seconds before each peer")
+    ap.add_argument("--layers", default="", help="conv indices to run, e.g. '1,9' (all)")
     a = ap.parse_args(argv)
     if Target.parse(a.target).features > Target.parse("llvm").features:
         raise SystemExit(f"this host cannot run code for '{a.target}'")
     from tests.e2e.onnx_models import resnet18
 
     convs = distinct_convs(resnet18(image=a.image, width=a.width))
+    pick = {int(i) for i in a.layers.split(",") if i.strip()} if a.layers else None
     print(f"ResNet-18 {a.image}x{a.image} width {a.width}: {len(convs)} distinct convs, "
-          f"threads {num_threads()}, target '{a.target}'; GFLOP/s, ratio = tessel / "
-          "onnxruntime (> 1: faster)")
+          f"threads {num_threads()}, target '{a.target}', load {os.getloadavg()[0]:.2f}; "
+          "GFLOP/s, ratio = tessel / onnxruntime (> 1: faster)")
     rng = np.random.default_rng(0)
     rows = []
-    for c in convs:
+    for i, c in enumerate(convs):
+        if pick is not None and i not in pick:
+            continue
         model = conv_model(c)
         mod, params = from_onnx(model)
         libs = {"tessel": relay_ir.build(mod, target=a.target, params=params)}
@@ -105,12 +119,17 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 raise SystemExit(f"conv {c['input']}*{c['weight']}: {k} differs from "
                                  f"onnxruntime by {err:.1e}")
             runs[k] = lambda lib=lib, x=x: lib.run(input=x)
-        gf = {k: flop(c, want.shape) / median_seconds(fn, a.repeat, a.warmup) / 1e9
-              for k, fn in runs.items()}
+        secs: dict[str, list[float]] = {k: [] for k in runs}
+        for _ in range(max(1, a.rounds)):
+            for k, fn in runs.items():
+                time.sleep(a.pause)
+                secs[k].append(median_seconds(fn, a.repeat, a.warmup))
+        gf = {k: flop(c, want.shape) / statistics.median(v) / 1e9 for k, v in secs.items()}
         row = {"input": c["input"], "weight": c["weight"], "stride": c["strides"][0],
                "gflops": gf}
         rows.append(row)
-        print(f"  {'x'.join(map(str, c['input'])):>14} * {'x'.join(map(str, c['weight'])):<14}"
+        print(f"{i:2d}{'x'.join(map(str, c['input'])):>14} * "
+              f"{'x'.join(map(str, c['weight'])):<14}"
               f" s{row['stride']}  " + "  ".join(
                   f"{k} {v:7.1f}" + (f" ({v / gf['onnxruntime']:.2f})" if k != "onnxruntime"
                                      else "") for k, v in gf.items()), flush=True)

@@ -143,6 +143,7 @@ class SplitKnob:
     policy: str
     max_factor: int | None
     filter: Callable[[list[int]], bool] | None = None
+    extra: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if self.num_outputs < 2:
@@ -164,6 +165,12 @@ class SplitKnob:
         if self.filter is not None:
             # the filter sees the inner factors, as a config stores them ([-1, ...] dropped)
             cands = [c for c in cands if self.filter(list(c[1:]))]
+        for inner in self.extra:  # inner factors that need not divide the extent
+            if len(inner) != self.num_outputs - 1 or min(inner) < 1:
+                raise ScheduleError(f"split knob '{self.name}': extra split {list(inner)} "
+                                    f"needs {self.num_outputs - 1} positive inner factors")
+            if [-1, *inner] not in [[-1, *c[1:]] for c in cands]:
+                cands.append([-1, *inner])
         # the outer factor is implied: -1 keeps records valid if the extent is rounded up
         self.entities = [SplitEntity([-1] + c[1:]) for c in cands]
         if not self.entities:
@@ -243,14 +250,17 @@ class ConfigSpace(_Config):
 
     def define_split(self, name: str, axis: Any, num_outputs: int = 2,
                      policy: str = "factors", max_factor: int | None = None,
-                     filter: Callable[[list[int]], bool] | None = None) -> None:
+                     filter: Callable[[list[int]], bool] | None = None,
+                     extra: Sequence[Sequence[int]] = ()) -> None:
         """Declare a split of `axis` (an IterVar or an int extent) into `num_outputs` parts.
 
         `filter(inner_factors) -> bool` keeps only the splits a template can use well, e.g.
         `cfg.define_split("tile_k", 256, filter=lambda f: f[-1] <= 32)` (a register tile
-        that is unrolled must stay small).
+        that is unrolled must stay small). `extra` adds inner factors that need not divide
+        the extent (a tile the template pads, e.g. `extra=[[16, 64]]` for 1000 columns).
         """
-        self._add(SplitKnob(name, _extent(axis), num_outputs, policy, max_factor, filter))
+        self._add(SplitKnob(name, _extent(axis), num_outputs, policy, max_factor, filter,
+                            tuple(tuple(int(f) for f in e) for e in extra)))
 
     def define_reorder(self, name: str, axes: Sequence[Any], policy: str = "all",
                        candidates: Sequence[Sequence[int]] | None = None) -> None:

@@ -18,11 +18,14 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
   Args: data [M,K] + weight [N,K]; A [M,K] + B [K,N] (attr transpose_b); [b,M,K] + [b,K,N].
 - conv2d_nchw.x86: tile_co, tile_oh, tile_ow, tile_rc, reduce_order, unroll_kw. Args data
   NCHW, kernel OIHW; attrs strides, padding, dilation.
-- group_conv2d_NCHWc.x86 (1 < groups < channels): tile_ic, tile_oc (per group), tile_ow,
-  reduce_order, unroll_kw; attrs groups, kernel_layout (OIHW / OIHWio).
-- conv2d_NCHWc.x86: tile_ic, tile_oc, tile_ow, reduce_order, unroll_kw; attrs data_layout
-  (NCHW / NCHWc / NCHWxc: blocked by any x), kernel_layout (OIHW / OIHWio), out_layout
-  (NCHW / NCHWc).
+- group_conv2d_NCHWc.x86 (1 < groups < channels): tile_ic, tile_oc (per group), tile_oh,
+  tile_ow, acc_scope, reduce_order, unroll_kw (conv2d_NCHWc's schedule); attrs groups,
+  kernel_layout (OIHW / OIHWio).
+- conv2d_NCHWc.x86: tile_ic, tile_oc, tile_oh x tile_ow (the register tile: rows x
+  columns), acc_scope (the accumulators reduced per register tile, or one input-channel
+  block at a time over a row / plane kept in L1), reduce_order, unroll_kw; attrs
+  data_layout (NCHW / NCHWc / NCHWxc: blocked by any x), kernel_layout (OIHW / OIHWio),
+  out_layout (NCHW / NCHWc).
 - conv2d_int8.x86, dense_int8.x86 (int8 x int8 -> int32, what build uses for a quantized
   model): the inner reduction is the 4-wide int8 dot of x86_int8_dot, tensorized
   (vpdpbusd with VNNI, exact vpmaddwd without); conv2d knobs tile_ic, tile_oc, tile_ow,

@@ -28,6 +28,7 @@ constant and measurement applies to each candidate's random weight.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -52,6 +53,7 @@ from schedule.templates.common import (
 from schedule.templates.conv_common import PAD, conv_attrs, pad_hw
 from schedule.templates.registry import expect_args, placeholders, register_template
 from tensor_expr import tensor as T
+from tensor_expr.expr import cast
 from tensor_expr.tensor import Tensor
 from tessel_errors import ScheduleError
 from tessel_target import Target
@@ -151,6 +153,12 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
         # its pad stage re-blocks the whole input each call (ResNet-18's 1x1 stride-2 convs
         # took 4x ONNX Runtime's time, ResNet-50's 1x1 convs up to 3x)
         ic0 = ds[4]
+    elif default_acc_scope(OH, OW, KH * KW) == "plane" and C % 4 == 0 and \
+            (dl == "NCHW" or a.padding != (0, 0, 0, 0)):
+        # a plane accumulated one small channel block at a time (its layout stage exists
+        # anyway): 512@7 3x3 on one Sapphire Rapids core (load 3.2) ic_bn 16: 139 GFLOP/s,
+        # 8: 139, 4: 153, 2: 163; AVX2 code (8 -> 4) 88 -> 96; 256@14 stride 2: 147 -> 156
+        ic0 = 4
     ic_bn = _block_knob(cfg, "tile_ic", C, fixed_ic, ic0)
     # oc_bn / lanes vectors per column are unrolled in the micro-kernel: keep it in registers
     oc_bn = _block_knob(cfg, "tile_oc", CO, fixed_oc, oc0, max_block=4 * cfg.target.fp32_lanes)
@@ -158,15 +166,23 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     fallback_split(cfg, "tile_ow", [reg0])
 
     # data -> NCHW[ic_bn]c, zero-padded (one injective stage)
+    (sh, sw), (dh, dw) = a.strides, a.dilation
+    step = (1, 1)
+    if (KH, KW) == (1, 1) and a.padding == (0, 0, 0, 0) and (dl == "NCHW" or ds[4] != ic_bn):
+        # a strided 1x1 conv reads one pixel in sh x sw: its layout stage copies only those
+        # (ResNet-18's 1x1 stride-2 convs re-blocked their whole input, 4x the pixels, and
+        # ran at 0.44-0.60 of ONNX Runtime on NCHW data)
+        H, W, step, sh, sw = OH, OW, (sh, sw), 1, 1
     shape5 = (N, C // ic_bn, H, W, ic_bn)
     if dl == "NCHW":
         dpad = pad_hw(data, 2, a.padding, shape=shape5, name="data_vec",
-                      read=lambda n, c, h, w, b: data[n, c * ic_bn + b, h, w])
+                      read=lambda n, c, h, w, b: data[n, c * ic_bn + b, h * step[0],
+                                                      w * step[1]])
     elif ds[4] != ic_bn:  # NCHWxc in another block: re-blocked by the pad stage
         x = ds[4]
         dpad = pad_hw(data, 2, a.padding, shape=shape5, name="data_vec",
-                      read=lambda n, c, h, w, b: data[n, (c * ic_bn + b) // x, h, w,
-                                                      (c * ic_bn + b) % x])
+                      read=lambda n, c, h, w, b: data[n, (c * ic_bn + b) // x, h * step[0],
+                                                      w * step[1], (c * ic_bn + b) % x])
     else:
         dpad = pad_hw(data, 2, a.padding)
     if kl == "OIHW":
@@ -183,24 +199,66 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     ici = T.reduce_axis((0, ic_bn), name="ic_inner")
     ry = T.reduce_axis((0, KH), name="kh")
     rx = T.reduce_axis((0, KW), name="kw")
-    (sh, sw), (dh, dw) = a.strides, a.dilation
+    # float16 sums in float32, rounded once by the output stage (a float16 accumulator
+    # lost 0.16 on a 16-channel 3x3 conv, 10x the interpreter's rounding)
+    out_dt = attrs.get("out_dtype") or data.dtype
+    acc = {**attrs, "out_dtype": "float32"} if out_dt == "float16" else attrs
     conv = T.compute(
         (N, CO // oc_bn, OH, OW, oc_bn),
         lambda n, oc, h, w, ob: T.sum(
-            accumulator(attrs, dpad[n, ico, h * sh + ry * dh, w * sw + rx * dw, ici])
-            * accumulator(attrs, kvec[oc, ico, ry, rx, ici, ob]),
+            accumulator(acc, dpad[n, ico, h * sh + ry * dh, w * sw + rx * dw, ici])
+            * accumulator(acc, kvec[oc, ico, ry, rx, ici, ob]),
             axis=[ico, ry, rx, ici]),
         name="conv2d_NCHWc", tag=CONV)
     cfg.add_flop(2.0 * N * CO * OH * OW * C * KH * KW)
     if ol == "NCHWc":
-        return [data, kernel], [conv]
-    out = T.compute((N, CO, OH, OW), lambda n, c, h, w: conv[n, c // oc_bn, h, w, c % oc_bn],
+        if conv.dtype == out_dt:
+            return [data, kernel], [conv]
+        return [data, kernel], [T.compute(conv.shape, lambda *i: cast(conv[i], out_dt),
+                                          name="conv2d_round", tag="round")]
+    out = T.compute((N, CO, OH, OW),
+                    lambda n, c, h, w: cast(conv[n, c // oc_bn, h, w, c % oc_bn], out_dt),
                     name="conv2d_unpack", tag=UNPACK)
     return [data, kernel], [out]
 
 
 # ---------------------------------------------------------------------------------------
 # The schedule
+
+
+# Where the accumulators of a register tile live across the input-channel blocks:
+# "tile": the tile's whole reduction (all channels, all taps) runs with the tile in
+# registers, then it is stored: the kernel block of one oc chunk (C x KH x KW x oc_bn) is
+# streamed once per tile, from L2 once it outgrows L1. "row" / "plane": the reduction runs
+# one input-channel block at a time over a whole output row (plane) kept in an L1 buffer,
+# each tile loaded into registers, reduced over the block's kh x kw x ic_bn steps and
+# stored back (MLAS's NCHWc kernel accumulates in its output this way): the block's kernel
+# slice (ic_bn x KH x KW x oc_bn) stays in L1 for the whole row (plane). 512@7 3x3 on one
+# Sapphire Rapids core (load 1.9): tile 128 GFLOP/s, plane 136, plane with oc_bn 64 142.
+ACC_SCOPES = ("tile", "row", "plane")
+# a plane accumulator is offered up to this many output pixels (7x7, 14x14): its buffer
+# (pixels x oc_bn floats) stays on the worker's stack and in L1/L2
+PLANE_PIXELS = 196
+
+
+def _register_rows(cfg: Any, OH: int) -> None:
+    """The tile_oh knob: output rows in the register tile (a 2-D tile rows x tile_ow
+    columns), a divisor of OH up to 4; the fallback is 1 row."""
+    cfg.define_split("tile_oh", OH, num_outputs=2, max_factor=4)
+    fallback_split(cfg, "tile_oh", [1])
+
+
+def default_acc_scope(OH: int, OW: int, taps: int) -> str:
+    """The fallback's accumulator scope: a plane for a 7x7-or-smaller output of a conv
+    with taps (a row of 7 columns reads the oc chunk's whole kernel block from L2 per 14
+    FMAs), else the tile. A 1x1 conv reduces only ic_bn steps per block between a tile's
+    load and store: 256@14 1x1 stride 2 with NCHW in/out ran 135 GFLOP/s by plane, 182
+    by tile (one Sapphire Rapids core, load 3.3).
+
+        >>> default_acc_scope(7, 7, 9), default_acc_scope(7, 7, 1), default_acc_scope(14, 14, 9)
+        ('plane', 'tile', 'tile')
+    """
+    return "plane" if OH * OW <= 49 and taps > 1 else "tile"
 
 
 # Fallback, measured (python -m tests.schedule.templates.bench_templates) on the 2-core EPYC
@@ -211,8 +269,16 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
 # busier run 27.8, 27.0, 21.7 (numpy 32.2). 2 threads (load 3.2): 26.7, 72.6, 46.4;
 # pre-packed NCHW8c in/out 57.0, 35.9, 48.9 (numpy GEMM 29.7). ONNX Runtime's ~300 GFLOP/s
 # in FACTS.md was measured on an AVX-512 machine, not this one.
+# On one Sapphire Rapids core (AVX-512, FMA peak 211 GFLOP/s), model layouts (NCHW16c in,
+# packed weight, NCHWc out), 64-byte aligned arrays, load 2: 3x3 64@56 174, 128@28 182,
+# 256@14 176 (204 at load 0.5), 512@7 164 (the tile-scope default before: 146); the hot
+# loop is MLAS's: per input channel, tile_ow broadcasts, oc_bn / 16 kernel vector loads,
+# tile_ow x oc_bn / 16 FMAs into zmm accumulators, no spills. Every distinct ResNet-18
+# conv alone, NCHW in/out (python -m benchmarks.conv_layers, TESSEL_NUM_THREADS=1, load
+# 1.1): 0.87-1.07 of ONNX Runtime (before: 0.50-0.96, the 1x1 stride-2 convs 0.50-0.73).
 def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
-    """NCHWc conv: parallel (n, oc-chunk, oh), reg_n x oc_bn register tile, vector oc_bn."""
+    """NCHWc conv: parallel (n, oc-chunk, oh), a tile_oh x tile_ow x oc_bn register tile,
+    vector oc_bn; the accumulators per tile, per row or per plane (knob acc_scope)."""
     outs = list(outs)
     s = create_schedule(outs)
     conv = find_anchor(outs, CONV)
@@ -226,59 +292,92 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     else:
         inline_injective(s, outs, keep=keep)
         O, CC = output_and_accumulator(s, outs, conv)
-    oc_bn = shape_of(conv)[4]
+    _, _, OH, OW, oc_bn = shape_of(conv)
     lanes = cfg.target.fp32_lanes
 
     cfg.define_knob("unroll_kw", [True, False])
     cfg.define_reorder("reduce_order", [0, 1, 2, 3], policy="candidate",
                        candidates=[[0, 1, 2, 3], [1, 2, 0, 3], [1, 0, 2, 3]])
+    _register_rows(cfg, OH)
+    cfg.define_knob("acc_scope", [a for a in ACC_SCOPES
+                                  if a != "plane" or OH * OW <= PLANE_PIXELS])
     if isinstance(cfg, FallbackConfig):
-        fallback_value(cfg, "unroll_kw", shape_of(conv)[3] >= 7 and
-                       int(CC.op.reduce_axis[2].dom.extent.value) <= 3)
+        # unrolled taps let LLVM share one broadcast between neighbouring taps (column w at
+        # kw + 1 is column w + 1 at kw), which keeps more values live than the registers
+        # hold: on AVX2 the broadcasts spilled to the stack. Rolled: 64@56 3x3 on one
+        # Sapphire Rapids core (load 2.7) 99.6 -> 103.7 GFLOP/s AVX2, 182.6 -> 187.3 AVX-512
+        fallback_value(cfg, "unroll_kw", False)
+        taps = math.prod(int(r.dom.extent.value) for r in CC.op.reduce_axis[1:3])
+        fallback_value(cfg, "acc_scope", default_acc_scope(OH, OW, taps))
     reg_n = int(cfg["tile_ow"].size[-1])
-    schedule_output_tiles(s, O, CC, oc_bn, reg_n)
+    reg_h = int(cfg["tile_oh"].size[-1])
+    scope = cfg["acc_scope"].val
+    schedule_output_tiles(s, O, CC, oc_bn, reg_n, reg_h=reg_h, acc_scope=scope,
+                          unpack_along_w=True)
 
     # the micro-kernel
     cn, cco, ch, cw, ccb = s[CC].op.axis
     red = list(s[CC].op.reduce_axis)  # ic_outer, kh, kw, ic_inner
+    cho, chi = s[CC].split(ch, factor=reg_h)
     cwo, cwi = s[CC].split(cw, factor=reg_n)
-    order = cfg["reduce_order"].perm
-    rord = [red[i] for i in order]
     vec = best_divisor(oc_bn, [lanes, lanes // 2 or 1])
     cbo, cbi = s[CC].split(ccb, factor=vec)
-    s[CC].reorder(cn, cco, ch, cwo, *rord, cwi, cbo, cbi)
+    order = cfg["reduce_order"].perm
+    if scope == "tile":
+        s[CC].reorder(cn, cco, cho, cwo, *[red[i] for i in order], chi, cwi, cbo, cbi)
+    else:
+        # one input-channel block at a time over the row (plane): the tiles inside it
+        blk, red[0] = s[CC].split(red[0], factor=1)
+        s[CC].reorder(cn, cco, blk, cho, cwo, *[red[i] for i in order], chi, cwi, cbo, cbi)
     if cfg["unroll_kw"].val:
         s[CC].unroll(red[2])
+    s[CC].unroll(chi)
     s[CC].unroll(cwi)
     s[CC].unroll(cbo)
     if vec > 1:
         s[CC].vectorize(cbi)
 
     # the layout / padding stages: small, so serial (a parallel region costs a thread
-    # start, which on a loaded machine is worth more than the copy); vector loads only
-    # where the source is contiguous along the last axis
+    # start, which on a loaded machine is worth more than the copy); vector loads where
+    # the source is contiguous along the last axis, gathers from NCHW (one line per
+    # channel: 64@56 1x1 stride 2 went from 111 to 120 GFLOP/s)
     for t in keep:
-        src = t.op.input_tensors[0]
-        schedule_copy_stage(s, t, vector_ok=t.op.tag == PAD and len(src.shape) == 5)
+        schedule_copy_stage(s, t, vector_ok=t.op.tag == PAD)
     return s
 
 
-def schedule_output_tiles(s: Schedule, O: Tensor, CC: Tensor, oc_bn: int, reg_n: int
-                          ) -> None:
-    """The output stage of a blocked conv: parallel over (n, oc chunk, oh), a tile of reg_n
-    columns per step with the accumulator `CC` computed at it, vector stores along the
-    channel block (along the columns when the block is 1). An NCHW output (4-D) is split
-    into blocks of oc_bn channels first; shared by the fp32, int8 and depthwise templates."""
+def schedule_output_tiles(s: Schedule, O: Tensor, CC: Tensor, oc_bn: int, reg_n: int,
+                          reg_h: int = 1, acc_scope: str = "tile",
+                          unpack_along_w: bool = False) -> None:
+    """The output stage of a blocked conv: parallel over (n, oc chunk, oh), a tile of reg_h
+    rows x reg_n columns per step with the accumulator `CC` computed at it (acc_scope
+    "tile"), at the row ("row") or at the oc chunk ("plane"), vector stores along the
+    channel block (along the columns when the block is 1, or for an NCHW output when
+    `unpack_along_w`: contiguous stores instead of a scatter, 64@56 1x1 stride 2 with NCHW
+    out 118 -> 134 GFLOP/s). An NCHW output (4-D) is split into blocks of oc_bn channels
+    first; shared by the fp32, int8 and depthwise templates."""
     if len(O.shape) == 4:
         n, c, h, w = s[O].op.axis
         co, cb = s[O].split(c, factor=oc_bn)
     else:
         n, co, h, w, cb = s[O].op.axis
+    ho, hi = s[O].split(h, factor=reg_h)
     wo, wi = s[O].split(w, factor=reg_n)
-    s[O].reorder(n, co, h, wo, wi, cb)
-    s[CC].compute_at(s[O], wo)
-    s[O].vectorize(cb if oc_bn > 1 else wi)
-    parallel_fuse(s, O, [n, co, h])
+    if len(O.shape) == 4 and unpack_along_w and reg_n > 1:
+        s[O].reorder(n, co, ho, wo, hi, cb, wi)
+        s[O].vectorize(wi)
+    else:
+        s[O].reorder(n, co, ho, wo, hi, wi, cb)
+        s[O].vectorize(cb if oc_bn > 1 else wi)
+    if acc_scope == "tile":
+        s[CC].compute_at(s[O], wo)
+        parallel_fuse(s, O, [n, co, ho])
+    elif acc_scope == "row":
+        s[CC].compute_at(s[O], parallel_fuse(s, O, [n, co, ho]))
+    elif acc_scope == "plane":
+        s[CC].compute_at(s[O], parallel_fuse(s, O, [n, co]))
+    else:
+        raise ScheduleError(f"acc_scope must be one of {ACC_SCOPES}, got {acc_scope!r}")
 
 
 def pack_oihw(ic_bn: int, oc_bn: int) -> Callable[[np.ndarray], np.ndarray]:

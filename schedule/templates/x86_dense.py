@@ -61,8 +61,13 @@ def _declare_tile_x(cfg: Any, M: int, N: int, K: int, pad_ok: bool = False) -> i
     With `pad_ok` (B packed once at build) the fallback's nr need not divide N: B's last
     panel is padded with zeros and the last column tile is partial."""
     lanes = cfg.target.fp32_lanes
-    # nr vectors are unrolled in the micro-kernel: past 4 vectors a row only spills
-    cfg.define_split("tile_x", N, num_outputs=3, filter=lambda f: f[-1] <= 4 * lanes)
+    # nr vectors are unrolled in the micro-kernel: past 4 vectors a row only spills.
+    # With B packed once (pad_ok), widths that overhang N (its last panel zero-padded) are
+    # points of the space too, so the fallback's padded tile is one and a tuned record
+    # is measured against it (N=1000: 16 tiles of 64 were the default, outside the space,
+    # and a record 1.10x slower than it was applied)
+    cfg.define_split("tile_x", N, num_outputs=3, filter=lambda f: f[-1] <= 4 * lanes,
+                     extra=_padded_tiles(N, lanes) if pad_ok else ())
     nr = best_divisor(N, [2 * lanes, lanes, 4 * lanes, lanes // 2 or 1])
     rows = best_divisor(M, [8, 6, 4, 12, 14, 5, 7, 3, 2])  # the fallback's mr, roughly
     if rows * _vectors(nr, lanes)[0] < _CHAINS:
@@ -70,6 +75,18 @@ def _declare_tile_x(cfg: Any, M: int, N: int, K: int, pad_ok: bool = False) -> i
     panel = max(1, (256 * 1024) // (nr * K * 4))  # B panels that share L2
     fallback_split(cfg, "tile_x", [divisor_at_most(-(-N // nr), panel), nr])
     return int(cfg["tile_x"].size[-1])
+
+
+def _padded_tiles(N: int, lanes: int) -> list[list[int]]:
+    """[panels, nr] for the full-vector widths nr that do not divide N but waste at most a
+    quarter of their columns (the ones _widest_tile may pick), panels dividing the
+    padded panel count: `_padded_tiles(1000, 16)` has [16, 64] and [1, 64]."""
+    out = []
+    for nr in range(lanes, 4 * lanes + 1, lanes):
+        tiles = -(-N // nr)
+        if N % nr and N / (tiles * nr) >= 0.75:
+            out += [[p, nr] for p in range(1, tiles + 1) if tiles % p == 0]
+    return out
 
 
 # independent FMA chains that hide the FMA latency (two ports x four cycles on the x86 cores

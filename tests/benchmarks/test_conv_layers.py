@@ -17,7 +17,8 @@ def test_resnet18_has_eleven_distinct_convs() -> None:
 
 
 def test_tiny_run_checks_and_times_every_conv() -> None:
-    rows = main(["--image", "32", "--width", "8", "--repeat", "1", "--warmup", "1"])
+    rows = main(["--image", "32", "--width", "8", "--repeat", "1", "--warmup", "1",
+                 "--rounds", "1", "--pause", "0"])
     assert len(rows) == 11
     assert all(set(r["gflops"]) == {"onnxruntime", "tessel"} for r in rows)
 
@@ -25,5 +26,11 @@ def test_tiny_run_checks_and_times_every_conv() -> None:
 def test_tiny_run_for_an_avx2_target_checks_every_conv() -> None:
     # AVX2 code (narrower blocks) on whatever x86 host runs the tests
     rows = main(["--image", "32", "--width", "8", "--repeat", "1", "--warmup", "1",
-                 "--target", "llvm -mcpu=haswell"])
+                 "--rounds", "1", "--pause", "0", "--target", "llvm -mcpu=haswell"])
     assert len(rows) == 11
+
+
+def test_layers_picks_convs_by_index() -> None:
+    rows = main(["--image", "32", "--width", "8", "--repeat", "1", "--warmup", "1",
+                 "--rounds", "2", "--pause", "0", "--layers", "1,4"])
+    assert [r["weight"][2:] for r in rows] == [(3, 3), (1, 1)]

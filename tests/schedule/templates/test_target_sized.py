@@ -99,3 +99,41 @@ def test_a_built_batch_1_dense_with_a_padded_packed_weight_matches_numpy() -> No
     x = rng.standard_normal((1, 96)).astype("float32")
     lib = relay_ir.build(mod, params={"w": w})
     np.testing.assert_allclose(lib.run(x), x @ w.T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512])
+def test_a_batch_1_dense_with_a_padded_packed_weight_has_its_default_in_the_space(
+        target) -> None:
+    # so the first tuning batch measures it and a slower record never replaces it
+    from autotune import Task
+
+    t = Task("dense.x86", [((1, 512), "float32"), ((1000, 512), "float32")],
+             {"weight_layout": "packed"}, target)
+    default = t.default_config()
+    assert default is not None and 1000 % default["tile_x"].size[-1] != 0
+    assert str(t.lower(default)) == str(t.lower(None))
+
+
+def test_every_padded_column_tile_of_the_space_matches_numpy() -> None:
+    from schedule.templates import config_space, input_packers
+
+    args = [((2, 24), "float32"), ((1000, 24), "float32")]
+    attrs = {"weight_layout": "packed"}
+    space = config_space("dense.x86", args, attrs, AVX512)
+    padded = [e for e in space.knobs["tile_x"].entities if 1000 % e.size[-1]]
+    assert {e.size[-1] for e in padded} == {16, 32, 48, 64}  # 1008, 1024, 1008, 1024
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((2, 24)).astype("float32")
+    w = rng.standard_normal((1000, 24)).astype("float32")
+    for ent in padded[:: max(1, len(padded) // 4)]:
+        values = {k: v.entities[0] for k, v in space.knobs.items()}
+        values["tile_x"] = ent
+        idx = space.index_of([space.knobs[k].entities.index(v) for k, v in values.items()])
+        s, ts = instantiate("dense.x86", args, attrs, cfg=space.get(idx), target=AVX512)
+        pack = input_packers("dense.x86", args, ts[:2], attrs)[1]
+        k = lowering.build(s, ts, target=AVX512)
+        if k.foreign:
+            continue
+        out = np.full((2, 1000), np.nan, "float32")
+        k(x, pack(w), out)
+        np.testing.assert_allclose(out, x @ w.T, rtol=1e-4, atol=1e-4)

@@ -1,0 +1,200 @@
+"""conv2d_NCHWc.x86's micro-kernel space: the register tile (tile_oh x tile_ow), where the
+accumulators live (acc_scope), the strided 1x1 layout stage, on AVX2 and AVX-512 targets
+by their flags. Every built kernel is checked against numpy on fresh random inputs where
+the host can run its code; where it cannot, its assembly is checked instead."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+import lowering
+from autotune.task import Task
+from lowering.kernel import _foreign_cpu
+from schedule.templates import config_space, input_packers, instantiate
+from tests.rng import seeded_rng
+from tests.schedule.templates.refs import close, conv2d_nchw, rand
+
+AVX2, AVX512 = "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"
+TARGETS = [AVX2, AVX512]
+
+
+def _blocked(x: np.ndarray, b: int) -> np.ndarray:
+    n, c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def _unblocked(y: np.ndarray) -> np.ndarray:
+    n, cb, h, w, b = y.shape
+    return y.transpose(0, 1, 4, 2, 3).reshape(n, cb * b, h, w)
+
+
+def _with(space: Any, target: str, args: list, attrs: dict, **knobs: Any) -> Any:
+    """The point of `space` that is the template's default but for `knobs`."""
+    import json
+
+    base = Task("conv2d_NCHWc.x86", args, attrs, target).default_config()
+    assert base is not None, "the default must be a point of the space"
+    values = json.loads(base.to_json())["knobs"]
+    values.update(knobs)
+    return space.from_json({"knobs": values})
+
+
+def _check(target: str, args: list, attrs: dict, cfg: Any, x: np.ndarray, w: np.ndarray,
+           want: np.ndarray) -> None:
+    """Build at `cfg` for `target`; run and compare where the host runs its code."""
+    s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=target)
+    k = lowering.build(s, ts, target=target)
+    if _foreign_cpu(target):
+        assert ("zmm" in k.source("asm")) == (target == AVX512)
+        return
+    packers = input_packers("conv2d_NCHWc.x86", args, ts[:2], attrs)
+    wk = packers[1](w) if 1 in packers else w
+    out = np.full([int(d.value) for d in ts[-1].shape], np.nan, "float32")
+    k(x, wk, out)
+    close(_unblocked(out) if out.ndim == 5 else out, want)
+
+
+# data (1, 32, 8, 8), 3x3 pad 1: OH = 8 offers 1, 2 and 4 register rows
+LOGICAL = [((1, 32, 8, 8), "float32"), ((32, 32, 3, 3), "float32")]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("scope", ["tile", "row", "plane"])
+@pytest.mark.parametrize("rows", [1, 2, 4])
+def test_each_register_tile_and_accumulator_scope_equals_numpy_in_model_layouts(
+        target: str, scope: str, rows: int) -> None:
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 32, 8, 8)), rand(rng, (32, 32, 3, 3))
+    space = config_space("conv2d_NCHWc.x86", LOGICAL, {"padding": 1}, target)
+    assert {e.size[-1] for e in space.knobs["tile_oh"].entities} == {1, 2, 4}
+    assert space.knobs["acc_scope"].entities[0].val == "tile"
+    cfg = _with(space, target, LOGICAL, {"padding": 1}, tile_oh=[-1, rows], acc_scope=scope,
+                tile_ow=[-1, 2])
+    block = 16 if target == AVX512 else 8
+    args = [((1, 32 // block, 8, 8, block), "float32"), ((32, 32, 3, 3), "float32")]
+    attrs = {"padding": 1, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
+             "out_layout": "NCHWc"}
+    _check(target, args, attrs, cfg, _blocked(x, block), w, conv2d_nchw(x, w, 1, 1))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("scope", ["tile", "row", "plane"])
+def test_nchw_in_and_out_equals_numpy_at_each_scope_with_a_two_row_tile(
+        target: str, scope: str) -> None:
+    # the output stage unpacks along the columns (contiguous NCHW stores)
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 32, 8, 8)), rand(rng, (32, 32, 3, 3))
+    space = config_space("conv2d_NCHWc.x86", LOGICAL, {"padding": 1}, target)
+    cfg = _with(space, target, LOGICAL, {"padding": 1}, tile_oh=[-1, 2], acc_scope=scope)
+    _check(target, LOGICAL, {"padding": 1}, cfg, x, w, conv2d_nchw(x, w, 1, 1))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_random_points_of_the_space_equal_numpy(target: str) -> None:
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 32, 8, 8)), rand(rng, (32, 32, 3, 3))
+    space = config_space("conv2d_NCHWc.x86", LOGICAL, {"padding": 1}, target)
+    for index in space.sample(rng, 3):
+        _check(target, LOGICAL, {"padding": 1}, space.get(index), x, w,
+               conv2d_nchw(x, w, 1, 1))
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NCHWxc"])
+def test_a_strided_1x1_conv_copies_only_the_pixels_it_reads(layout: str) -> None:
+    from schedule.templates.common import walk_ops
+
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 32, 12, 12)), rand(rng, (48, 32, 1, 1))
+    logical = [((1, 32, 12, 12), "float32"), ((48, 32, 1, 1), "float32")]
+    if layout == "NCHW":
+        args, xin = logical, x
+    else:  # blocked by 8, re-blocked to the config's 16 by the layout stage
+        args, xin = [((1, 4, 12, 12, 8), "float32"), ((48, 32, 1, 1), "float32")], _blocked(x, 8)
+    attrs = {"strides": 2, "data_layout": layout}
+    space = config_space("conv2d_NCHWc.x86", logical, {"strides": 2}, AVX512)
+    cfg = _with(space, AVX512, logical, {"strides": 2}, tile_ic=[-1, 16])
+    s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=AVX512)
+    stage = [op for op in walk_ops([ts[-1]]) if op.name == "data_vec"]
+    assert [int(d.value) for d in stage[0].output(0).shape] == [1, 2, 6, 6, 16]  # of 12x12
+    _check(AVX512, args, attrs, cfg, xin, w, conv2d_nchw(x, w, stride=2))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("hw, k, scope, ic_bn", [(7, 3, "plane", 4), (7, 1, "tile", None),
+                                                (14, 3, "tile", None), (56, 3, "tile", None)])
+def test_the_default_is_a_point_of_the_space_and_a_small_output_accumulates_by_plane(
+        target: str, hw: int, k: int, scope: str, ic_bn: int | None) -> None:
+    args = [((1, 64, hw, hw), "float32"), ((64, 64, k, k), "float32")]
+    task = Task("conv2d_NCHWc.x86", args, {"padding": k // 2}, target)
+    default = task.default_config()
+    assert default is not None
+    assert default["acc_scope"].val == scope
+    assert ic_bn is None or default["tile_ic"].size[-1] == ic_bn
+    assert "plane" in [e.val for e in task.space.knobs["acc_scope"].entities] or hw > 14
+
+
+@pytest.mark.parametrize("target, zmm", [(AVX2, False), (AVX512, True)])
+def test_the_default_micro_kernel_keeps_its_accumulators_in_registers(target: str,
+                                                                      zmm: bool) -> None:
+    # the conv alone (data blocked as the model stores it, no padding: no layout stage);
+    # tile scope has no buffer in memory, so a vector load or store on the stack is a spill
+    block = 16 if zmm else 8
+    args = [((1, 64 // block, 58, 58, block), "float32"), ((64, 64, 3, 3), "float32")]
+    attrs = {"data_layout": "NCHWxc", "kernel_layout": "OIHWio", "out_layout": "NCHWc"}
+    s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, target=target)
+    text = lowering.build(s, ts, target=target).source("asm")
+    reg = "zmm" if zmm else "ymm"
+    # the function that holds the FMAs (the parallel body), not the launcher's records
+    bodies = re.split(r"\n(?=[A-Za-z_][\w.$]*:\n)", text)
+    asm = max(bodies, key=lambda b: b.count("vfmadd"))
+    fmas = re.findall(rf"vfmadd\w+\s+%{reg}\d+, %{reg}\d+, %{reg}\d+", asm)
+    assert len(fmas) >= 8, "the micro-kernel lost its register tile"
+    spills = re.findall(rf"vmov\w+\s+[^\n]*%{reg}\d+[^\n]*\(%rsp\)|vmov\w+\s+-?\d*\(%rsp\)"
+                        rf"[^\n]*%{reg}", asm)
+    assert not spills, spills[:4]
+
+
+FP16_CHAIN = """
+def @main(%x: Tensor[(1, 16, 8, 8), float16], %w: Tensor[(32, 16, 3, 3), float16],
+          %v: Tensor[(32, 32, 3, 3), float16]) {
+  nn.conv2d(nn.relu(nn.conv2d(%x, %w, padding=[1, 1])), %v, padding=[1, 1])
+}"""
+
+
+@pytest.mark.parametrize("out_layout", ["NCHW", "NCHWc"])
+def test_a_float16_conv_sums_in_float32_and_rounds_once(out_layout: str) -> None:
+    rng = seeded_rng()
+    x = rng.standard_normal((1, 16, 8, 8)).astype("float16")
+    w = rng.standard_normal((32, 16, 3, 3)).astype("float16")
+    args = [((1, 16, 8, 8), "float16"), ((32, 16, 3, 3), "float16")]
+    attrs = {"padding": 1, "out_layout": out_layout}
+    s, ts = instantiate("conv2d_NCHWc.x86", args, attrs)
+    assert ts[-1].dtype == "float16"
+    out = np.zeros([int(d.value) for d in ts[-1].shape], "float16")
+    lowering.build(s, ts)(x, w, out)
+    got = (_unblocked(out) if out.ndim == 5 else out).astype(np.float64)
+    exact = conv2d_nchw(x.astype(np.float64), w.astype(np.float64), 1, 1)
+    # one rounding of the exact sum: half a float16 ulp (float32 sums add a hair); a
+    # float16 accumulator was off by 0.16, ten ulps
+    ulp = np.spacing(np.abs(exact).astype(np.float16)).astype(np.float64)
+    assert np.all(np.abs(got - exact) <= ulp), np.max(np.abs(got - exact) / ulp)
+
+
+def test_a_float16_conv_chain_equals_the_interpreter() -> None:
+    import relay_ir
+
+    mod = relay_ir.parse(FP16_CHAIN)
+    rng = seeded_rng()
+    ins = [rng.standard_normal(s).astype("float16")
+           for s in ((1, 16, 8, 8), (32, 16, 3, 3), (32, 32, 3, 3))]
+    lib = relay_ir.build(mod, target="llvm")
+    got = lib.run(*ins).astype(np.float64)
+    want = relay_ir.interpret(mod, *ins).astype(np.float64)
+    # both round each conv once; a first-conv value a float32 sum rounds the other way
+    # moves the second by an ulp or two of its largest value (a float16 accumulator: 6-14)
+    ulp = float(np.spacing(np.float16(np.max(np.abs(want)))))
+    assert np.max(np.abs(got - want)) <= 2 * ulp, np.max(np.abs(got - want)) / ulp
