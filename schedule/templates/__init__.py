@@ -30,7 +30,8 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
   and compensation); dense knobs tile_x, tile_y, tile_k, unroll_kw (weight_layout
   "packed").
 - depthwise_conv2d_NCHWc.x86 (multiplier 1; what build uses on the CPU): tile_ow,
-  unroll_kw; the block is the data's (data_layout NCHWxc) or the vector width (NCHW);
+  tile_oh, parallel (rows / channels), unroll_kw; padding is a guard loop_partition
+  peels, not a copy; the block is the data's (data_layout NCHWxc) or the vector width (NCHW);
   kernel_layout OIHW / packed, out_layout NCHW / NCHWc.
 - depthwise_conv2d_nchw.x86: tile_oh, tile_ow, unroll_kw; kernel [C*m, 1, KH, KW].
 - injective.x86, reduce.x86, softmax.x86, pool2d.x86, global_pool2d.x86: fixed schedules;
