@@ -137,7 +137,7 @@ def _define_knobs(cfg: Any, target: Any, blocks: int, OH: int, OW: int, KW: int)
     fallback_split(cfg, "tile_ow", [divisor_at_most(OW, min(16, target.vector_registers
                                                                 - KW - 3))])
     cfg.define_split("tile_oh", OH, num_outputs=2)
-    fallback_split(cfg, "tile_oh", [divisor_at_most(OH, max(1, OH // 8))])
+    fallback_split(cfg, "tile_oh", [rows_default(OH)])
     cfg.define_knob("parallel", ["rows", "channels"])
     fallback_value(cfg, "parallel", "channels" if blocks >= 8 else "rows")
     cfg.define_knob("unroll_kw", [True, False])
@@ -147,25 +147,12 @@ def _define_knobs(cfg: Any, target: Any, blocks: int, OH: int, OW: int, KW: int)
 def schedule_depthwise_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     """Blocked depthwise: parallel over row chunks or channel blocks, reg_n columns x one
     vector of the block per register tile, the taps unrolled (see the module doc)."""
-    outs = list(outs)
-    s = create_schedule(outs)
-    conv = find_anchor(outs, DEPTHWISE)
-    keep = injective_inputs(conv)
-    out = outs[0]
-    inline_injective(s, outs, keep=keep)
-    b = shape_of(conv)[4]
+    s, CC, keep = guarded_conv_schedule(cfg, outs, DEPTHWISE)
+    b = shape_of(CC)[4]
     lanes = cfg.target.fp32_lanes
-    reg_n = int(cfg["tile_ow"].size[-1])
-    if len(out.shape) == 4:
-        s[conv].set_scope("local")
-        O, CC = out, conv
-    else:
-        O, CC = output_and_accumulator(s, outs, conv)
-    _schedule_output(s, O, CC, b, reg_n, int(cfg["tile_oh"].size[-1]), cfg["parallel"].val)
-
     cn, cc, ch, cw, ck = s[CC].op.axis
     ry, rx = s[CC].op.reduce_axis
-    cwo, cwi = s[CC].split(cw, factor=reg_n)
+    cwo, cwi = s[CC].split(cw, factor=int(cfg["tile_ow"].size[-1]))
     vec = best_divisor(b, [lanes, lanes // 2 or 1])
     cko, cki = s[CC].split(ck, factor=vec)
     # channels are independent: one vector of the block at a time keeps reg_n accumulators
@@ -181,27 +168,46 @@ def schedule_depthwise_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     return s
 
 
-def _schedule_output(s: Schedule, O: Tensor, CC: Tensor, b: int, reg_n: int, rows: int,
-                     parallel: str) -> None:
-    """The output stage: (row chunk, [n, c block], rows, column tiles) with the accumulator
-    at the column tile. The parallel loop is the row chunks or the (n, c block) pairs, never
-    a fusion with the rows: loop_partition then splits the border rows and columns (where
-    the reduction's padding guard can fail) from the guard-free interior."""
-    if len(O.shape) == 4:
+def rows_default(oh: int) -> int:
+    """Rows per parallel chunk by default: about 8 chunks (2 to 16 threads balance), or 1."""
+    return divisor_at_most(oh, max(1, oh // 8))
+
+
+def guarded_conv_schedule(cfg: Any, outs: Sequence[Tensor], tag: str
+                          ) -> tuple[Schedule, Tensor, list[Tensor]]:
+    """The schedule of a blocked conv group whose padding is a guard of its reduction, up
+    to the micro-kernel: (schedule, the accumulator CC in "local", the injective inputs kept
+    at root). Its output stage runs (row chunk, [n, c block], rows, column tiles of
+    tile_ow) with CC at the column tile and vector stores along the channel block. The
+    parallel loop (knob `parallel`) is the row chunks of tile_oh rows ("rows") or the
+    (n, c block) pairs ("channels"), never a fusion with the rows: loop_partition then peels
+    the border rows and column tiles (where the guard can fail) off the guard-free
+    interior. Shared by the depthwise and the stem templates."""
+    outs = list(outs)
+    s = create_schedule(outs)
+    conv = find_anchor(outs, tag)
+    keep = injective_inputs(conv)
+    inline_injective(s, outs, keep=keep)
+    O = outs[0]
+    if len(O.shape) == 4:  # unpacked to NCHW: the output stage reads the accumulator
+        s[conv].set_scope("local")
+        CC = conv
         n, c, h, w = s[O].op.axis
-        co, cb = s[O].split(c, factor=b)
+        co, cb = s[O].split(c, factor=shape_of(conv)[4])
     else:
+        O, CC = output_and_accumulator(s, outs, conv)
         n, co, h, w, cb = s[O].op.axis
-    ho, hi = s[O].split(h, factor=rows)
-    wo, wi = s[O].split(w, factor=reg_n)
-    if parallel == "rows":
+    ho, hi = s[O].split(h, factor=int(cfg["tile_oh"].size[-1]))
+    wo, wi = s[O].split(w, factor=int(cfg["tile_ow"].size[-1]))
+    if cfg["parallel"].val == "rows":
         s[O].reorder(ho, n, co, hi, wo, wi, cb)
         s[O].parallel(ho)
     else:
         s[O].reorder(n, co, ho, hi, wo, wi, cb)
         parallel_fuse(s, O, [n, co])
     s[CC].compute_at(s[O], wo)
-    s[O].vectorize(cb if b > 1 else wi)
+    s[O].vectorize(cb if shape_of(conv)[4] > 1 else wi)
+    return s, CC, keep
 
 
 def pack_depthwise(block: int) -> Callable[[np.ndarray], np.ndarray]:
