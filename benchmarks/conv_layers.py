@@ -1,16 +1,24 @@
-"""Every distinct conv of ResNet-18 (batch 1) on its own: Tessel (default schedules and,
-with --db, tuned) against ONNX Runtime on the same single-conv model in the same run,
-GFLOP/s each and the ratio, medians after warm-up. Outputs are checked against ORT first.
+"""Every distinct conv of ResNet-18 or MobileNetV2 (batch 1) on its own: Tessel (default
+schedules and, with --db, tuned) against ONNX Runtime on the same single-conv model in the
+same run, GFLOP/s each and the ratio, medians after warm-up. Outputs are checked against
+ORT first. A depthwise conv is a one-node model too (group = channels).
 
-    python -m benchmarks.conv_layers                       # 224x224, untuned
+    python -m benchmarks.conv_layers                       # ResNet-18, 224x224, untuned
     python -m benchmarks.conv_layers --db r18.db           # also tuned
     python -m benchmarks.conv_layers --image 32 --width 8 --repeat 1   # tiny
     python -m benchmarks.conv_layers --target "llvm -mcpu=haswell"     # AVX2 code
     python -m benchmarks.conv_layers --layers 1,9 --rounds 5           # two convs only
+    python -m benchmarks.conv_layers --model mobilenet_v2 --width 32   # its 3x3 stem,
+                                              # depthwise 3x3 (stride 1, 2) and 1x1 convs
+    python -m benchmarks.conv_layers --model mobilenet_v2 --only depthwise  # those alone
 
 Each conv's peers are timed in --rounds interleaved rounds, a short pause before each
 peer (a runtime's idle pool threads spin for a while and take a core from the next one),
 and the median of the rounds' medians is printed, with the load average of the machine.
+
+The one-node models take and give NCHW, so Tessel's time includes packing the input into
+channel blocks and unpacking the output, which inside a model the layout plan avoids
+(benchmarks.models' per-layer table times the convs as the model runs them).
 """
 
 from __future__ import annotations
@@ -56,6 +64,23 @@ def distinct_convs(model: onnx.ModelProto) -> list[dict[str, Any]]:
     return out
 
 
+MODELS = ("mobilenet_v2", "resnet18")  # builders of tests.e2e.onnx_models
+
+
+def conv_kind(c: dict[str, Any]) -> str:
+    """The kind of conv `c`: "stem" (at most 4 input channels), "depthwise" (group =
+    channels), "1x1" or "other".
+
+        >>> conv_kind({"input": (1, 3, 8, 8), "weight": (8, 3, 3, 3), "group": 1})
+        'stem'
+    """
+    if c["input"][1] <= 4 and c["group"] == 1:
+        return "stem"
+    if c["group"] > 1 and c["group"] == c["input"][1] and c["weight"][1] == 1:
+        return "depthwise"
+    return "1x1" if tuple(c["weight"][2:]) == (1, 1) else "other"
+
+
 def conv_model(c: dict[str, Any]) -> onnx.ModelProto:
     """A one-node ONNX model of conv `c` (its weight as an initializer)."""
     node = helper.make_node("Conv", ["input", "w"], ["y"], kernel_shape=list(c["weight"][2:]),
@@ -80,7 +105,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--db", default=None, help="tuning database: adds 'tessel tuned'")
     ap.add_argument("--image", type=int, default=224)
-    ap.add_argument("--width", type=int, default=64)
+    ap.add_argument("--width", type=int, default=None,
+                    help="first-stage channels (default the model's: 64, MobileNetV2 32)")
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--tolerance", type=float, default=1e-3)
@@ -88,16 +114,21 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per conv")
     ap.add_argument("--pause", type=float, default=0.2, help="seconds before each peer")
     ap.add_argument("--layers", default="", help="conv indices to run, e.g. '1,9' (all)")
+    ap.add_argument("--model", default="resnet18", choices=MODELS)
+    ap.add_argument("--only", default="all", choices=["all", "stem", "depthwise", "1x1", "other"],
+                    help="only the convs of this kind")
     a = ap.parse_args(argv)
     if Target.parse(a.target).features > Target.parse("llvm").features:
         raise SystemExit(f"this host cannot run code for '{a.target}'")
-    from tests.e2e.onnx_models import resnet18
+    from tests.e2e import onnx_models
 
-    convs = distinct_convs(resnet18(image=a.image, width=a.width))
+    size = {"image": a.image, **({"width": a.width} if a.width else {})}
+    convs = [c for c in distinct_convs(getattr(onnx_models, a.model)(**size))
+             if a.only in ("all", conv_kind(c))]
     pick = {int(i) for i in a.layers.split(",") if i.strip()} if a.layers else None
-    print(f"ResNet-18 {a.image}x{a.image} width {a.width}: {len(convs)} distinct convs, "
-          f"threads {num_threads()}, target '{a.target}', load {os.getloadavg()[0]:.2f}; "
-          "GFLOP/s, ratio = tessel / onnxruntime (> 1: faster)")
+    print(f"{a.model} {a.image}x{a.image} width {a.width or '(default)'}: {len(convs)} "
+          f"distinct convs, threads {num_threads()}, target '{a.target}', "
+          f"load {os.getloadavg()[0]:.2f}; GFLOP/s, ratio = tessel / onnxruntime (> 1: faster)")
     rng = np.random.default_rng(0)
     rows = []
     for i, c in enumerate(convs):
@@ -128,9 +159,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         row = {"input": c["input"], "weight": c["weight"], "stride": c["strides"][0],
                "gflops": gf}
         rows.append(row)
-        print(f"{i:2d}{'x'.join(map(str, c['input'])):>14} * "
-              f"{'x'.join(map(str, c['weight'])):<14}"
-              f" s{row['stride']}  " + "  ".join(
+        print(f"{i:2d} {conv_kind(c):>9} {'x'.join(map(str, c['input'])):>14} * "
+              f"{'x'.join(map(str, c['weight'])):<14} s{row['stride']}  " + "  ".join(
                   f"{k} {v:7.1f}" + (f" ({v / gf['onnxruntime']:.2f})" if k != "onnxruntime"
                                      else "") for k, v in gf.items()), flush=True)
     return rows

@@ -64,8 +64,19 @@ class _Partition(ir.StmtMutator):
     def __init__(self) -> None:
         super().__init__()
         self.depth = 0
+        # enclosing loops of one iteration (a compute_at stage's own axes, still loops
+        # here: remove_no_op inlines them later): their vars are constants for the loops
+        # inside, e.g. the row of a conv's accumulator tile in its padding guard
+        self.units: list[tuple[E.Var, int]] = []
 
     def visit_For(self, s: ir.For) -> ir.Stmt:
+        if isinstance(s.min, E.IntImm) and isinstance(s.extent, E.IntImm) \
+                and s.extent.value == 1 and s.kind is not ir.ForKind.THREAD_BINDING:
+            self.units.append((s.var, s.min.value))
+            try:
+                return self.generic_visit(s)
+            finally:
+                self.units.pop()
         if not (isinstance(s.min, E.IntImm) and isinstance(s.extent, E.IntImm)) \
                 or self.depth >= _MAX_PIECES_DEPTH or s.kind is ir.ForKind.THREAD_BINDING:
             return self.generic_visit(s)
@@ -76,6 +87,8 @@ class _Partition(ir.StmtMutator):
         if not conds:
             return self.generic_visit(s)
         inner = _inner_analyzer(s.body)
+        for var, value in self.units:
+            inner.bind(var, (value, value + 1))
         m_lo, m_hi = lo, hi
         known: list[tuple[E.PrimExpr, tuple[float, float], tuple[float, float]]] = []
         for c in conds:
@@ -85,11 +98,21 @@ class _Partition(ir.StmtMutator):
             known.append((c, *iv))
             m_lo, m_hi = max(m_lo, iv[0][0]), min(m_hi, iv[0][1])  # type: ignore[assignment]
         m_lo, m_hi = int(min(max(m_lo, lo), hi)), int(max(min(m_hi, hi), lo))
-        if not known or m_lo >= m_hi:
+        if not known:
             return self.generic_visit(s)
+        spans: list[tuple[int, int]] = [(lo, m_lo), (m_lo, m_hi), (m_hi, hi)]
+        if m_lo >= m_hi:
+            # no iteration free of every guard (a tile row of two tiles, the left one
+            # guarded on the left, the right one on the right): cut where any guard starts
+            # or stops holding, so that each piece drops the guards that hold on it
+            cuts = sorted({int(p) for _, al, nv in known for p in (*al, *nv)
+                           if p != float("inf") and p != -float("inf") and lo < p < hi})
+            if not cuts:
+                return self.generic_visit(s)
+            spans = list(zip([lo, *cuts], [*cuts, hi]))
         pieces: list[tuple[int, int, ir.Stmt]] = []
         self.depth += 1
-        for a, b in ((lo, m_lo), (m_lo, m_hi), (m_hi, hi)):
+        for a, b in spans:
             if b <= a:
                 continue
             true_ids = {id(c) for c, al, _ in known if al[0] <= a and b <= al[1]}

@@ -102,7 +102,8 @@ def as_in_model(template: str, specs: Sequence[Any], attrs: dict[str, Any], targ
     """
     from schedule.templates.x86_conv2d_nchwc import pick_blocks
 
-    if template != "conv2d_NCHWc.x86" or "data_layout" in attrs or "out_layout" in attrs:
+    if template not in ("conv2d_NCHWc.x86", "conv2d_stem.x86") or "data_layout" in attrs \
+            or "out_layout" in attrs:
         return None
     shape = tuple(specs[0][0])
     if len(shape) != 4:

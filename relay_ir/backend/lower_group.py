@@ -319,7 +319,7 @@ def _has_zero_size(specs: Sequence[tuple[tuple[int, ...], str]]) -> bool:
 # the templates that take their data operand blocked (data_layout "NCHWxc") and write
 # their output blocked (out_layout "NCHWc")
 BLOCKED_TEMPLATES = frozenset({"conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86",
-                               "conv2d_int8.x86"})
+                               "conv2d_int8.x86", "conv2d_stem.x86"})
 
 
 def _template_path(fn: Function, task: AnchorTask, target: Any,

@@ -32,8 +32,13 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
   reduce_order, unroll_kw, layouts as conv2d_NCHWc's (kernel_layout "packed": int32 words
   and compensation); dense knobs tile_x, tile_y, tile_k, unroll_kw (weight_layout
   "packed").
+- conv2d_stem.x86 (the family "conv2d_stem": groups=1 with at most 4 input channels, a
+  model's image): NCHW data read as it is, the vector
+  over a block of output channels; tile_oc, tile_ow, tile_oh, parallel, unroll_kw; attrs
+  data_layout (NCHW / NCHWxc), kernel_layout (OIHW / OIHWo), out_layout (NCHW / NCHWc).
 - depthwise_conv2d_NCHWc.x86 (multiplier 1; what build uses on the CPU): tile_ow,
-  unroll_kw; the block is the data's (data_layout NCHWxc) or the vector width (NCHW);
+  tile_oh, parallel (rows / channels), unroll_kw; padding is a guard loop_partition
+  peels, not a copy; the block is the data's (data_layout NCHWxc) or the vector width (NCHW);
   kernel_layout OIHW / packed, out_layout NCHW / NCHWc.
 - depthwise_conv2d_nchw.x86: tile_oh, tile_ow, unroll_kw; kernel [C*m, 1, KH, KW].
 - injective.x86, reduce.x86, softmax.x86, pool2d.x86, global_pool2d.x86: fixed schedules;
@@ -127,6 +132,7 @@ from schedule.templates import (  # noqa: F401  (fill TEMPLATES)
     x86_conv2d,
     x86_conv2d_int8,
     x86_conv2d_nchwc,
+    x86_conv2d_stem,
     x86_dense,
     x86_dense_int8,
     x86_depthwise_nchwc,

@@ -129,6 +129,8 @@ _BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nc
                 ("conv2d_tensorcore", "gpu"): "conv2d_nchw_tensorcore",
                 ("group_conv2d", "cpu"): "group_conv2d_NCHWc",
                 ("depthwise_conv2d_nchw", "cpu"): "depthwise_conv2d_NCHWc",
+                # a conv of an image (few input channels): a GPU's conv2d templates
+                ("conv2d_stem", "gpu"): "conv2d_nchw_gemm",
                 # the accelerator computes int8 only: a float conv or dense has no template
                 # there (and is no accel tuning task); an --op spec names conv2d_nchw
                 ("conv2d_nchw", "accel"): "conv2d_packed", ("dense", "accel"): "dense_packed",
@@ -138,6 +140,7 @@ _BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nc
 # other templates a target has for a family, each tuned as its own task: a compilation
 # takes the one whose tuning record is fastest (the first, template_for's, when none has)
 _ALTERNATES_BY_KEY = {("conv2d", "gpu"): ("conv2d_nchw",),
+                      ("conv2d_stem", "gpu"): ("conv2d_nchw",),
                       ("dense_tensorcore", "gpu"): ("dense",),
                       ("conv2d_tensorcore", "gpu"): ("conv2d_nchw_gemm", "conv2d_nchw"),
                       ("conv2d_int8", "gpu"): ("conv2d_nchw",)}

@@ -83,7 +83,8 @@ def test_errors_are_one_line_with_exit_code_2(tuned: Path) -> None:
 
 
 def _tiny_onnx(d: Path) -> tuple[Path, Path]:
-    """Conv 3x3 (4 -> 8 channels, constant weight) + Relu, and an input file."""
+    """Conv 3x3 (4 -> 8 channels, constant weight: an image's conv, conv2d_stem.x86) +
+    Relu, and an input file."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -107,8 +108,8 @@ def test_tune_compile_and_run_a_model(tmp_path: Path) -> None:
     model, xfile = _tiny_onnx(tmp_path)
     out = _tessel("tune", "tiny.onnx", "--trials", "2", "--tuner", "random", "--no-progress",
                   "--min-repeat-ms", "1", cwd=tmp_path).stdout
-    assert "tiny.onnx: 1 tunable tasks" in out and "conv2d_NCHWc.x86 x1" in out
-    assert "batch   1 [2/2] conv2d_NCHWc.x86 x1 (1, 4, 8, 8): first batch" in out
+    assert "tiny.onnx: 1 tunable tasks" in out and "conv2d_stem.x86 x1" in out
+    assert "batch   1 [2/2] conv2d_stem.x86 x1 (1, 4, 8, 8): first batch" in out
     assert "model estimate (sum of occurrences x best time)" in out
     out = _tessel("compile", "tiny.onnx", "-o", "tiny.tessel", cwd=tmp_path).stdout
     assert "-> tiny.tessel" in out and "1 of 1 tunable tasks have tuning records" in out
@@ -174,7 +175,7 @@ def test_trials_per_task_tunes_every_task_the_same_number_of_times(tmp_path: Pat
     out = _tessel("tune", "tiny.onnx", "--trials-per-task", "3", "--tuner", "random",
                   "--no-progress", "--min-repeat-ms", "1", cwd=tmp_path).stdout
     assert "batch " not in out and "early stop" in out
-    row = next(line for line in out.splitlines() if line.startswith("conv2d_NCHWc.x86 x1"))
+    row = next(line for line in out.splitlines() if line.startswith("conv2d_stem.x86 x1"))
     assert row.split()[6:9] == ["random", "3", "3"]  # tuner, trials, new
 
 

@@ -34,3 +34,19 @@ def test_layers_picks_convs_by_index() -> None:
     rows = main(["--image", "32", "--width", "8", "--repeat", "1", "--warmup", "1",
                  "--rounds", "2", "--pause", "0", "--layers", "1,4"])
     assert [r["weight"][2:] for r in rows] == [(3, 3), (1, 1)]
+
+
+def test_mobilenet_v2_convs_are_the_stem_depthwise_and_1x1_kinds() -> None:
+    from benchmarks.conv_layers import conv_kind
+    from tests.e2e.onnx_models import mobilenet_v2
+
+    convs = distinct_convs(mobilenet_v2(image=32, width=8))
+    kinds = [conv_kind(c) for c in convs]
+    assert kinds[0] == "stem" and set(kinds) == {"stem", "depthwise", "1x1"}
+    assert {c["strides"][0] for c in convs if conv_kind(c) == "depthwise"} == {1, 2}
+
+
+def test_tiny_mobilenet_v2_run_checks_its_depthwise_convs() -> None:
+    rows = main(["--model", "mobilenet_v2", "--only", "depthwise", "--image", "32",
+                 "--width", "8", "--repeat", "1", "--warmup", "1"])
+    assert rows and all(set(r["gflops"]) == {"onnxruntime", "tessel"} for r in rows)

@@ -1,5 +1,5 @@
 """benchmarks.layer_profile on a tiny ResNet-18: every conv of ORT's profile is matched to
-one of Tessel's, keyed by output and weight size; no timing checked."""
+one of Tessel's, keyed by output, weight and input size; no timing checked."""
 
 from __future__ import annotations
 
@@ -44,3 +44,16 @@ def test_a_conv_without_partner_is_reported_unmatched() -> None:
 
     pairs = match([LayerTime("a", 8, 9, 1.0)], [LayerTime("b", 8, 18, 1.0)])
     assert pairs == [(LayerTime("a", 8, 9, 1.0), None), (None, LayerTime("b", 8, 18, 1.0))]
+
+
+def test_convs_whose_output_and_weight_sizes_agree_are_told_apart_by_their_input() -> None:
+    # MobileNetV2 at 224: the 144->24 1x1 conv at 56x56 and the 384-channel depthwise at
+    # 14x14 both write 75264 elements with a 3456-element weight
+    from benchmarks.layer_profile import LayerTime
+
+    ours = [LayerTime("project", 75264, 3456, 160.0, 144 * 56 * 56),
+            LayerTime("depthwise", 75264, 3456, 30.0, 384 * 14 * 14)]
+    theirs = [LayerTime("dw", 75264, 3456, 28.0, 384 * 14 * 14),
+              LayerTime("pw", 75264, 3456, 110.0, 144 * 56 * 56)]
+    assert [(t.name, o.name) for t, o in match(ours, theirs)] == [("project", "pw"),
+                                                                   ("depthwise", "dw")]

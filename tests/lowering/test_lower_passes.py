@@ -85,6 +85,28 @@ def test_loop_partition_tells_apart_vars_that_print_alike():
     assert loop_partition(_func(body)).body is body
 
 
+def test_loop_partition_reads_an_enclosing_one_iteration_loop_as_a_constant():
+    # a compute_at stage's own row is a loop of one iteration around its reduction: the
+    # padding guard h + k >= 1 then holds for k in [1, 3) (and never for k = 0)
+    h, k = te.var("h"), te.var("k")
+    store = ir.BufferStore(B, te.const(1.0), (k,))
+    body = _for(h, 0, 1, _for(k, 0, 3, ir.IfThenElse(h + k >= 1, store)))
+    out = remove_no_op(simplify(loop_partition(_func(body))))
+    assert str(out.body) == "for (k, 1, 2) {\n  B[k] = 1.0\n}"
+
+
+def test_loop_partition_cuts_a_loop_without_a_guard_free_iteration_where_guards_change():
+    # two column tiles, the left guarded on the left, the right on the right: no iteration
+    # of the tile loop is free of both guards, yet each tile drops the one that holds on it
+    t, c = te.var("t"), te.var("c")
+    store = ir.BufferStore(B, te.const(1.0), (t * 5 + c,))
+    guard = te.all(t * 5 + c >= 1, t * 5 + c < 9)
+    body = _for(t, 0, 2, _for(c, 0, 5, ir.IfThenElse(guard, store)))
+    out = str(remove_no_op(simplify(loop_partition(_func(body)))).body)
+    # (and then the column loop of each tile sheds its own guard)
+    assert out == "for (c, 1, 4) {\n  B[c] = 1.0\n}\nfor (c, 0, 4) {\n  B[(c + 5)] = 1.0\n}"
+
+
 def test_loop_partition_preserves_results():
     A = te.placeholder((13, 7), name="A")
     C = te.compute((13, 7), lambda y, x: A[y, x] * 2.0, name="C")

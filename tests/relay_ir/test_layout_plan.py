@@ -41,7 +41,9 @@ def _run(lib, name: str, x: np.ndarray) -> np.ndarray:
 
 
 def _blocked_values(lib) -> list[tuple[int, ...]]:
-    return [v.shape for v in lib.plan.values if len(v.shape) == 5]
+    # values computed in the blocked layout (a packed constant weight, e.g. the stem's
+    # [O/o, I, KH, KW, o], is not one)
+    return [v.shape for v in lib.plan.values if len(v.shape) == 5 and v.kind != "const"]
 
 
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "resnext26"])
