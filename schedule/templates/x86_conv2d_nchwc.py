@@ -313,12 +313,16 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         taps = math.prod(int(r.dom.extent.value) for r in CC.op.reduce_axis[1:3])
         fallback_value(cfg, "acc_scope", default_acc_scope(OH, OW, taps))
         # rows outer for a 1x1 conv whose input outweighs its weights (more pixels than
-        # output channels): ResNet-50's 256@56 -> 64 on one Sapphire Rapids core (load
-        # 1.4) 168 -> 182 GFLOP/s, 512@28 -> 128 189 -> 194; 3x3 convs and 1x1 convs with
-        # more channels than pixels (1024@14 -> 256: 197 -> 190) keep the chunks outer
+        # output channels) writing the blocked layout: ResNet-50's 256@56 -> 64 on one
+        # Sapphire Rapids core (load 1.4) 168 -> 182 GFLOP/s, 512@28 -> 128 189 -> 194; 3x3
+        # convs and 1x1 convs with more channels than pixels (1024@14 -> 256: 197 -> 190)
+        # keep the chunks outer, and so does an NCHW output: unpacked row by row across
+        # all chunks into a fresh array per run, 64@56 -> 128 stride 2 fell from 99 to 47
+        # GFLOP/s in benchmarks.conv_layers (the same kernel timed on one reused, aligned
+        # output did not change: a cause in the output's memory, not found)
         CO = shape_of(conv)[1] * oc_bn
-        fallback_value(cfg, "loop_order",
-                       "rows_oc" if taps == 1 and OH * OW > CO else "oc_rows")
+        rows = taps == 1 and OH * OW > CO and len(O.shape) == 5
+        fallback_value(cfg, "loop_order", "rows_oc" if rows else "oc_rows")
     reg_n = int(cfg["tile_ow"].size[-1])
     reg_h = int(cfg["tile_oh"].size[-1])
     scope = cfg["acc_scope"].val

@@ -106,13 +106,20 @@ def test_rows_outside_the_oc_chunks_equal_numpy(target: str, scope: str, layout:
     _check(target, LOGICAL, attrs, cfg, x, w, conv2d_nchw(x, w, 1, 1))
 
 
-@pytest.mark.parametrize("k, hw, co, order", [(1, 56, 64, "rows_oc"), (1, 14, 256, "oc_rows"),
-                                             (3, 56, 64, "oc_rows")])
+@pytest.mark.parametrize("k, hw, co, out, order", [(1, 56, 64, "NCHWc", "rows_oc"),
+                                                  (1, 56, 64, "NCHW", "oc_rows"),
+                                                  (1, 14, 256, "NCHWc", "oc_rows"),
+                                                  (3, 56, 64, "NCHWc", "oc_rows")])
 def test_a_1x1_conv_with_more_pixels_than_channels_defaults_to_rows_outside(
-        k: int, hw: int, co: int, order: str) -> None:
+        k: int, hw: int, co: int, out: str, order: str) -> None:
+    # (writing the blocked layout; an NCHW output keeps the chunks outside)
+    from schedule.space import FallbackConfig
+
     args = [((1, 64, hw, hw), "float32"), ((co, 64, k, k), "float32")]
-    task = Task("conv2d_NCHWc.x86", args, {"padding": k // 2}, AVX512)
-    assert task.default_config()["loop_order"].val == order
+    cfg = FallbackConfig(AVX512)
+    instantiate("conv2d_NCHWc.x86", args, {"padding": k // 2, "out_layout": out}, cfg=cfg,
+                target=AVX512)
+    assert cfg["loop_order"].val == order
 
 
 @pytest.mark.parametrize("target", TARGETS)
