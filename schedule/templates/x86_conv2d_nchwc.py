@@ -301,6 +301,9 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     _register_rows(cfg, OH)
     cfg.define_knob("acc_scope", [a for a in ACC_SCOPES
                                   if a != "plane" or OH * OW <= PLANE_PIXELS])
+    # oc chunks outside the rows (a chunk's weights stay in cache across the rows) or the
+    # rows outside (an input row stays in cache across the chunks; a plane has no rows)
+    cfg.define_knob("loop_order", ["oc_rows", "rows_oc"])
     if isinstance(cfg, FallbackConfig):
         # unrolled taps let LLVM share one broadcast between neighbouring taps (column w at
         # kw + 1 is column w + 1 at kw), which keeps more values live than the registers
@@ -309,11 +312,22 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         fallback_value(cfg, "unroll_kw", False)
         taps = math.prod(int(r.dom.extent.value) for r in CC.op.reduce_axis[1:3])
         fallback_value(cfg, "acc_scope", default_acc_scope(OH, OW, taps))
+        # rows outer for a 1x1 conv whose input outweighs its weights (more pixels than
+        # output channels) writing the blocked layout: ResNet-50's 256@56 -> 64 on one
+        # Sapphire Rapids core (load 1.4) 168 -> 182 GFLOP/s, 512@28 -> 128 189 -> 194; 3x3
+        # convs and 1x1 convs with more channels than pixels (1024@14 -> 256: 197 -> 190)
+        # keep the chunks outer, and so does an NCHW output: unpacked row by row across
+        # all chunks into a fresh array per run, 64@56 -> 128 stride 2 fell from 99 to 47
+        # GFLOP/s in benchmarks.conv_layers (the same kernel timed on one reused, aligned
+        # output did not change: a cause in the output's memory, not found)
+        CO = shape_of(conv)[1] * oc_bn
+        rows = taps == 1 and OH * OW > CO and len(O.shape) == 5
+        fallback_value(cfg, "loop_order", "rows_oc" if rows else "oc_rows")
     reg_n = int(cfg["tile_ow"].size[-1])
     reg_h = int(cfg["tile_oh"].size[-1])
     scope = cfg["acc_scope"].val
     schedule_output_tiles(s, O, CC, oc_bn, reg_n, reg_h=reg_h, acc_scope=scope,
-                          unpack_along_w=True)
+                          unpack_along_w=True, rows_outer=cfg["loop_order"].val == "rows_oc")
 
     # the micro-kernel
     cn, cco, ch, cw, ccb = s[CC].op.axis
@@ -348,14 +362,16 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
 
 def schedule_output_tiles(s: Schedule, O: Tensor, CC: Tensor, oc_bn: int, reg_n: int,
                           reg_h: int = 1, acc_scope: str = "tile",
-                          unpack_along_w: bool = False) -> None:
+                          unpack_along_w: bool = False, rows_outer: bool = False) -> None:
     """The output stage of a blocked conv: parallel over (n, oc chunk, oh), a tile of reg_h
     rows x reg_n columns per step with the accumulator `CC` computed at it (acc_scope
     "tile"), at the row ("row") or at the oc chunk ("plane"), vector stores along the
     channel block (along the columns when the block is 1, or for an NCHW output when
     `unpack_along_w`: contiguous stores instead of a scatter, 64@56 1x1 stride 2 with NCHW
-    out 118 -> 134 GFLOP/s). An NCHW output (4-D) is split into blocks of oc_bn channels
-    first; shared by the fp32, int8 and depthwise templates."""
+    out 118 -> 134 GFLOP/s). With `rows_outer` (tile and row scopes) the rows are the
+    outer loop and the oc chunks inside it, so that an input row stays in cache across the
+    chunks. An NCHW output (4-D) is split into blocks of oc_bn channels first; shared by
+    the fp32, int8 and depthwise templates."""
     if len(O.shape) == 4:
         n, c, h, w = s[O].op.axis
         co, cb = s[O].split(c, factor=oc_bn)
@@ -363,17 +379,18 @@ def schedule_output_tiles(s: Schedule, O: Tensor, CC: Tensor, oc_bn: int, reg_n:
         n, co, h, w, cb = s[O].op.axis
     ho, hi = s[O].split(h, factor=reg_h)
     wo, wi = s[O].split(w, factor=reg_n)
+    outer = [n, ho, co] if rows_outer and acc_scope != "plane" else [n, co, ho]
     if len(O.shape) == 4 and unpack_along_w and reg_n > 1:
-        s[O].reorder(n, co, ho, wo, hi, cb, wi)
+        s[O].reorder(*outer, wo, hi, cb, wi)
         s[O].vectorize(wi)
     else:
-        s[O].reorder(n, co, ho, wo, hi, wi, cb)
+        s[O].reorder(*outer, wo, hi, wi, cb)
         s[O].vectorize(cb if oc_bn > 1 else wi)
     if acc_scope == "tile":
         s[CC].compute_at(s[O], wo)
-        parallel_fuse(s, O, [n, co, ho])
+        parallel_fuse(s, O, outer)
     elif acc_scope == "row":
-        s[CC].compute_at(s[O], parallel_fuse(s, O, [n, co, ho]))
+        s[CC].compute_at(s[O], parallel_fuse(s, O, outer))
     elif acc_scope == "plane":
         s[CC].compute_at(s[O], parallel_fuse(s, O, [n, co]))
     else:

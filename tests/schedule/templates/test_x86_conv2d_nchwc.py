@@ -94,6 +94,35 @@ def test_nchw_in_and_out_equals_numpy_at_each_scope_with_a_two_row_tile(
 
 
 @pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("scope", ["tile", "row", "plane"])
+@pytest.mark.parametrize("layout", ["NCHW", "NCHWc"])
+def test_rows_outside_the_oc_chunks_equal_numpy(target: str, scope: str, layout: str) -> None:
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 32, 8, 8)), rand(rng, (32, 32, 3, 3))
+    space = config_space("conv2d_NCHWc.x86", LOGICAL, {"padding": 1}, target)
+    cfg = _with(space, target, LOGICAL, {"padding": 1}, loop_order="rows_oc",
+                acc_scope=scope, tile_oc=[-1, 16 if target == AVX512 else 8])
+    attrs = {"padding": 1, "out_layout": layout}
+    _check(target, LOGICAL, attrs, cfg, x, w, conv2d_nchw(x, w, 1, 1))
+
+
+@pytest.mark.parametrize("k, hw, co, out, order", [(1, 56, 64, "NCHWc", "rows_oc"),
+                                                  (1, 56, 64, "NCHW", "oc_rows"),
+                                                  (1, 14, 256, "NCHWc", "oc_rows"),
+                                                  (3, 56, 64, "NCHWc", "oc_rows")])
+def test_a_1x1_conv_with_more_pixels_than_channels_defaults_to_rows_outside(
+        k: int, hw: int, co: int, out: str, order: str) -> None:
+    # (writing the blocked layout; an NCHW output keeps the chunks outside)
+    from schedule.space import FallbackConfig
+
+    args = [((1, 64, hw, hw), "float32"), ((co, 64, k, k), "float32")]
+    cfg = FallbackConfig(AVX512)
+    instantiate("conv2d_NCHWc.x86", args, {"padding": k // 2, "out_layout": out}, cfg=cfg,
+                target=AVX512)
+    assert cfg["loop_order"].val == order
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_random_points_of_the_space_equal_numpy(target: str) -> None:
     rng = seeded_rng()
     x, w = rand(rng, (1, 32, 8, 8)), rand(rng, (32, 32, 3, 3))
