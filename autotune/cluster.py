@@ -35,7 +35,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.measure import MeasureInput, MeasureResult
+from autotune.measure import MeasureInput, MeasureResult, timed_as
+from autotune.task import Task
 from tessel_errors import DeviceError, TesselError
 from tuning_logs import ErrorKind
 
@@ -138,6 +139,10 @@ class RayRunner:
                                   "it with `ray start --head` and measuring nodes with "
                                   "`tessel worker --address HOST:PORT`") from None
             self._started = True
+
+    def timed_task(self, task: Task) -> Task:
+        """The task as this runner's slots build and time it (autotune.measure.timed_as)."""
+        return timed_as(task, bool(self.options.get("model_layout", False)))
 
     # -- slots -------------------------------------------------------------------------
 

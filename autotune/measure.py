@@ -651,6 +651,24 @@ class LocalBuilder:
             w.close()
 
 
+def timed_as(task: Task, model_layout: bool) -> Task:
+    """The task as a runner builds and times it: with `model_layout`, an NCHWc conv in the
+    blocked layouts a model runs it in (relay_ir.backend.layout_plan.as_in_model; the
+    config space is the same), else the task itself.
+
+        >>> t = Task("matmul.x86", [((8, 8), "float32"), ((8, 8), "float32")])
+        >>> timed_as(t, model_layout=True) is t
+        True
+    """
+    if not model_layout:
+        return task
+    from relay_ir.backend.layout_plan import as_in_model
+
+    got = as_in_model(task.template, task.args, task.attrs, task.target)
+    return task if got is None else Task(task.template, got[0], got[1], task.target,
+                                         task.name)
+
+
 class LocalRunner:
     """Compiles and times built candidates in one killable worker; checks the output of
     the first `check_trials` candidates of each task against a reference.
@@ -711,16 +729,8 @@ class LocalRunner:
         self._seed = 0
 
     def timed_task(self, task: Task) -> Task:
-        """The task as this runner builds and times it: with `model_layout`, an NCHWc conv
-        in the blocked layouts a model runs it in (relay_ir.backend.layout_plan.
-        as_in_model; the config space is the same), else the task itself."""
-        if not self.model_layout:
-            return task
-        from relay_ir.backend.layout_plan import as_in_model
-
-        got = as_in_model(task.template, task.args, task.attrs, task.target)
-        return task if got is None else Task(task.template, got[0], got[1], task.target,
-                                             task.name)
+        """The task as this runner builds and times it (see `timed_as`)."""
+        return timed_as(task, self.model_layout)
 
     def run(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
         """One MeasureResult per input, in order."""

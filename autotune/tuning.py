@@ -25,6 +25,7 @@ from autotune.measure import MeasureInput, MeasureResult
 from autotune.task import Task
 from autotune.tuners.base import Tuner, throughput
 from autotune.tuners.xgb import XGBTuner
+from schedule.space import ConfigEntity
 from tessel_errors import ScheduleError
 from tuning_logs import MeasureRecord, TuningDatabase
 
@@ -124,6 +125,30 @@ def check_measurable(target: Any) -> None:
                           "on; tune on a machine with one")
 
 
+def default_as_run(task: Task, runner: Any) -> ConfigEntity | None:
+    """The default config as the runner times it: the fallback of the task the runner
+    builds (`runner.timed_task`, e.g. an NCHWc conv in the layouts a model runs it in),
+    as a point of `task`'s space. In a model's layouts a conv's fallback can differ from
+    its logical task's (a 1x1 conv keeps the data's own channel block), and it is that
+    kernel which the model runs untuned and which a tuned record must not lose to.
+
+        >>> from autotune.measure import FakeRunner
+        >>> t = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+        >>> got = default_as_run(t, FakeRunner(lambda t, c: 1.0))
+        >>> got.to_json() == t.default_config().to_json()
+        True
+    """
+    timed = runner.timed_task(task) if hasattr(runner, "timed_task") else task
+    got = timed.default_config()
+    if timed is task or got is None:
+        return got
+    same = list(timed.space.knobs) == list(task.space.knobs) and \
+        timed.space.size == task.space.size
+    if same and task.space.get(got.index).to_json() == got.to_json():
+        return task.space.get(got.index)
+    return task.default_config()
+
+
 def tune(task: Task, tuner: Tuner, n_trial: int, db: TuningDatabase, runner: Any,
          early_stopping: int | None = None, callbacks: Sequence[Callback] = (),
          batch_size: int = 8, transfer: bool = True, default_first: bool = True
@@ -140,7 +165,7 @@ def tune(task: Task, tuner: Tuner, n_trial: int, db: TuningDatabase, runner: Any
     """
     check_measurable(task.target)
     progress = TuneProgress(task, tuner.name, n_trial, started=time.time())
-    default = task.default_config() if default_first else None
+    default = default_as_run(task, runner) if default_first else None
     progress.default_config = default.to_json() if default is not None else None
     _replay_history(task, tuner, db, progress)
     if default is not None and (progress.default_config is None or db.has_config(

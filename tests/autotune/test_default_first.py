@@ -103,3 +103,41 @@ def test_every_scheduled_task_measures_its_default_in_its_first_batch(tmp_path: 
             got = find_tuned(db, t.template, t.args, t.attrs, t.target)
             assert got is not None and got.config.index == defaults[t.workload_key]
     assert [st.best_time for st in result.tasks] == [1e-3, 1e-3]
+
+
+class _ModelLayoutFakeRunner(FakeRunner):
+    """A FakeRunner that, as LocalRunner(model_layout=True), times convs as a model runs
+    them."""
+
+    def timed_task(self, task: Task) -> Task:
+        from autotune.measure import timed_as
+
+        return timed_as(task, model_layout=True)
+
+
+def test_the_default_measured_first_is_the_kernel_the_model_runs_untuned(
+        tmp_path: Path) -> None:
+    # a 1x1 stride-2 conv (ResNet-18's downsample): in the model it reads the blocks the
+    # previous conv wrote, so its untuned kernel keeps that block, unlike its logical
+    # (NCHW) task's fallback; the first measurement must be the model's kernel
+    t = Task("conv2d_NCHWc.x86", [((1, 64, 56, 56), "float32"),
+                                  ((128, 64, 1, 1), "float32")],
+             {"strides": [2, 2], "padding": [0, 0, 0, 0], "dilation": [1, 1]},
+             "llvm -mcpu=skylake-avx512")
+    from autotune.measure import timed_as
+
+    in_model = timed_as(t, model_layout=True).default_config()
+    assert in_model.to_json() != t.default_config().to_json()
+    runner = _ModelLayoutFakeRunner(lambda t, c: 1.0)
+    with TuningDatabase(tmp_path / "t.db") as db:
+        p = tune(t, RandomTuner(t, seed=0), 4, db, runner)
+    assert runner.seen[0].config.to_json() == in_model.to_json()
+    assert p.default_config == in_model.to_json()
+
+
+def test_a_runner_that_times_the_task_as_it_is_measures_the_logical_default(
+        tmp_path: Path) -> None:
+    runner = FakeRunner(lambda t, c: 1.0)
+    with TuningDatabase(tmp_path / "t.db") as db:
+        tune(CONV, RandomTuner(CONV, seed=0), 2, db, runner)
+    assert runner.seen[0].config.to_json() == CONV.default_config().to_json()
