@@ -86,12 +86,19 @@ def output_block(task: AnchorTask, target: Any, tuning: TuningScope | None,
     return int(shape_of(outs[0])[4])
 
 
+# the templates a model runs with blocked values between them (a depthwise conv and the
+# stem too: timed as the logical task, their NCHW packing and unpacking, a transpose each,
+# cost more than the conv and ranked configs by it)
+_IN_MODEL = ("conv2d_NCHWc.x86", "conv2d_stem.x86", "depthwise_conv2d_NCHWc.x86")
+
+
 def as_in_model(template: str, specs: Sequence[Any], attrs: dict[str, Any], target: Any
                 ) -> tuple[list[Any], dict[str, Any]] | None:
     """The (specs, attrs) an NCHWc conv task runs with inside a model whose values between
     convs stay blocked: output NCHWc, data NCHW[x]c in the block a conv with that many
     output channels writes by default (data left NCHW where the channels are fewer than a
-    vector: a model's image); None for other templates and tasks with layouts given.
+    vector: a model's image); None for other templates and tasks with layouts given. The
+    same for the stem and depthwise templates (_IN_MODEL).
     Measuring a config this way times what the model runs: the logical task adds a data
     packing and an output unpacking the model does not have, which ranked configs
     otherwise (ResNet-18: one conv 0.92x its default blocked, 1.10x logical).
@@ -102,8 +109,7 @@ def as_in_model(template: str, specs: Sequence[Any], attrs: dict[str, Any], targ
     """
     from schedule.templates.x86_conv2d_nchwc import pick_blocks
 
-    if template not in ("conv2d_NCHWc.x86", "conv2d_stem.x86") or "data_layout" in attrs \
-            or "out_layout" in attrs:
+    if template not in _IN_MODEL or "data_layout" in attrs or "out_layout" in attrs:
         return None
     shape = tuple(specs[0][0])
     if len(shape) != 4:

@@ -16,6 +16,11 @@ column tiles off a guard-free interior. Knobs: tile_oc (oc_bn), tile_ow (reg_n),
 target's vector width and registers (`stem_blocks`). The template takes any number of
 input channels; the strategy gives it those of at most 4.
 
+Measured against conv2d_NCHWc.x86 on the same layer (NCHW image in, NCHWc out, packed
+constant kernel, AVX-512 host, 1 thread, interleaved runs, load 2-3): MobileNetV2's
+3x3/2 (3 -> 32 at 224) 132 us against 266, ResNet-18's 7x7/2 (3 -> 64) 1035 us against
+1213.
+
 Layouts: data_layout "NCHW" (the image) or "NCHWxc" (blocked by any x, as a conv before it
 wrote it: read through the block's index); kernel_layout "OIHW" (packed by a stage) or
 "OIHWo" ([CO/oc_bn, C, KH, KW, oc_bn]: a constant weight, packed once by the packer; the

@@ -20,6 +20,12 @@ and thrown away, no input copied. Knobs: tile_ow (columns in registers; default 
 target's vector registers less the taps' inputs), tile_oh (rows per parallel chunk),
 parallel ("rows" / "channels"), unroll_kw.
 
+Inside MobileNetV2 (224x224, blocked in and out, AVX-512 host, 2 threads, load 0.8), the
+model went from 1.81x ONNX Runtime's latency to 1.00x with this template and the stem's
+(python -m benchmarks.models --models mobilenet_v2 --rounds 3 --repeat 5); the 14x14 and
+7x7 layers run in 20 us against ORT's 25-30, the 112x112 and 56x56 ones, which move
+megabytes, at 1.1-1.9x ORT's time.
+
 A constant kernel comes packed (attrs kernel_layout="packed", what build asks for): the
 spec stays [C, 1, KH, KW], the argument is [C/x, KH, KW, x], and the packer packs the
 numpy weight once at build.

@@ -328,3 +328,23 @@ def test_control_takes_more_quartets_while_their_ratios_spread(monkeypatch) -> N
     got = m._control_costs(task, lambda *a: None, [], logical, {"repeat": 3, "number": 1},
                            0.0)
     assert len(got["costs"]) > 9 and m._spread(got["costs"], got["control"]) <= 0.1
+
+
+@pytest.mark.parametrize("template, args, attrs", [
+    ("depthwise_conv2d_NCHWc.x86", [((1, 32, 10, 10), "float32"), ((32, 1, 3, 3), "float32")],
+     {"padding": [1, 1, 1, 1], "groups": 32, "kernel_layout": "packed"}),
+    ("conv2d_stem.x86", [((1, 3, 12, 12), "float32"), ((16, 3, 3, 3), "float32")],
+     {"padding": [1, 1, 1, 1], "strides": [2, 2], "kernel_layout": "OIHWo"})])
+def test_depthwise_and_stem_tasks_are_timed_and_checked_in_the_models_layouts(
+        template, args, attrs) -> None:
+    # timed as the logical task, their NCHW packing and unpacking would rank the configs
+    task = Task(template, args, attrs)
+    sp = task.space
+    cfgs = [sp.get(0), sp.get(sp.size - 1)]
+    with LocalRunner(timeout=60, check_trials=2, control=True, model_layout=True,
+                     min_repeat_ms=1, slow_cutoff=None) as runner:
+        timed = runner.timed_task(task)
+        assert timed.attrs["out_layout"] == "NCHWc"
+        assert len(timed.args[0][0]) == (5 if template.startswith("depthwise") else 4)
+        res = runner.run([MeasureInput(task, cfg) for cfg in cfgs])
+    assert all(r.ok for r in res), [(r.error_kind, r.error_msg) for r in res]

@@ -124,3 +124,12 @@ def test_bad_layouts_and_channels_are_named() -> None:
     with pytest.raises(ScheduleError, match="data_layout must be one of"):
         instantiate(NAME, [((1, 3, 8, 8), "float32"), ((16, 3, 3, 3), "float32")],
                     {"data_layout": "NHWC"})
+
+
+def test_tuning_times_the_stem_as_the_model_runs_it() -> None:
+    # blocked output for the next conv, the image as it is: no unpacking timed
+    from relay_ir.backend.layout_plan import as_in_model
+
+    specs = [((1, 3, 32, 32), "float32"), ((32, 3, 3, 3), "float32")]
+    got = as_in_model(NAME, specs, {"padding": 1}, AVX512)
+    assert got == (specs, {"padding": 1, "out_layout": "NCHWc"})
