@@ -283,7 +283,7 @@ def schedule_conv2d_int8(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
 
     if cropped:  # the cropping output stage
         schedule_copy_stage(s, outs[0])
-    # the layout / padding stages: small, so serial unless large (see schedule_copy_stage)
+    # the layout / padding stages: parallel from 16K elements (see schedule_copy_stage)
     for t in keep:
         schedule_copy_stage(s, t, vector_ok=t.op.tag == PAD)
     return s

@@ -227,3 +227,47 @@ def test_a_float16_conv_chain_equals_the_interpreter() -> None:
     # moves the second by an ulp or two of its largest value (a float16 accumulator: 6-14)
     ulp = float(np.spacing(np.float16(np.max(np.abs(want)))))
     assert np.max(np.abs(got - want)) <= 2 * ulp, np.max(np.abs(got - want)) / ulp
+
+
+def _parallel_stages(func: Any) -> set[str]:
+    """Names of the buffers stored inside a parallel loop of `func`."""
+    from lowering import ir as lir
+
+    found: set[str] = set()
+
+    def visit(st: Any, inside: bool) -> None:
+        if isinstance(st, lir.For):
+            visit(st.body, inside or st.kind == lir.ForKind.PARALLEL)
+        elif isinstance(st, lir.BufferStore) and inside:
+            found.add(st.buffer.name)
+        else:
+            for name in getattr(st, "__dataclass_fields__", {}):
+                v = getattr(st, name)
+                for x in (v if isinstance(v, tuple) else (v,)):
+                    if isinstance(x, lir.Stmt):
+                        visit(x, inside)
+
+    visit(func.body, False)
+    return found
+
+
+@pytest.mark.parametrize("hw, parallel", [(56, True), (4, False)])
+def test_a_padding_stage_is_parallel_from_16k_elements(hw: int, parallel: bool) -> None:
+    # ResNet-18's 64@56 3x3 pads 64 x 58 x 58 values per call: serial, that copy cost about
+    # 5% of the model on 2 threads; a 64 x 6 x 6 pad is cheaper than a parallel launch
+    rng = seeded_rng()
+    args = [((1, 4, hw, hw, 16), "float32"), ((64, 64, 3, 3), "float32")]
+    attrs = {"padding": 1, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
+             "out_layout": "NCHWc"}
+    s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, target=AVX512)
+    func = lowering.lower(s, ts)
+    pads = {n for n in _parallel_stages(func) if "pad" in n}
+    assert bool(pads) == parallel, _parallel_stages(func)
+    if _foreign_cpu(AVX512):
+        return
+    x, w = rand(rng, (1, 64, hw, hw)), rand(rng, (64, 64, 3, 3))
+    k = lowering.build(s, ts, target=AVX512)
+    wk = input_packers("conv2d_NCHWc.x86", args, ts[:2], attrs)[1](w)
+    out = np.full([int(d.value) for d in ts[-1].shape], np.nan, "float32")
+    k(_blocked(x, 16), wk, out)
+    close(_unblocked(out), conv2d_nchw(x, w, 1, 1))
