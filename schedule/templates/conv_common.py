@@ -70,6 +70,25 @@ def conv_attrs(attrs: dict[str, Any]) -> ConvAttrs:
                      _pair(attrs.get("dilation", 1), "dilation"), int(attrs.get("groups", 1)))
 
 
+def conv_layouts(template: str, attrs: dict[str, Any], data: tuple[str, ...],
+                 kernel: tuple[str, ...], out: tuple[str, ...] = ("NCHW", "NCHWc")
+                 ) -> tuple[str, str, str]:
+    """The (data, kernel, out) layouts of a blocked conv template's attrs (defaults NCHW,
+    OIHW, NCHW), each checked against the template's legal ones (a ScheduleError naming the
+    template, the attr and the legal values).
+
+        >>> conv_layouts("t", {"out_layout": "NCHWc"}, ("NCHW",), ("OIHW",))
+        ('NCHW', 'OIHW', 'NCHWc')
+    """
+    got = (attrs.get("data_layout", "NCHW"), attrs.get("kernel_layout", "OIHW"),
+           attrs.get("out_layout", "NCHW"))
+    for what, v, legal in zip(("data_layout", "kernel_layout", "out_layout"), got,
+                              (data, kernel, out)):
+        if v not in legal:
+            raise ScheduleError(f"{template}: {what} must be one of {legal}, got {v!r}")
+    return got
+
+
 def pad_hw(data: Tensor, h_axis: int, pads: tuple[int, int, int, int],
            read: Callable[..., Any] | None = None, shape: Any = None, name: str = "data_pad"
            ) -> Tensor:

@@ -42,7 +42,7 @@ from schedule.templates.common import (
     schedule_copy_stage,
     shape_of,
 )
-from schedule.templates.conv_common import PAD, conv_attrs
+from schedule.templates.conv_common import PAD, conv_attrs, conv_layouts
 from schedule.templates.registry import expect_args, placeholders, register_template
 from schedule.templates.x86_conv2d_nchwc import schedule_output_tiles
 from schedule.templates.x86_int8_dot import (
@@ -94,12 +94,7 @@ def pick_blocks(C4: int, COV: int, OW: int, target: Target) -> tuple[int, int, i
 
 
 def _check_attrs(attrs: dict[str, Any], args: Sequence[Any]) -> tuple[str, str, str]:
-    layouts = (attrs.get("data_layout", "NCHW"), attrs.get("kernel_layout", "OIHW"),
-               attrs.get("out_layout", "NCHW"))
-    for what, v, legal in zip(("data_layout", "kernel_layout", "out_layout"), layouts,
-                              (("NCHW", "NCHWxc"), ("OIHW", "packed"), ("NCHW", "NCHWc"))):
-        if v not in legal:
-            raise ScheduleError(f"{NAME}: {what} must be one of {legal}, got {v!r}")
+    layouts = conv_layouts(NAME, attrs, ("NCHW", "NCHWxc"), ("OIHW", "packed"))
     expect_args(NAME, args, 2, [4 if layouts[0] == "NCHW" else 5, 4])
     check_int8(NAME, args, attrs, "kernel")
     return layouts  # type: ignore[return-value]

@@ -50,7 +50,7 @@ from schedule.templates.common import (
     schedule_copy_stage,
     shape_of,
 )
-from schedule.templates.conv_common import PAD, conv_attrs, pad_hw
+from schedule.templates.conv_common import PAD, conv_attrs, conv_layouts, pad_hw
 from schedule.templates.registry import expect_args, placeholders, register_template
 from tensor_expr import tensor as T
 from tensor_expr.expr import cast
@@ -112,14 +112,8 @@ def _block_knob(cfg: Any, name: str, extent: int, fixed: int | None, default: in
 
 def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
              ) -> tuple[list[Tensor], list[Tensor]]:
-    dl = attrs.get("data_layout", "NCHW")
-    kl = attrs.get("kernel_layout", "OIHW")
-    ol = attrs.get("out_layout", "NCHW")
-    for what, v, legal in (("data_layout", dl, ("NCHW", "NCHWc", "NCHWxc")),
-                           ("kernel_layout", kl, ("OIHW", "OIHWio")),
-                           ("out_layout", ol, ("NCHW", "NCHWc"))):
-        if v not in legal:
-            raise ScheduleError(f"conv2d_NCHWc.x86: {what} must be one of {legal}, got {v!r}")
+    dl, kl, ol = conv_layouts("conv2d_NCHWc.x86", attrs, ("NCHW", "NCHWc", "NCHWxc"),
+                              ("OIHW", "OIHWio"))
     # a logical OIHW spec in the packed layout: the config picks the blocks
     logical_kernel = kl == "OIHWio" and len(args) == 2 and len(args[1][0]) == 4
     expect_args("conv2d_NCHWc.x86", args, 2, [4 if dl == "NCHW" else 5,

@@ -59,7 +59,7 @@ from schedule.templates.common import (
     schedule_copy_stage,
     shape_of,
 )
-from schedule.templates.conv_common import conv_attrs
+from schedule.templates.conv_common import conv_attrs, conv_layouts
 from schedule.templates.registry import expect_args, placeholders, register_template
 from tensor_expr import tensor as T
 from tensor_expr.expr import all as te_all
@@ -73,14 +73,7 @@ DEPTHWISE, PACK_DATA, UNPACK = "depthwise_conv2d_NCHWc", "pack_data", "unpack"
 
 def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
              ) -> tuple[list[Tensor], list[Tensor]]:
-    dl = attrs.get("data_layout", "NCHW")
-    kl = attrs.get("kernel_layout", "OIHW")
-    ol = attrs.get("out_layout", "NCHW")
-    for what, v, legal in (("data_layout", dl, ("NCHW", "NCHWxc")),
-                           ("kernel_layout", kl, ("OIHW", "packed")),
-                           ("out_layout", ol, ("NCHW", "NCHWc"))):
-        if v not in legal:
-            raise ScheduleError(f"{NAME}: {what} must be one of {legal}, got {v!r}")
+    dl, kl, ol = conv_layouts(NAME, attrs, ("NCHW", "NCHWxc"), ("OIHW", "packed"))
     expect_args(NAME, args, 2, [4 if dl == "NCHW" else 5, 4])
     data, kernel = placeholders(args, ["data", "kernel"])
     ds = shape_of(data)

@@ -40,6 +40,18 @@ def depthwise_nchw(x: np.ndarray, w: np.ndarray, stride: int = 1, pad: int = 0) 
     return np.concatenate(out, axis=1)
 
 
+def blocked(x: np.ndarray, b: int) -> np.ndarray:
+    """NCHW -> NCHW[b]c (channel blocks of b innermost), contiguous."""
+    n, c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def unblocked(y: np.ndarray) -> np.ndarray:
+    """NCHW[b]c -> NCHW."""
+    n, cb, h, w, b = y.shape
+    return y.transpose(0, 1, 4, 2, 3).reshape(n, cb * b, h, w)
+
+
 def close(got: np.ndarray, want: np.ndarray) -> None:
     """float32 agreement with a tolerance for the reassociated sums."""
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

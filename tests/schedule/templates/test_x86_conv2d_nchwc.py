@@ -16,20 +16,10 @@ from autotune.task import Task
 from lowering.kernel import _foreign_cpu
 from schedule.templates import config_space, input_packers, instantiate
 from tests.rng import seeded_rng
-from tests.schedule.templates.refs import close, conv2d_nchw, rand
+from tests.schedule.templates.refs import blocked, close, conv2d_nchw, rand, unblocked
 
 AVX2, AVX512 = "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"
 TARGETS = [AVX2, AVX512]
-
-
-def _blocked(x: np.ndarray, b: int) -> np.ndarray:
-    n, c, h, w = x.shape
-    return np.ascontiguousarray(x.reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2))
-
-
-def _unblocked(y: np.ndarray) -> np.ndarray:
-    n, cb, h, w, b = y.shape
-    return y.transpose(0, 1, 4, 2, 3).reshape(n, cb * b, h, w)
 
 
 def _with(space: Any, target: str, args: list, attrs: dict, **knobs: Any) -> Any:
@@ -55,7 +45,7 @@ def _check(target: str, args: list, attrs: dict, cfg: Any, x: np.ndarray, w: np.
     wk = packers[1](w) if 1 in packers else w
     out = np.full([int(d.value) for d in ts[-1].shape], np.nan, "float32")
     k(x, wk, out)
-    close(_unblocked(out) if out.ndim == 5 else out, want)
+    close(unblocked(out) if out.ndim == 5 else out, want)
 
 
 # data (1, 32, 8, 8), 3x3 pad 1: OH = 8 offers 1, 2 and 4 register rows
@@ -78,7 +68,7 @@ def test_each_register_tile_and_accumulator_scope_equals_numpy_in_model_layouts(
     args = [((1, 32 // block, 8, 8, block), "float32"), ((32, 32, 3, 3), "float32")]
     attrs = {"padding": 1, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
              "out_layout": "NCHWc"}
-    _check(target, args, attrs, cfg, _blocked(x, block), w, conv2d_nchw(x, w, 1, 1))
+    _check(target, args, attrs, cfg, blocked(x, block), w, conv2d_nchw(x, w, 1, 1))
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -142,7 +132,7 @@ def test_a_strided_1x1_conv_copies_only_the_pixels_it_reads(layout: str) -> None
     if layout == "NCHW":
         args, xin = logical, x
     else:  # blocked by 8, re-blocked to the config's 16 by the layout stage
-        args, xin = [((1, 4, 12, 12, 8), "float32"), ((48, 32, 1, 1), "float32")], _blocked(x, 8)
+        args, xin = [((1, 4, 12, 12, 8), "float32"), ((48, 32, 1, 1), "float32")], blocked(x, 8)
     attrs = {"strides": 2, "data_layout": layout}
     space = config_space("conv2d_NCHWc.x86", logical, {"strides": 2}, AVX512)
     cfg = _with(space, AVX512, logical, {"strides": 2}, tile_ic=[-1, 16])
@@ -205,7 +195,7 @@ def test_a_float16_conv_sums_in_float32_and_rounds_once(out_layout: str) -> None
     assert ts[-1].dtype == "float16"
     out = np.zeros([int(d.value) for d in ts[-1].shape], "float16")
     lowering.build(s, ts)(x, w, out)
-    got = (_unblocked(out) if out.ndim == 5 else out).astype(np.float64)
+    got = (unblocked(out) if out.ndim == 5 else out).astype(np.float64)
     exact = conv2d_nchw(x.astype(np.float64), w.astype(np.float64), 1, 1)
     # one rounding of the exact sum: half a float16 ulp (float32 sums add a hair); a
     # float16 accumulator was off by 0.16, ten ulps
@@ -233,21 +223,13 @@ def _parallel_stages(func: Any) -> set[str]:
     """Names of the buffers stored inside a parallel loop of `func`."""
     from lowering import ir as lir
 
+    loops: list[Any] = []
+    lir.post_order_visit_stmt(func.body, lambda st: loops.append(st) if isinstance(
+        st, lir.For) and st.kind == lir.ForKind.PARALLEL else None)
     found: set[str] = set()
-
-    def visit(st: Any, inside: bool) -> None:
-        if isinstance(st, lir.For):
-            visit(st.body, inside or st.kind == lir.ForKind.PARALLEL)
-        elif isinstance(st, lir.BufferStore) and inside:
-            found.add(st.buffer.name)
-        else:
-            for name in getattr(st, "__dataclass_fields__", {}):
-                v = getattr(st, name)
-                for x in (v if isinstance(v, tuple) else (v,)):
-                    if isinstance(x, lir.Stmt):
-                        visit(x, inside)
-
-    visit(func.body, False)
+    for loop in loops:
+        lir.post_order_visit_stmt(loop.body, lambda st: found.add(st.buffer.name)
+                                  if isinstance(st, lir.BufferStore) else None)
     return found
 
 
@@ -269,5 +251,5 @@ def test_a_padding_stage_is_parallel_from_16k_elements(hw: int, parallel: bool) 
     k = lowering.build(s, ts, target=AVX512)
     wk = input_packers("conv2d_NCHWc.x86", args, ts[:2], attrs)[1](w)
     out = np.full([int(d.value) for d in ts[-1].shape], np.nan, "float32")
-    k(_blocked(x, 16), wk, out)
-    close(_unblocked(out), conv2d_nchw(x, w, 1, 1))
+    k(blocked(x, 16), wk, out)
+    close(unblocked(out), conv2d_nchw(x, w, 1, 1))

@@ -13,15 +13,10 @@ import lowering
 from schedule.templates import config_space, input_packers, instantiate, templates_for
 from tessel_target import Target
 from tests.rng import seeded_rng
-from tests.schedule.templates.refs import close, conv2d_nchw, rand
+from tests.schedule.templates.refs import close, conv2d_nchw, rand, unblocked
 
 NAME = "conv2d_stem.x86"
 AVX2, AVX512 = "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"
-
-
-def _unblocked(y: np.ndarray) -> np.ndarray:
-    n, co, h, w, b = y.shape
-    return y.transpose(0, 1, 4, 2, 3).reshape(n, co * b, h, w)
 
 
 def _run(x: np.ndarray, w: np.ndarray, attrs: dict, cfg=None, target: str = "llvm",
@@ -38,7 +33,7 @@ def _run(x: np.ndarray, w: np.ndarray, attrs: dict, cfg=None, target: str = "llv
     wk = input_packers(NAME, args, ts[:2], attrs).get(1, lambda a: a)(w)
     out = np.full([int(d.value) for d in ts[-1].shape], np.nan, "float32")
     k(data, wk, out)
-    return text, _unblocked(out) if out.ndim == 5 else out
+    return text, unblocked(out) if out.ndim == 5 else out
 
 
 def _padded_ref(x: np.ndarray, w: np.ndarray, stride: int, pad) -> np.ndarray:

@@ -8,19 +8,9 @@ import pytest
 
 from schedule.templates import config_space, input_packers, instantiate, template_for
 from tests.rng import seeded_rng
-from tests.schedule.templates.refs import close, depthwise_nchw, rand, run
+from tests.schedule.templates.refs import blocked, close, depthwise_nchw, rand, run, unblocked
 
 NAME = "depthwise_conv2d_NCHWc.x86"
-
-
-def _blocked(x: np.ndarray, b: int) -> np.ndarray:
-    n, c, h, w = x.shape
-    return np.ascontiguousarray(x.reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2))
-
-
-def _unblocked(y: np.ndarray) -> np.ndarray:
-    n, co, h, w, b = y.shape
-    return y.transpose(0, 1, 4, 2, 3).reshape(n, co * b, h, w)
 
 
 def test_the_cpu_depthwise_family_is_the_blocked_template() -> None:
@@ -42,7 +32,7 @@ def test_nchw_in_and_out_equals_numpy(c: int, hw: int, stride: int, pad: int) ->
 def test_blocked_in_and_out_with_a_packed_constant_kernel_equals_numpy(block: int) -> None:
     rng = seeded_rng()
     x, w = rand(rng, (1, 64, 9, 9)), rand(rng, (64, 1, 3, 3))
-    xb = _blocked(x, block)
+    xb = blocked(x, block)
     args = [(xb.shape, "float32"), (w.shape, "float32")]
     attrs = {"padding": 1, "groups": 64, "data_layout": "NCHWxc", "out_layout": "NCHWc",
              "kernel_layout": "packed"}
@@ -50,7 +40,7 @@ def test_blocked_in_and_out_with_a_packed_constant_kernel_equals_numpy(block: in
     packers = input_packers(NAME, args, ts[:2], attrs)
     got = run(s, ts, [xb, packers[1](w)])
     assert got.shape[4] == block  # the output keeps the data's block
-    close(_unblocked(got), depthwise_nchw(x, w, 1, 1))
+    close(unblocked(got), depthwise_nchw(x, w, 1, 1))
 
 
 def test_random_points_of_the_space_equal_numpy() -> None:
@@ -80,7 +70,7 @@ def _padding_free(attrs: dict, x: np.ndarray, w: np.ndarray, block: int, cfg=Non
     import lowering
     from tessel_target import Target
 
-    xb = _blocked(x, block)
+    xb = blocked(x, block)
     args = [(xb.shape, "float32"), (w.shape, "float32")]
     attrs = {**attrs, "groups": x.shape[1], "data_layout": "NCHWxc", "out_layout": "NCHWc",
              "kernel_layout": "packed"}
@@ -91,7 +81,7 @@ def _padding_free(attrs: dict, x: np.ndarray, w: np.ndarray, block: int, cfg=Non
         return text, None  # code for a CPU this host is not: built, not run
     out = np.full([int(d.value) for d in ts[-1].shape], np.nan, "float32")
     k(xb, input_packers(NAME, args, ts[:2], attrs)[1](w), out)
-    return text, _unblocked(out)
+    return text, unblocked(out)
 
 
 @pytest.mark.parametrize("c, hw, stride, pad, block", [
@@ -119,7 +109,7 @@ def test_every_parallel_axis_and_tile_equals_numpy(parallel: str, rows: int, col
 
     rng = seeded_rng()
     x, w = rand(rng, (1, 32, 12, 12)), rand(rng, (32, 1, 3, 3))
-    args = [(_blocked(x, 16).shape, "float32"), (w.shape, "float32")]
+    args = [(blocked(x, 16).shape, "float32"), (w.shape, "float32")]
     attrs = {"padding": 1, "groups": 32, "data_layout": "NCHWxc", "out_layout": "NCHWc",
              "kernel_layout": "packed"}
     space = config_space(NAME, args, attrs)

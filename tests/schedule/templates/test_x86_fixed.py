@@ -9,7 +9,7 @@ import pytest
 
 from schedule.templates import instantiate
 from tests.rng import seeded_rng
-from tests.schedule.templates.refs import close, rand, run
+from tests.schedule.templates.refs import blocked, close, rand, run
 
 
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
@@ -67,11 +67,6 @@ def test_softmax_rows_run_in_one_parallel_loop() -> None:
     assert text.count("parallel") == 1 and "vectorized" in text
 
 
-def _blocked(x: np.ndarray, b: int) -> np.ndarray:
-    n, c, h, w = x.shape
-    return np.ascontiguousarray(x.reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2))
-
-
 def _pool_ref(x: np.ndarray, op: str, k: int, st: int, pad: int) -> np.ndarray:
     """NCHW pooling in numpy; avg counts only the window's real elements."""
     fill = -np.inf if op == "max" else 0.0
@@ -114,5 +109,5 @@ def test_a_pool_over_the_blocked_layout_keeps_its_accumulators_in_registers(
         return  # code for a CPU this host is not: built and checked above, not run
     logical = rand(seeded_rng(), (1, 2 * block, 14, 14))
     out = np.full((1, 2, 7, 7, block), np.nan, "float32")
-    k(_blocked(logical, block), out)
-    close(out, _blocked(_pool_ref(logical, op, 3, 2, 1), block))
+    k(blocked(logical, block), out)
+    close(out, blocked(_pool_ref(logical, op, 3, 2, 1), block))

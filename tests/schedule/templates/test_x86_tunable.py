@@ -10,7 +10,7 @@ import pytest
 import lowering
 from schedule.templates import config_space, input_packers, instantiate
 from tests.rng import seeded_rng
-from tests.schedule.templates.refs import close, conv2d_nchw, depthwise_nchw, rand, run
+from tests.schedule.templates.refs import blocked, close, conv2d_nchw, depthwise_nchw, rand, run
 from tests.unwritten import unwritten
 
 CASES: list[tuple[str, list[Any], dict[str, Any], Any]] = [
@@ -114,11 +114,6 @@ def test_a_prepacked_constant_weight_gives_the_same_product(name, bshape, attrs,
     np.testing.assert_allclose(out, ref(a, b), rtol=1e-5, atol=1e-5)
 
 
-def _blocked(x: np.ndarray, b: int) -> np.ndarray:
-    n, c, h, w = x.shape
-    return np.ascontiguousarray(x.reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2))
-
-
 @pytest.mark.parametrize("x_block", [4, 8, 16, 32])
 def test_nchwxc_data_in_any_block_equals_numpy_at_every_sampled_config(x_block: int) -> None:
     # data blocked as another conv wrote it: the config's own tile_ic re-blocks it (or not)
@@ -126,11 +121,11 @@ def test_nchwxc_data_in_any_block_equals_numpy_at_every_sampled_config(x_block: 
     x, w = rand(rng, (1, 32, 6, 6)), rand(rng, (16, 32, 3, 3))
     logical = [((1, 32, 6, 6), "float32"), ((16, 32, 3, 3), "float32")]
     space = config_space("conv2d_NCHWc.x86", logical, {"padding": 1})
-    args = [(_blocked(x, x_block).shape, "float32"), ((16, 32, 3, 3), "float32")]
+    args = [(blocked(x, x_block).shape, "float32"), ((16, 32, 3, 3), "float32")]
     attrs = {"padding": 1, "data_layout": "NCHWxc"}
     for index in space.sample(rng, 3) + [0, space.size - 1]:
         s, tensors = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=space.get(index))
-        close(run(s, tensors, [_blocked(x, x_block), w]), conv2d_nchw(x, w, 1, 1))
+        close(run(s, tensors, [blocked(x, x_block), w]), conv2d_nchw(x, w, 1, 1))
 
 
 def test_nchwxc_keeps_the_nchw_tasks_space() -> None:
