@@ -12,9 +12,12 @@ ORT first. A depthwise conv is a one-node model too (group = channels).
                                               # depthwise 3x3 (stride 1, 2) and 1x1 convs
     python -m benchmarks.conv_layers --model mobilenet_v2 --only depthwise  # those alone
 
-Each conv's peers are timed in --rounds interleaved rounds, a short pause before each
-peer (a runtime's idle pool threads spin for a while and take a core from the next one),
-and the median of the rounds' medians is printed, with the load average of the machine.
+Each peer runs in its own process (benchmarks.isolated: in one process ONNX Runtime's and
+Tessel's pool threads took cores from each other, and a 3x3 conv read half its speed
+alone at 2 threads); the parent checks every output against ORT's, then times the peers
+in --rounds interleaved rounds (the order rotates per round, a short pause before each
+peer so that the previous one's pool threads go idle) and prints the median of the
+rounds' medians, with the load average of the machine.
 
 The one-node models take and give NCHW, so Tessel's time includes packing the input into
 channel blocks and unpacking the output, which inside a model the layout plan avoids
@@ -35,7 +38,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
 import relay_ir
-from benchmarks.models import median_seconds, ort_session, relative_error
+from benchmarks.isolated import Peer
+from benchmarks.models import ort_session, relative_error
 from lowering.kernel import num_threads
 from relay_ir.frontend.onnx import from_onnx
 from tessel_target import Target
@@ -130,32 +134,57 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
           f"distinct convs, threads {num_threads()}, target '{a.target}', "
           f"load {os.getloadavg()[0]:.2f}; GFLOP/s, ratio = tessel / onnxruntime (> 1: faster)")
     rng = np.random.default_rng(0)
+    chosen = {i: c for i, c in enumerate(convs) if pick is None or i in pick}
+    xs = {i: rng.standard_normal(c["input"]).astype(np.float32) for i, c in chosen.items()}
+    peers = {"onnxruntime": Peer("onnxruntime", ort_setup, chosen, xs, num_threads()),
+             "tessel": Peer("tessel", tessel_setup, chosen, xs, a.target, None)}
+    if a.db:
+        peers["tessel tuned"] = Peer("tessel tuned", tessel_setup, chosen, xs, a.target, a.db)
+    try:
+        return _compare(a, chosen, peers)
+    finally:
+        for p in peers.values():
+            p.close()
+
+
+def ort_setup(convs: dict[int, dict[str, Any]], xs: dict[int, np.ndarray],
+              threads: int) -> dict[str, Any]:
+    """In a peer process: an ONNX Runtime session per conv, run on its input."""
+    runs = {}
+    for i, c in convs.items():
+        sess = ort_session(conv_model(c), threads)
+        runs[str(i)] = lambda sess=sess, x=xs[i]: sess.run(None, {"input": x})[0]
+    return runs
+
+
+def tessel_setup(convs: dict[int, dict[str, Any]], xs: dict[int, np.ndarray], target: str,
+                 db: str | None) -> dict[str, Any]:
+    """In a peer process: each conv built by Tessel (tuned with `db` if given)."""
+    runs = {}
+    for i, c in convs.items():
+        mod, params = from_onnx(conv_model(c))
+        lib = relay_ir.build(mod, target=target, params=params, tuning_db=db)
+        runs[str(i)] = lambda lib=lib, x=xs[i]: lib.run(input=x)
+    return runs
+
+
+def _compare(a: argparse.Namespace, convs: dict[int, dict[str, Any]],
+             peers: dict[str, Peer]) -> list[dict[str, Any]]:
     rows = []
-    for i, c in enumerate(convs):
-        if pick is not None and i not in pick:
-            continue
-        model = conv_model(c)
-        mod, params = from_onnx(model)
-        libs = {"tessel": relay_ir.build(mod, target=a.target, params=params)}
-        if a.db:
-            libs["tessel tuned"] = relay_ir.build(mod, target=a.target, params=params,
-                                                  tuning_db=a.db)
-        x = rng.standard_normal(c["input"]).astype(np.float32)
-        sess = ort_session(model, num_threads())
-        want = sess.run(None, {"input": x})[0]
-        runs = {"onnxruntime": lambda sess=sess, x=x: sess.run(None, {"input": x})}
-        for k, lib in libs.items():
-            err = relative_error(lib.run(input=x), want)
+    names = list(peers)
+    for i, c in convs.items():
+        want = peers["onnxruntime"].run(str(i))
+        for k in names[1:]:
+            err = relative_error(peers[k].run(str(i)), want)
             if not err <= a.tolerance:
                 raise SystemExit(f"conv {c['input']}*{c['weight']}: {k} differs from "
                                  f"onnxruntime by {err:.1e}")
-            runs[k] = lambda lib=lib, x=x: lib.run(input=x)
-        secs: dict[str, list[float]] = {k: [] for k in runs}
-        for _ in range(max(1, a.rounds)):
-            for k, fn in runs.items():
+        secs: dict[str, list[float]] = {k: [] for k in names}
+        for r in range(max(1, a.rounds)):
+            for k in names[r % len(names):] + names[:r % len(names)]:
                 time.sleep(a.pause)
-                secs[k].append(median_seconds(fn, a.repeat, a.warmup))
-        gf = {k: flop(c, want.shape) / statistics.median(v) / 1e9 for k, v in secs.items()}
+                secs[k].append(peers[k].time(str(i), a.repeat, a.warmup))
+        gf = {k: flop(c, want.shape) / statistics.median(secs[k]) / 1e9 for k in names}
         row = {"input": c["input"], "weight": c["weight"], "stride": c["strides"][0],
                "gflops": gf}
         rows.append(row)
