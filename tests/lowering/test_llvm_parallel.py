@@ -65,3 +65,43 @@ def test_every_iteration_runs_exactly_once(monkeypatch: pytest.MonkeyPatch, thre
     want = np.zeros_like(b)
     want[start:] = 3
     np.testing.assert_array_equal(b, want)
+
+
+def test_pool_counts_launches_and_sleeps(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from lowering.llvm.runtime import pool_stats
+
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "2")
+    k = lowering.build(_add_one(64))
+    b = np.zeros(64, "int32")
+    k(b)
+    before = pool_stats()
+    for _ in range(5):
+        k(b)
+    time.sleep(0.2)  # far longer than the spin: the worker goes to sleep
+    after = pool_stats()
+    assert after["launches"] - before["launches"] == 5
+    assert after["sleeps"] > before["sleeps"]
+    np.testing.assert_array_equal(b, 6)
+
+
+@pytest.mark.parametrize("text", ["fast", "-1", "2e6"])
+def test_a_bad_spin_setting_is_a_clear_error(monkeypatch: pytest.MonkeyPatch,
+                                             text: str) -> None:
+    from lowering.llvm.runtime import spin_us
+    from tessel_errors import DeviceError
+
+    monkeypatch.setenv("TESSEL_POOL_SPIN_US", text)
+    with pytest.raises(DeviceError, match="TESSEL_POOL_SPIN_US must be"):
+        spin_us()
+
+
+def test_spin_setting_in_microseconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lowering.llvm.runtime import SPIN_US, spin_us, tsc_ticks_per_us
+
+    monkeypatch.delenv("TESSEL_POOL_SPIN_US", raising=False)
+    assert spin_us() == SPIN_US
+    monkeypatch.setenv("TESSEL_POOL_SPIN_US", "250")
+    assert spin_us() == 250.0
+    assert 100 < tsc_ticks_per_us() < 10_000  # a GHz-range counter
