@@ -12,9 +12,9 @@ ORT first. A depthwise conv is a one-node model too (group = channels).
                                               # depthwise 3x3 (stride 1, 2) and 1x1 convs
     python -m benchmarks.conv_layers --model mobilenet_v2 --only depthwise  # those alone
 
-Each peer runs in its own process (benchmarks.isolated: in one process ONNX Runtime's and
-Tessel's pool threads took cores from each other, and a 3x3 conv read half its speed
-alone at 2 threads); the parent checks every output against ORT's, then times the peers
+Each peer runs in its own process (benchmarks.isolated: in one process the runtimes share
+their pool threads' spinning, placement and allocator); the parent checks every output
+against ORT's, then times the peers
 in --rounds interleaved rounds (the order rotates per round, a short pause before each
 peer so that the previous one's pool threads go idle) and prints the median of the
 rounds' medians, with the load average of the machine.

@@ -2,11 +2,13 @@
 runs once (`setup(*args)` -> {key: callable}), then on request runs one of them (its
 output comes back for checking) or times it (the median seconds come back as a number).
 
-Why: runtimes in one process share more than the cores. ONNX Runtime's and Tessel's pool
-threads both spin before they sleep; in one process the next peer's run started while the
-other's threads still held a core, and a 3x3 conv read 134-174 GFLOP/s in
+Why: runtimes in one process share more than the cores (their pool threads spin after a
+run, thread placement, allocator), and a 3x3 conv had read 134-174 GFLOP/s in
 benchmarks.conv_layers against 322-362 alone (2 threads, Sapphire Rapids). In separate
-processes only one peer is asked at a time and the others wait on a pipe.
+processes only one peer is asked at a time and the others wait on a pipe. What stays: on
+a 2-core machine with other busy processes every peer swings between one core's speed and
+two (seen at load 1.3-5: Tessel alone, no ONNX Runtime in the process, 1446 us at 2 threads
+against 1466 at 1 on 64@56 3x3): compare only interleaved figures and note the load.
 
     >>> from benchmarks.conv_layers import ort_setup             # doctest: +SKIP
     >>> with Peer("onnxruntime", ort_setup, {0: conv}, {0: x}, 2) as p:  # doctest: +SKIP
