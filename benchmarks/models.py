@@ -67,8 +67,9 @@ def median_seconds(fn: Callable[[], Any], repeat: int, warmup: int = 2) -> float
     return statistics.median(runs)
 
 
-def ort_session(model: Any, threads: int) -> Any:
-    """An ONNX Runtime CPU session of `model` on `threads` intra-op threads, run sequentially.
+def ort_session(model: Any, threads: int, spin: bool = True) -> Any:
+    """An ONNX Runtime CPU session of `model` on `threads` intra-op threads, run sequentially;
+    `spin=False`: its pool threads sleep when idle (for many sessions run in turn).
 
         >>> sess = ort_session(onnx_model, 2); y = sess.run(None, feeds)[0]  # doctest: +SKIP
     """
@@ -79,6 +80,8 @@ def ort_session(model: Any, threads: int) -> Any:
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.log_severity_level = 3
+    if not spin:
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model.SerializeToString(), opts,
                                 providers=["CPUExecutionProvider"])
 
