@@ -124,9 +124,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         if not err <= 1e-3:
             raise SystemExit(f"config {spec} differs from onnxruntime by {err:.1e}")
         copies = max(1, int(a.cold_weights * 2**20 // wk.nbytes))
+        # wk.copy(): aligned() returns an aligned array itself, and the copies must differ
+        weights = [aligned(wk.copy()) for _ in range(copies)]
         runs["default" if spec == "{}" else spec] = (
             (lambda k=kernel, arr=arrays: k.time(*arr, number=a.number, repeat=1))
-            if copies == 1 else _rotating(kernel, arrays, [aligned(wk) for _ in range(copies)]))
+            if copies == 1 else _rotating(kernel, arrays, weights))
     if a.cold_weights:  # a session per weight copy: ONNX Runtime packs its own once each
         sessions = [ort_session(conv_model(conv), num_threads(), spin=False)
                     for _ in range(max(1, int(a.cold_weights * 2**20 // w.nbytes)))]
