@@ -243,7 +243,7 @@ def _register_rows(cfg: Any, OH: int) -> None:
 
 
 def default_acc_scope(OH: int, OW: int, taps: int, block_bytes: int = 0,
-                      accumulators: int = 8) -> str:
+                      accumulators: int = 8, chunks: int = 8) -> str:
     """The fallback's accumulator scope: a plane for a 7x7-or-smaller output, else the tile.
 
     A conv with taps: a row of 7 columns reads the oc chunk's whole kernel block from L2
@@ -259,7 +259,9 @@ def default_acc_scope(OH: int, OW: int, taps: int, block_bytes: int = 0,
     114 -> 130, 1024@14 -> 2048 stride 2 107 -> 110; AVX2 code (8 floats per block, 7
     accumulators) 66 -> 96, 69 -> 95, and 160@7 -> 960 71 -> 92; kept by tile: 160@7 ->
     960 on AVX-512 (20 KiB block, 166 either way) and 256@14 -> 512 stride 2 (32 KiB:
-    174 tile, 148 plane warm).
+    174 tile, 148 plane warm). A 1x1 conv with fewer than 8 oc `chunks` keeps the tile:
+    a plane is one parallel iteration per chunk (MobileNetV2's 960@7 -> 160 has 5, split
+    3:2 on two threads), the tile one per chunk and row.
 
         >>> default_acc_scope(7, 7, 9), default_acc_scope(7, 7, 1), default_acc_scope(14, 14, 9)
         ('plane', 'tile', 'tile')
@@ -269,7 +271,9 @@ def default_acc_scope(OH: int, OW: int, taps: int, block_bytes: int = 0,
     """
     if OH * OW > 49:
         return "tile"
-    return "plane" if taps > 1 or block_bytes > 32 * 1024 or accumulators < 8 else "tile"
+    if taps > 1:
+        return "plane"
+    return "plane" if chunks >= 8 and (block_bytes > 32 * 1024 or accumulators < 8) else "tile"
 
 
 # Fallback, measured (python -m tests.schedule.templates.bench_templates) on the 2-core EPYC
@@ -327,7 +331,8 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         acc = int(cfg["tile_ow"].size[-1]) * int(cfg["tile_oh"].size[-1]) * \
             max(1, oc_bn // lanes)
         fallback_value(cfg, "acc_scope", default_acc_scope(
-            OH, OW, taps, block_bytes=C * taps * oc_bn * 4, accumulators=acc))
+            OH, OW, taps, block_bytes=C * taps * oc_bn * 4, accumulators=acc,
+            chunks=int(shape_of(conv)[1])))
         # rows outer for a 1x1 conv whose input outweighs its weights (more pixels than
         # output channels) writing the blocked layout: ResNet-50's 256@56 -> 64 on one
         # Sapphire Rapids core (load 1.4) 168 -> 182 GFLOP/s, 512@28 -> 128 189 -> 194; 3x3

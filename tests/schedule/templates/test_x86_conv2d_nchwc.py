@@ -143,15 +143,16 @@ def test_a_strided_1x1_conv_copies_only_the_pixels_it_reads(layout: str) -> None
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("hw, k, c, scope, ic_bn", [
-    (7, 3, 64, "plane", 4), (14, 3, 64, "tile", None), (56, 3, 64, "tile", None),
+@pytest.mark.parametrize("hw, k, c, co, scope, ic_bn", [
+    (7, 3, 64, 64, "plane", 4), (14, 3, 64, 64, "tile", None), (56, 3, 64, 64, "tile", None),
     # a 1x1 conv: by plane where the oc chunk's weights outgrow L1 (512 x 32 floats), or
-    # where AVX2's register tile (7 columns x 1 vector) has fewer than 8 accumulators
-    (7, 1, 64, {AVX2: "plane", AVX512: "tile"}, None), (7, 1, 512, "plane", None),
-    (14, 1, 512, "tile", None)])
+    # where AVX2's register tile (7 columns x 1 vector) has fewer than 8 accumulators,
+    # if it has 8 oc chunks or more to spread over the threads
+    (7, 1, 64, 256, {AVX2: "plane", AVX512: "tile"}, None), (7, 1, 512, 256, "plane", None),
+    (7, 1, 512, 64, {AVX2: "plane", AVX512: "tile"}, None), (14, 1, 512, 256, "tile", None)])
 def test_the_default_is_a_point_of_the_space_and_a_small_output_accumulates_by_plane(
-        target: str, hw: int, k: int, c: int, scope: Any, ic_bn: int | None) -> None:
-    args = [((1, c, hw, hw), "float32"), ((64, c, k, k), "float32")]
+        target: str, hw: int, k: int, c: int, co: int, scope: Any, ic_bn: int | None) -> None:
+    args = [((1, c, hw, hw), "float32"), ((co, c, k, k), "float32")]
     task = Task("conv2d_NCHWc.x86", args, {"padding": k // 2}, target)
     default = task.default_config()
     assert default is not None
@@ -161,7 +162,7 @@ def test_the_default_is_a_point_of_the_space_and_a_small_output_accumulates_by_p
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("c, hw, co, stride", [(512, 7, 64, 1), (256, 14, 64, 2)])
+@pytest.mark.parametrize("c, hw, co, stride", [(512, 7, 256, 1), (256, 14, 64, 2)])
 def test_a_small_1x1_conv_by_plane_equals_numpy_in_model_layouts(target: str, c: int, hw: int,
                                                                   co: int, stride: int) -> None:
     rng = seeded_rng()
