@@ -277,15 +277,18 @@ def schedule_gemm(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     # parallel granularity: the fused (row-block, column-block) loop, or row blocks only
     cfg.define_knob("parallel", ["rows_cols", "rows"])
     # a batch-1 product: the accumulators of one panel, or of the block's panels (up to
-    # BLOCK_VECTORS vectors; past that a "block" config runs as "panel")
-    cfg.define_knob("acc_cols", ["panel", "block"] if M == 1 else ["panel"])
+    # BLOCK_VECTORS vectors; past that a "block" config runs as "panel"); only there, so
+    # that the records of other shapes still name every knob of their space
+    if M == 1:
+        cfg.define_knob("acc_cols", ["panel", "block"])
     if isinstance(cfg, FallbackConfig):
         vecs = max(1, nr // lanes)
         budget = max(1, (cfg.target.vector_registers - 4) // vecs)  # accumulators that fit
         mr = best_divisor(M, [p for p in (8, 6, 4, 12, 14, 5, 7, 3, 2) if p <= budget] or [1])
         fallback_split(cfg, "tile_y", [divisor_at_most(M // mr, max(1, 32 // mr)), mr])
         fallback_split(cfg, "tile_k", [best_divisor(K, [4, 2, 8])])
-        fallback_value(cfg, "acc_cols", "block" if M == 1 else "panel")
+        if M == 1:
+            fallback_value(cfg, "acc_cols", "block")
 
     axes = list(s[O].op.axis)
     yo, ym, yi = cfg["tile_y"].apply(s, O, axes[-2])
@@ -293,7 +296,7 @@ def schedule_gemm(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     lead = axes[:-2]
     s[O].reorder(*lead, yo, xo, ym, xm, yi, xi)
     panels = int(cfg["tile_x"].size[-2])
-    block = cfg["acc_cols"].val == "block" and \
+    block = M == 1 and cfg["acc_cols"].val == "block" and \
         panels * _vectors(nr, lanes)[0] <= BLOCK_VECTORS
     s[CC].compute_at(s[O], xo if block else xm)
     if nr > 1:
