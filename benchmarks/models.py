@@ -11,6 +11,13 @@ convs with the largest gap to ONNX Runtime's profile (benchmarks.layer_profile).
     python -m benchmarks.models --models resnet18 --db r18.db --repeat 5
     python -m benchmarks.models --models resnet18 --image 32 --width 8 --repeat 1 --rounds 1
     ATEN_CPU_CAPABILITY=avx2 python -m benchmarks.models --target "llvm -mcpu=haswell"  # AVX2
+    TESSEL_NUM_THREADS=1 python -m benchmarks.models --models resnet50 --cpu-time
+
+--cpu-time times each run by the process's CPU time, on one thread: on a shared machine
+under load, two-thread wall times measure the scheduler more than the kernels (ONNX
+Runtime's spinning pool suffers most: its ResNet-50 read 118-158 ms on two threads at load
+4-5, more than its 44-54 ms of CPU time on one, and Tessel 0.63x of it), while one
+thread's CPU time moved by a few percent between runs.
 
 ResNet-18 and MobileNetV2 are built with onnx.helper and random weights
 (tests/e2e/onnx_models.py); ResNet-50 is the onnx wheel's light_resnet50 graph with
@@ -55,20 +62,23 @@ def _model(name: str, args: Any) -> Any:
                      "resnext26")
 
 
-def median_seconds(fn: Callable[[], Any], repeat: int, warmup: int = 2) -> float:
-    """Median wall time of `fn()` over `repeat` calls after `warmup` calls."""
+def median_seconds(fn: Callable[[], Any], repeat: int, warmup: int = 2,
+                   clock: Callable[[], float] = time.perf_counter) -> float:
+    """Median time of `fn()` over `repeat` calls after `warmup` calls, by `clock` (wall
+    time; time.process_time for CPU time)."""
     for _ in range(warmup):
         fn()
     runs = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        runs.append(time.perf_counter() - t0)
+        runs.append(clock() - t0)
     return statistics.median(runs)
 
 
-def ort_session(model: Any, threads: int) -> Any:
-    """An ONNX Runtime CPU session of `model` on `threads` intra-op threads, run sequentially.
+def ort_session(model: Any, threads: int, spin: bool = True) -> Any:
+    """An ONNX Runtime CPU session of `model` on `threads` intra-op threads, run sequentially;
+    `spin=False`: its pool threads sleep when idle (for many sessions run in turn).
 
         >>> sess = ort_session(onnx_model, 2); y = sess.run(None, feeds)[0]  # doctest: +SKIP
     """
@@ -79,6 +89,8 @@ def ort_session(model: Any, threads: int) -> Any:
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.log_severity_level = 3
+    if not spin:
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model.SerializeToString(), opts,
                                 providers=["CPUExecutionProvider"])
 
@@ -176,9 +188,16 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
                     help="Tessel's target, e.g. 'llvm -mcpu=haswell' for AVX2 code on any "
                          "x86 host (run torch with ATEN_CPU_CAPABILITY=avx2 beside it; "
                          "ONNX Runtime picks its kernels by the CPU and has no such switch)")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time by the process's CPU time (needs TESSEL_NUM_THREADS=1)")
     args = ap.parse_args(argv)
     if Target.parse(args.target).features > Target.parse("llvm").features:
         raise SystemExit(f"this host cannot run code for '{args.target}'")
+    if args.cpu_time and num_threads() != 1:
+        raise SystemExit(f"--cpu-time measures one thread: set TESSEL_NUM_THREADS=1 (now "
+                         f"{num_threads()} threads; the process's CPU time would add the "
+                         "others' spinning)")
+    clock = time.process_time if args.cpu_time else time.perf_counter
     print(f"batch 1, {args.image}x{args.image}, threads {num_threads()}, target "
           f"'{args.target}', torch ATEN_CPU_CAPABILITY="
           f"{os.environ.get('ATEN_CPU_CAPABILITY', '(default)')}")
@@ -189,12 +208,14 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         for m, got in models.items():
             for k, fn in got["runners"].items():
                 time.sleep(args.pause)  # let the previous runtime's workers go idle
-                per_round[m].setdefault(k, []).append(median_seconds(fn, args.repeat))
+                per_round[m].setdefault(k, []).append(median_seconds(fn, args.repeat,
+                                                                     clock=clock))
     out = {}
     for m, got in models.items():
         secs = {k: statistics.median(v) for k, v in per_round[m].items()}
         out[m] = secs
-        print(f"\n{m}: median over {args.rounds} rounds of medians of {args.repeat}")
+        print(f"\n{m}: median over {args.rounds} rounds of medians of {args.repeat}"
+              + (" (CPU time)" if args.cpu_time else ""))
         for k, v in secs.items():
             print(f"  {k:<15} {v * 1e3:9.2f} ms   {v / secs['onnxruntime']:5.2f}x onnxruntime")
         with tempfile.TemporaryDirectory() as tmp:

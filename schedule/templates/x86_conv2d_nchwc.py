@@ -242,17 +242,38 @@ def _register_rows(cfg: Any, OH: int) -> None:
     fallback_split(cfg, "tile_oh", [1])
 
 
-def default_acc_scope(OH: int, OW: int, taps: int) -> str:
-    """The fallback's accumulator scope: a plane for a 7x7-or-smaller output of a conv
-    with taps (a row of 7 columns reads the oc chunk's whole kernel block from L2 per 14
-    FMAs), else the tile. A 1x1 conv reduces only ic_bn steps per block between a tile's
-    load and store: 256@14 1x1 stride 2 with NCHW in/out ran 135 GFLOP/s by plane, 182
-    by tile (one Sapphire Rapids core, load 3.3).
+def default_acc_scope(OH: int, OW: int, taps: int, block_bytes: int = 0,
+                      accumulators: int = 8, chunks: int = 8) -> str:
+    """The fallback's accumulator scope: a plane for a 7x7-or-smaller output, else the tile.
+
+    A conv with taps: a row of 7 columns reads the oc chunk's whole kernel block from L2
+    per 14 FMAs. A 1x1 conv reduces only ic_bn steps per block between a tile's load and
+    store, so it takes the plane only where the tile scope loses more: when the oc chunk's
+    weight block (`block_bytes`: C x oc_bn floats) outgrows a 32 KiB L1, re-read per row
+    from L2 (and from memory in a model, where ResNet-50's 4-8 MiB of weights per conv
+    stream in at each run), or when the register tile has fewer than 8 `accumulators`
+    (FMA latency x ports: the plane's short reductions of consecutive tiles overlap).
+    One Sapphire Rapids core, model layouts, weights cold (python -m
+    benchmarks.conv_configs --cold-weights, load 3-4), tile -> plane GFLOP/s: 2048@7 ->
+    512 100 -> 115, 512@7 -> 2048 102 -> 119, 960@7 -> 320 100 -> 111, 320@7 -> 1280
+    114 -> 130, 1024@14 -> 2048 stride 2 107 -> 110; AVX2 code (8 floats per block, 7
+    accumulators) 66 -> 96, 69 -> 95, and 160@7 -> 960 71 -> 92; kept by tile: 160@7 ->
+    960 on AVX-512 (20 KiB block, 166 either way) and 256@14 -> 512 stride 2 (32 KiB:
+    174 tile, 148 plane warm). A 1x1 conv with fewer than 8 oc `chunks` keeps the tile:
+    a plane is one parallel iteration per chunk (MobileNetV2's 960@7 -> 160 has 5, split
+    3:2 on two threads), the tile one per chunk and row.
 
         >>> default_acc_scope(7, 7, 9), default_acc_scope(7, 7, 1), default_acc_scope(14, 14, 9)
         ('plane', 'tile', 'tile')
+        >>> default_acc_scope(7, 7, 1, block_bytes=2048 * 32 * 4), default_acc_scope(7, 7, 1,
+        ...     block_bytes=256 * 8 * 4, accumulators=7)
+        ('plane', 'plane')
     """
-    return "plane" if OH * OW <= 49 and taps > 1 else "tile"
+    if OH * OW > 49:
+        return "tile"
+    if taps > 1:
+        return "plane"
+    return "plane" if chunks >= 8 and (block_bytes > 32 * 1024 or accumulators < 8) else "tile"
 
 
 # Fallback, measured (python -m tests.schedule.templates.bench_templates) on the 2-core EPYC
@@ -305,7 +326,13 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         # Sapphire Rapids core (load 2.7) 99.6 -> 103.7 GFLOP/s AVX2, 182.6 -> 187.3 AVX-512
         fallback_value(cfg, "unroll_kw", False)
         taps = math.prod(int(r.dom.extent.value) for r in CC.op.reduce_axis[1:3])
-        fallback_value(cfg, "acc_scope", default_acc_scope(OH, OW, taps))
+        C = math.prod(int(r.dom.extent.value) for r in (CC.op.reduce_axis[0],
+                                                         CC.op.reduce_axis[3]))
+        acc = int(cfg["tile_ow"].size[-1]) * int(cfg["tile_oh"].size[-1]) * \
+            max(1, oc_bn // lanes)
+        fallback_value(cfg, "acc_scope", default_acc_scope(
+            OH, OW, taps, block_bytes=C * taps * oc_bn * 4, accumulators=acc,
+            chunks=int(shape_of(conv)[1])))
         # rows outer for a 1x1 conv whose input outweighs its weights (more pixels than
         # output channels) writing the blocked layout: ResNet-50's 256@56 -> 64 on one
         # Sapphire Rapids core (load 1.4) 168 -> 182 GFLOP/s, 512@28 -> 128 189 -> 194; 3x3

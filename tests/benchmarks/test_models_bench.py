@@ -17,3 +17,16 @@ def test_tiny_resnet18_runs_every_system(capsys: pytest.CaptureFixture[str]) -> 
                 "--rounds", "2", "--pause", "0", "--top", "2"])
     assert {"onnxruntime", "tessel", "tessel NCHW"} <= set(out["resnet18"])
     assert "20 convs matched, 0 unmatched" in capsys.readouterr().out
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_cpu_time_runs_on_one_thread_and_is_refused_on_two(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    tiny = ["--models", "resnet18", "--image", "32", "--width", "16", "--repeat", "1",
+            "--rounds", "1", "--pause", "0", "--top", "1", "--cpu-time"]
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "2")
+    with pytest.raises(SystemExit, match="TESSEL_NUM_THREADS=1"):
+        main(tiny)
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "1")
+    out = main(tiny)
+    assert all(v > 0 for v in out["resnet18"].values())

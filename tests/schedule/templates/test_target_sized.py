@@ -137,3 +137,59 @@ def test_every_padded_column_tile_of_the_space_matches_numpy() -> None:
         out = np.full((2, 1000), np.nan, "float32")
         k(x, pack(w), out)
         np.testing.assert_allclose(out, x @ w.T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512])
+@pytest.mark.parametrize("acc_cols", ["panel", "block"])
+def test_a_batch_1_dense_with_accumulators_across_the_panels_matches_numpy(
+        target, acc_cols, monkeypatch) -> None:
+    # the default of a batch-1 dense with a packed weight reads several weight panels side
+    # by side (acc_cols "block"); both values on both targets, the last panel padded
+    import json
+
+    from autotune import Task
+    from schedule.templates import input_packers
+
+    if not Target.parse(target).features <= Target.parse("llvm").features:
+        pytest.skip(f"the host cannot run code for {target}")
+    monkeypatch.setenv("TESSEL_ALLOW_FOREIGN_CPU", "1")
+    args = [((1, 96), "float32"), ((1000, 96), "float32")]
+    t = Task("dense.x86", args, {"weight_layout": "packed"}, target)
+    default = t.default_config()
+    assert default is not None and default["acc_cols"].val == "block"
+    vecs = default["tile_x"].size[-1] // Target.parse(target).fp32_lanes
+    assert 1 < default["tile_x"].size[-2] and default["tile_x"].size[-2] * vecs <= 16
+    knobs = json.loads(default.to_json())["knobs"]
+    cfg = t.space.from_json({"knobs": {**knobs, "acc_cols": acc_cols}})
+    s, tensors = t.instantiate(cfg)
+    k = lowering.build(s, tensors, target=target)
+    rng = np.random.default_rng(19)
+    x = rng.standard_normal((1, 96)).astype("float32")
+    w = rng.standard_normal((1000, 96)).astype("float32")
+    out = np.full((1, 1000), np.nan, "float32")
+    k(x, input_packers("dense.x86", args, tensors[:2], t.attrs)[1](w), out)
+    np.testing.assert_allclose(out, x @ w.T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("template, args, attrs", [
+    ("matmul.x86", [((1, 64), "float32"), ((64, 200), "float32")], {}),
+    ("batch_matmul.x86", [((3, 1, 64), "float32"), ((3, 64, 96), "float32")], {}),
+    ("dense.x86", [((1, 64), "float32"), ((1000, 64), "float32")], {})])
+def test_every_batch_1_gemm_with_accumulators_across_the_panels_matches_numpy(
+        template, args, attrs) -> None:
+    # acc_cols "block" without a packed weight (the packing stage) and with a batch axis
+    import json
+
+    from autotune import Task
+
+    t = Task(template, args, attrs, "llvm")
+    knobs = json.loads(t.default_config().to_json())["knobs"]
+    cfg = t.space.from_json({"knobs": {**knobs, "acc_cols": "block"}})
+    s, tensors = t.instantiate(cfg)
+    k = lowering.build(s, tensors, target="llvm")
+    rng = np.random.default_rng(23)
+    a, b = (rng.standard_normal(shape).astype("float32") for shape, _ in args)
+    out = np.full([int(d.value) for d in tensors[-1].shape], np.nan, "float32")
+    k(a, b, out)
+    want = a @ b.T if template == "dense.x86" else a @ b
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)

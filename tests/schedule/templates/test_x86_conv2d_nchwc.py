@@ -143,17 +143,39 @@ def test_a_strided_1x1_conv_copies_only_the_pixels_it_reads(layout: str) -> None
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("hw, k, scope, ic_bn", [(7, 3, "plane", 4), (7, 1, "tile", None),
-                                                (14, 3, "tile", None), (56, 3, "tile", None)])
+@pytest.mark.parametrize("hw, k, c, co, scope, ic_bn", [
+    (7, 3, 64, 64, "plane", 4), (14, 3, 64, 64, "tile", None), (56, 3, 64, 64, "tile", None),
+    # a 1x1 conv: by plane where the oc chunk's weights outgrow L1 (512 x 32 floats), or
+    # where AVX2's register tile (7 columns x 1 vector) has fewer than 8 accumulators,
+    # if it has 8 oc chunks or more to spread over the threads
+    (7, 1, 64, 256, {AVX2: "plane", AVX512: "tile"}, None), (7, 1, 512, 256, "plane", None),
+    (7, 1, 512, 64, {AVX2: "plane", AVX512: "tile"}, None), (14, 1, 512, 256, "tile", None)])
 def test_the_default_is_a_point_of_the_space_and_a_small_output_accumulates_by_plane(
-        target: str, hw: int, k: int, scope: str, ic_bn: int | None) -> None:
-    args = [((1, 64, hw, hw), "float32"), ((64, 64, k, k), "float32")]
+        target: str, hw: int, k: int, c: int, co: int, scope: Any, ic_bn: int | None) -> None:
+    args = [((1, c, hw, hw), "float32"), ((co, c, k, k), "float32")]
     task = Task("conv2d_NCHWc.x86", args, {"padding": k // 2}, target)
     default = task.default_config()
     assert default is not None
-    assert default["acc_scope"].val == scope
+    assert default["acc_scope"].val == (scope[target] if isinstance(scope, dict) else scope)
     assert ic_bn is None or default["tile_ic"].size[-1] == ic_bn
     assert "plane" in [e.val for e in task.space.knobs["acc_scope"].entities] or hw > 14
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("c, hw, co, stride", [(512, 7, 256, 1), (256, 14, 64, 2)])
+def test_a_small_1x1_conv_by_plane_equals_numpy_in_model_layouts(target: str, c: int, hw: int,
+                                                                  co: int, stride: int) -> None:
+    rng = seeded_rng()
+    x, w = rand(rng, (1, c, hw, hw)), rand(rng, (co, c, 1, 1))
+    block = 16 if target == AVX512 else 8
+    logical = [((1, c, hw, hw), "float32"), ((co, c, 1, 1), "float32")]
+    args = [((1, c // block, hw, hw, block), "float32"), logical[1]]
+    attrs = {"strides": stride, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
+             "out_layout": "NCHWc"}
+    cfg = Task("conv2d_NCHWc.x86", args, attrs, target).default_config()
+    assert cfg is not None
+    assert cfg["acc_scope"].val == ("plane" if c == 512 or target == AVX2 else "tile")
+    _check(target, args, attrs, cfg, blocked(x, block), w, conv2d_nchw(x, w, stride=stride))
 
 
 @pytest.mark.parametrize("target, zmm", [(AVX2, False), (AVX512, True)])
