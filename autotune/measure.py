@@ -769,6 +769,33 @@ class LocalRunner:
                                          run_s))
         return out
 
+    def compare(self, task: Task, config: ConfigEntity, quartets: int = 30
+                ) -> tuple[list[float], list[float]]:
+        """The candidate timed beside the task's default kernel (as the runner times it:
+        `timed_task`) in `quartets` ABBA quartets or more (more while their ratios spread
+        over 10%): (candidate seconds, default seconds), one each per quartet, raw. What
+        `autotune.confirm` decides on; raises TesselError if the candidate fails.
+
+            >>> with LocalRunner() as r:                                   # doctest: +SKIP
+            ...     costs, control = r.compare(task, task.config(7), quartets=30)
+        """
+        timed = self.timed_task(task)
+        [b] = self.builder.build([MeasureInput(timed, config)])
+        if b.error_kind != ErrorKind.NONE:
+            raise TesselError(f"compare: config {config.index} of {task.name or task.template}"
+                              f" does not build ({b.error_kind.value}): {b.error_msg[:200]}")
+        self._seed += 1
+        opts = dict(self.opts, control=True, repeat=max(1, math.ceil(quartets / 3)),
+                    min_repeat_ms=max(float(self.opts["min_repeat_ms"]), 10.0),
+                    check=False, seed=self._seed, best_s=None, slow_cutoff=None,
+                    object_code=b.object_code, generated=b.generated, confirm_below=0.0)
+        status, res = self.worker.call(("run", timed.to_dict(), config.to_json(), opts),
+                                       self.timeout * 4)
+        if status != "ok" or "error" in res:
+            raise TesselError(f"compare: config {config.index} of "
+                              f"{task.name or task.template} failed to run: {res.get('msg')}")
+        return list(res["costs"]), list(res["control"])
+
     def _relative(self, key: str, costs: Sequence[float], control: Sequence[float]
                   ) -> tuple[list[float], str]:
         """Costs in the units of the task's default time (see the class doc), and a note."""
@@ -823,6 +850,24 @@ class FakeRunner:
             else:
                 out.append(MeasureResult((float(c),)))
         return out
+
+    def compare(self, task: Task, config: ConfigEntity, quartets: int = 30
+                ) -> tuple[list[float], list[float]]:
+        """As LocalRunner.compare: the cost function's seconds for the config and for the
+        task's default, alternately, `quartets` times each (a cost function with noise or
+        outliers draws anew per call); every call is in `.seen` too."""
+        default = task.default_config()
+        if default is None:
+            raise TesselError(f"compare: {task.name or task.template} has no default config")
+        costs, control = [], []
+        for _ in range(quartets):
+            for cfg, into in ((default, control), (config, costs)):
+                self.seen.append(MeasureInput(task, cfg))
+                c = self.cost(task, cfg)
+                if isinstance(c, ErrorKind):
+                    raise TesselError(f"compare: config {cfg.index} failed ({c.value})")
+                into.append(float(c))
+        return costs, control
 
     def close(self) -> None:
         """Nothing to stop."""

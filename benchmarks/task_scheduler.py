@@ -54,7 +54,7 @@ from autotune import LocalRunner, make_tuner, tune
 from autotune.extract import extract_model_tasks
 from autotune.task_scheduler import TaskScheduler
 from relay_ir.frontend.onnx import from_onnx
-from tuning_logs import TuningDatabase
+from tuning_logs import CONFIRM_TUNER, TuningDatabase
 
 
 def _model(name: str) -> Any:
@@ -70,6 +70,7 @@ def _model(name: str) -> Any:
 # as `tessel tune MODEL` measures: warm 10 ms repeats beside the default config (control),
 # convs in the model's blocked layouts; --cache-flush times cold single calls instead
 CACHE_FLUSH = [False]
+CONFIRM = [2]  # records confirmed per task after each batch (--confirm; 0: off)
 
 
 def _runner() -> LocalRunner:
@@ -92,7 +93,8 @@ def tune_equal(tasks: list[tuple[Any, int]], budget: int, seed: int, db: Any,
                 if want <= 0:
                     break
                 p = tune(tasks[k][0], tuners[k], trials[k] + want, db, runner,
-                         batch_size=batch_size, transfer=trials[k] == 0)
+                         batch_size=batch_size, transfer=trials[k] == 0,
+                         confirm=CONFIRM[0])
                 if p.trials == trials[k] or not tuners[k].has_next():
                     live.remove(k)
                 trials[k] = p.trials
@@ -105,13 +107,22 @@ def tune_scheduled(tasks: list[tuple[Any, int]], budget: int, seed: int, db: Any
     tuners = [make_tuner("xgb", t, seed=seed) for t, _ in tasks]
     with _runner() as runner:
         TaskScheduler(tasks, tuners, db, runner, budget, batch_size=batch_size,
-                      alternates=alternates).run()
+                      alternates=alternates, confirm=CONFIRM[0]).run()
 
 
 def prefix_db(src: Any, n: int, path: str) -> str:
-    """A database of the first `n` records of `src` (in the order measured), at `path`."""
+    """A database of the first `n` measurements of `src` (in the order measured), at
+    `path`, with the confirm records (autotune.confirm) written up to the next one: those
+    re-measure candidates and do not count toward a budget."""
+    keep, seen = [], 0
+    for r in src.records():
+        if r.tuner != CONFIRM_TUNER:
+            if seen == n:
+                break
+            seen += 1
+        keep.append(r)
     with TuningDatabase(path) as out:
-        out.add_many(src.records()[:n])
+        out.add_many(keep)
     return path
 
 
@@ -149,8 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=False)
+    ap.add_argument("--confirm", type=int, default=2,
+                    help="records confirmed beside the default per task after each batch "
+                         "(autotune.confirm; 0: off, as before)")
+    ap.add_argument("--keep", default=None,
+                    help="a folder to keep the tuning databases in (for layer profiles)")
     opts = ap.parse_args(argv)
     CACHE_FLUSH[0] = opts.cache_flush
+    CONFIRM[0] = opts.confirm
     mod, params = from_onnx(_model(opts.model))
     found = extract_model_tasks(mod, "llvm", params)
     tasks = found.tasks
@@ -161,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     strategies = (("equal", tune_equal),
                   ("scheduler", functools.partial(tune_scheduled,
                                                   alternates=found.alternates)))
-    tmp = tempfile.mkdtemp()
+    tmp = opts.keep or tempfile.mkdtemp()
+    os.makedirs(tmp, exist_ok=True)
     dbs: dict[tuple[str, int, int], str] = {}
     try:
         for seed in range(opts.seeds):
@@ -183,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         load = os.getloadavg()[0]
         lat = interleaved_latency(libs, opts.repeat)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not opts.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
     untuned = lat[("untuned", 0, 0)]
     print(f"timed in {opts.repeat} interleaved rounds (load {load:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after); untuned {untuned * 1e3:.3f} ms, again "

@@ -30,7 +30,7 @@ from typing import IO, Any
 
 from tessel_errors import TuningLogError
 
-from .record import MeasureRecord, ScheduleDecision, canonical_json
+from .record import CONFIRM_TUNER, MeasureRecord, ScheduleDecision, canonical_json
 from .schema import (
     BUSY_TIMEOUT_S,
     DECISIONS_DDL,
@@ -391,7 +391,10 @@ class TuningDatabase:
 
     def best(self, workload_key: str, target: str, device_key: str | None = None,
              k: int = 1) -> list[MeasureRecord]:
-        """The `k` error-free records of lowest mean, fastest first.
+        """The `k` error-free records of lowest mean, fastest first; of a task (workload,
+        target, device) with confirm records (tuner "confirm", see autotune.confirm),
+        only those: once a task's best was re-measured beside its default, what a build
+        applies is a confirmed record, never a lucky first measurement.
 
         `device_key=None` takes records of any device: only for a user who asked for that.
 
@@ -404,8 +407,12 @@ class TuningDatabase:
             raise TuningLogError(f"best() needs k to be a positive integer, got {k!r}")
         where, params = _where(workload_key=workload_key, target=target,
                                device_key=device_key, error_kind="none")
+        where += (" AND (tuner = ? OR NOT EXISTS (SELECT 1 FROM measurements AS c WHERE "
+                  "c.workload_key = measurements.workload_key AND c.target = "
+                  "measurements.target AND c.device_key = measurements.device_key AND "
+                  "c.tuner = ?))")
         return self._select(f"{_SELECT}{where} ORDER BY mean, timestamp, id LIMIT ?",
-                            [*params, k])
+                            [*params, CONFIRM_TUNER, CONFIRM_TUNER, k])
 
     def best_record(self, workload_key: str, target: str,
                     device_key: str | None = None) -> MeasureRecord | None:

@@ -1,0 +1,180 @@
+"""Confirming a task's best record before a compiled model applies it.
+
+A tuning run measures hundreds of candidates once each, and the fastest of many noisy
+measurements is often a lucky one (the winner's curse): on ResNet-18 a database whose
+best records each beat their default when measured built a model slower than the untuned
+one. So a record that would become a task's best is measured again, beside the task's
+default kernel (as the runner times it: the fallback the model runs untuned) in many
+ABBA quartets (`runner.compare`), and kept only if it wins beyond the noise of those
+quartets. The verdicts are records too, with tuner "confirm" (so they travel with
+export, import and merge): one for the default, its time in the quartets of the task's
+first confirmation (the unit), and one per candidate compared, its ratio to the default
+times that unit; a rejected candidate is credited no faster than the default. Once a
+task has confirm records, `TuningDatabase.best` (what relay_ir.build applies) chooses
+among them only, so a build applies only confirmed records, or the default.
+
+    >>> from autotune import FakeRunner, Task
+    >>> from tuning_logs import TuningDatabase
+    >>> import tempfile, pathlib
+    >>> t = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+    >>> db = TuningDatabase(pathlib.Path(tempfile.mkdtemp()) / "t.db")
+    >>> confirm_best(t, db, FakeRunner(lambda t, c: 1.0))  # nothing measured: nothing to do
+    []
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autotune.task import Task
+from tessel_errors import TesselError
+from tuning_logs import CONFIRM_TUNER, ErrorKind, MeasureRecord, TuningDatabase, canonical_json
+
+QUARTETS = 30     # ABBA quartets per comparison (about 0.3 s of timing at 10 ms each)
+MIN_GAIN = 0.005  # a win must also clear this: the model's context is not the worker's
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A candidate compared with the task's default: the ratio of their median times,
+    its noise (two standard errors, from the quartets' spread) and whether it is kept.
+
+        >>> Verdict("{}", 0.9, 0.02, 30, True).explain()
+        'accepted: 0.900 x the default (noise 0.020, 30 quartets)'
+    """
+
+    config_json: str
+    ratio: float
+    noise: float
+    quartets: int
+    accepted: bool
+
+    def explain(self) -> str:
+        """The verdict in words (the confirm record's note)."""
+        word = "accepted" if self.accepted else "rejected"
+        return (f"{word}: {self.ratio:.3f} x the default (noise {self.noise:.3f}, "
+                f"{self.quartets} quartets)")
+
+
+def judge(costs: Sequence[float], control: Sequence[float], config_json: str = "",
+          min_gain: float = MIN_GAIN) -> Verdict:
+    """The verdict on a candidate's quartets (`costs`) against the default's (`control`):
+    accepted when the ratio of the medians plus two standard errors of the median of the
+    per-quartet ratios (from their interquartile range) stays below 1 - `min_gain`.
+
+        >>> judge([0.90, 0.91, 0.89, 0.90], [1.0, 1.0, 1.01, 0.99]).accepted
+        True
+        >>> judge([0.99, 1.01, 0.98, 1.02], [1.0, 1.0, 1.0, 1.0]).accepted
+        False
+    """
+    c, d = np.asarray(costs, float), np.asarray(control, float)
+    if len(c) == 0 or len(c) != len(d):
+        raise TesselError(f"judge: need as many candidate as default times, and at least "
+                          f"one; got {len(c)} and {len(d)}")
+    ratio = float(np.median(c)) / max(float(np.median(d)), 1e-12)
+    r = c / np.maximum(d, 1e-12)
+    q1, q3 = np.percentile(r, [25, 75])
+    # sigma ~ IQR / 1.349 for a normal spread; the median's standard error ~ 1.2533 sigma
+    # / sqrt(n); two of them, so a lucky run of quartets rarely passes
+    noise = 2 * 1.2533 * float(q3 - q1) / 1.349 / math.sqrt(len(r))
+    return Verdict(config_json, ratio, noise, len(r), ratio + noise < 1.0 - min_gain)
+
+
+def _confirm_record(task: Task, config_json: str, seconds: float, note: str,
+                    error: ErrorKind = ErrorKind.NONE) -> MeasureRecord:
+    costs = (seconds,) if error is ErrorKind.NONE else ()
+    return MeasureRecord(task.workload_key, task.template, task.target, task.device_key,
+                         config_json, costs, error, error_msg=note[:2000],
+                         timestamp=time.time(), tuner=CONFIRM_TUNER,
+                         flops=task.flop or None, attrs_json=task.attrs)
+
+
+def candidates(task: Task, db: TuningDatabase, default_json: str, k: int
+               ) -> list[MeasureRecord]:
+    """Up to `k` fastest records of the task not yet compared with the default and faster
+    than what a build applies now (the confirmed best; before any confirmation, the
+    default's record), fastest first."""
+    history = db.history(task.workload_key, task.target, task.device_key)
+    confirmed = {r.config_json for r in history if r.tuner == CONFIRM_TUNER}
+    ok = [r for r in history if r.ok and r.tuner != CONFIRM_TUNER]
+    if confirmed:
+        applied = db.best_record(task.workload_key, task.target, task.device_key)
+        bound = applied.mean if applied is not None else math.inf
+    else:
+        bound = min((r.mean for r in ok if r.config_json == default_json), default=math.inf)
+    out: list[MeasureRecord] = []
+    for r in sorted(ok, key=lambda r: r.mean):
+        if len(out) >= k or r.mean >= bound:
+            break
+        if r.config_json not in confirmed and r.config_json != default_json and \
+                all(o.config_json != r.config_json for o in out):
+            out.append(r)
+    return out
+
+
+def confirm_best(task: Task, db: TuningDatabase, runner: Any, k: int = 2,
+                 quartets: int = QUARTETS, min_gain: float = MIN_GAIN) -> list[Verdict]:
+    """Compare the task's `k` best unconfirmed records (see `candidates`) with its default
+    on `runner` and store the verdicts as confirm records (see the module doc); returns
+    them, in the order compared. Nothing happens for a runner without `compare` (e.g. a
+    simulator's cycle counts, which have no noise), or for a task with no default config.
+    """
+    from autotune.tuning import default_as_run
+
+    if not hasattr(runner, "compare"):
+        return []
+    default = default_as_run(task, runner)
+    if default is None:
+        return []
+    default_json = canonical_json(default.to_json())
+    todo = candidates(task, db, default_json, k)
+    verdicts: list[Verdict] = []
+    for rec in todo:
+        cfg = task.config_from_json(rec.config_json)
+        try:
+            costs, control = runner.compare(task, cfg, quartets)
+        except TesselError as e:
+            # it ran once, fails now: a loss, recorded as an error (never applied), after
+            # the default's record so that the task still has one to apply
+            if _unit(task, db, default_json, None) is None:
+                continue
+            db.add(_confirm_record(task, rec.config_json, 0.0, f"rejected: {e}",
+                                   ErrorKind.RUNTIME_ERROR))
+            verdicts.append(Verdict(rec.config_json, math.inf, math.inf, 0, False))
+            continue
+        unit = _unit(task, db, default_json, control)
+        assert unit is not None
+        v = judge(costs, control, rec.config_json, min_gain)
+        credited = v.ratio if v.accepted else max(v.ratio, 1.0)
+        db.add(_confirm_record(task, rec.config_json, credited * unit, v.explain()))
+        verdicts.append(v)
+    return verdicts
+
+
+def _unit(task: Task, db: TuningDatabase, default_json: str,
+          control: Sequence[float] | None) -> float | None:
+    """The seconds every confirm record of the task is in: the default's time at the
+    task's first confirmation, recorded then as the default's own confirm record (so that
+    confirmations at different loads compare by their ratios). Without `control` (a
+    comparison that failed) the default's tuning record gives it; None if neither."""
+    own = None
+    for r in db.history(task.workload_key, task.target, task.device_key):
+        if r.config_json == default_json and r.ok:
+            if r.tuner == CONFIRM_TUNER:
+                return r.mean
+            own = r.mean if own is None else own
+    unit = float(np.median(control)) if control is not None else own
+    if unit is None:
+        return None
+    db.add(_confirm_record(task, default_json, unit,
+                           "the default: the unit of the task's confirm records"))
+    return unit
+
+
+__all__ = ["MIN_GAIN", "QUARTETS", "Verdict", "candidates", "confirm_best", "judge"]
