@@ -699,9 +699,11 @@ class LocalRunner:
     candidate that would be the task's best (a ratio below the runner's best so far, or
     below 1) is timed for twice as many quartets again before it is recorded, so the best
     record is less often the luckiest of many draws; quartets whose ratios still spread
-    over 10% after 4x as many credit only the win 3 of 4 quartets show (their upper
-    quartile), none over the default where fewer do. All arrays are 64-byte
-    aligned, as a compiled model's (see `_aligned`).
+    over 10% after 4x as many are credited their upper quartile (a win only where 3 of 4
+    quartets show one). Still the best of many candidates is often a lucky one: `compare`
+    times one again beside the default for many quartets, for autotune.confirm to decide
+    whether a build may apply it. All arrays are 64-byte aligned, as a compiled model's
+    (see `_aligned`).
     With `model_layout`, an NCHWc conv is built and timed in the blocked layouts a model
     runs it in (`timed_task`); its records stay the logical task's.
     """
@@ -807,8 +809,11 @@ class LocalRunner:
         if _spread(costs, control) > 0.1 and ratio < 1.0:
             # the quartets never settled (a machine busy throughout): the median's win is
             # as likely noise as not (ResNet-18 at load 6.5: a 512@7 conv read 0.74 here,
-            # 0.98 in-process when quiet); credited is only what 3 of 4 quartets show
-            got = min(1.0, max(ratio, float(q3)))
+            # 0.98 in-process when quiet); credited is only what 3 of 4 quartets show, a
+            # loss if they show one (capped at 1.0, such records tied the unit and beat
+            # the default's own record whenever that read over 1.0: at load 4-5, 5 of
+            # ResNet-18's 12 tasks applied one, the model 12% slower than untuned)
+            got = max(ratio, float(q3))
             unsettled = f", unsettled: measured {ratio:.3f}, recorded the upper quartile"
             ratio = got
         self._best_ratio[key] = min(self._best_ratio.get(key, 1.0), ratio)
