@@ -14,5 +14,6 @@ def test_the_benchmark_compares_both_strategies_at_each_budget(capsys) -> None:
     out = capsys.readouterr().out
     assert "equal     seed 0 ms at budget 12:" in out
     assert "scheduler seed 0 ms at budget 12:" in out and "noise floor" in out
-    assert "equal/scheduler" in out and "within 5% of the best" in out
-    assert "measurements to get within 5%: equal / scheduler" in out
+    assert "equal/scheduler" in out
+    assert "(a) within 5% of the best latency: equal / scheduler" in out
+    assert "(b) 95% of the best improvement: equal / scheduler" in out
