@@ -336,7 +336,8 @@ class TuningDatabase:
                                  r["timestamp"]) for r in rows]
 
     def prune(self, top_k: int) -> int:
-        """Keep only the `top_k` fastest error-free records per (workload, target, device).
+        """Keep only the `top_k` fastest error-free records per (workload, target, device),
+        and every confirm record (they decide what `best` returns).
 
         Failed measurements are dropped too, so a later tuning run may try those configs
         again. Returns the number of records deleted.
@@ -354,12 +355,12 @@ class TuningDatabase:
             raise TuningLogError(f"prune needs top_k to be a positive integer, got {top_k!r}")
         with self._write("prune") as conn:
             cursor = conn.execute(
-                "DELETE FROM measurements WHERE id NOT IN ("
+                "DELETE FROM measurements WHERE tuner != ? AND id NOT IN ("
                 " SELECT id FROM ("
                 "  SELECT id, ROW_NUMBER() OVER (PARTITION BY workload_key, target, device_key"
                 "                                ORDER BY mean, timestamp, id) AS rank"
                 "  FROM measurements WHERE error_kind = 'none')"
-                " WHERE rank <= ?)", [top_k])
+                " WHERE rank <= ?)", [CONFIRM_TUNER, top_k])
             return cursor.rowcount
 
     # -- queries --------------------------------------------------------------------------
