@@ -122,13 +122,15 @@ def confirm_best(task: Task, db: TuningDatabase, runner: Any, k: int = 2,
                  quartets: int = QUARTETS, min_gain: float = MIN_GAIN) -> list[Verdict]:
     """Compare the task's `k` best unconfirmed records (see `candidates`) with its default
     on `runner` and store the verdicts as confirm records (see the module doc); returns
-    them, in the order compared. Nothing happens for a runner without `compare` (e.g. a
-    simulator's cycle counts, which have no noise), or for a task with no default config.
+    them, in the order compared. Nothing happens for a runner without `compare`, for a
+    target other than a CPU's (the accelerator's cycle model has no noise; GPU kernels
+    are not timed beside a control), or for a task with no default config.
     """
     from autotune.tuning import default_as_run
+    from tessel_target import Target
 
-    if not hasattr(runner, "compare"):
-        return []
+    if not hasattr(runner, "compare") or Target.parse(task.target).kind != "llvm":
+        return []  # timed beside the default only on CPUs (a cycle model has no noise)
     default = default_as_run(task, runner)
     if default is None:
         return []

@@ -796,6 +796,9 @@ class LocalRunner:
         if status != "ok" or "error" in res:
             raise TesselError(f"compare: config {config.index} of "
                               f"{task.name or task.template} failed to run: {res.get('msg')}")
+        if "control" not in res:
+            raise TesselError(f"compare: {task.target} kernels are not timed beside a "
+                              "control (CPU targets only)")
         return list(res["costs"]), list(res["control"])
 
     def _relative(self, key: str, costs: Sequence[float], control: Sequence[float]

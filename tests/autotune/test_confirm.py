@@ -191,3 +191,14 @@ def test_the_local_runner_compares_a_candidate_with_the_default_in_quartets() ->
     assert all(c > 0 for c in costs + control)
     v = judge(costs, control)  # no assertion on what it says: that is a timing
     assert v.quartets == len(costs) and math.isfinite(v.ratio)
+
+
+def test_an_accelerator_task_is_not_confirmed(tmp_path: Path) -> None:
+    from autotune.op_spec import parse_op_spec
+
+    acc = parse_op_spec("conv2d:1,32,8,8,32,3,3,1,1@int8", "accel")
+    runner = FakeRunner(lambda t, c: 1e-3 if c.index == acc.default_config().index
+                        else 0.5e-3)  # every candidate "wins": a CPU task would compare
+    with TuningDatabase(tmp_path / "t.db") as db:
+        p = tune(acc, RandomTuner(acc, seed=0), 8, db, runner, confirm=2)
+    assert p.verdicts == [] and len(runner.seen) == 8  # cycle counts: nothing to confirm
