@@ -443,7 +443,8 @@ class TuningDatabase:
 
     def tasks(self, target: str | None = None,
               device_key: str | None = None) -> list[TaskSummary]:
-        """One summary per (workload, target, device), most recently updated first.
+        """One summary per (workload, target, device), most recently updated first; its
+        trials leave out confirm records, its best is `best`'s.
 
             >>> import tempfile, pathlib
             >>> db = TuningDatabase(pathlib.Path(tempfile.mkdtemp()) / "t.db")
@@ -454,9 +455,25 @@ class TuningDatabase:
         where, params = _where(target=target, device_key=device_key)
         rows = self._rows(f"SELECT * FROM tasks{where} "
                           f"ORDER BY last_update DESC, workload_key", params)
-        return [TaskSummary(r["workload_key"], r["template"], r["target"], r["device_key"],
-                            r["trials"], r["ok_trials"] or 0, r["best_mean"], r["flops"],
-                            r["last_update"]) for r in rows]
+        # confirm records (autotune.confirm) measure configs again: not trials; and a
+        # task that has them reports the best a build applies, not a lucky first time
+        confirmed = {(r["workload_key"], r["target"], r["device_key"]): (r["n"], r["ok"])
+                     for r in self._rows(
+                         "SELECT workload_key, target, device_key, COUNT(*) AS n, "
+                         "SUM(error_kind = 'none') AS ok FROM measurements WHERE tuner = ? "
+                         "GROUP BY workload_key, target, device_key", [CONFIRM_TUNER])}
+        out = []
+        for r in rows:
+            key = (r["workload_key"], r["target"], r["device_key"])
+            best, (n, ok) = r["best_mean"], confirmed.get(key, (0, 0))
+            if key in confirmed:
+                rec = self.best_record(*key)
+                best = rec.mean if rec is not None else None
+            out.append(TaskSummary(r["workload_key"], r["template"], r["target"],
+                                   r["device_key"], r["trials"] - n,
+                                   (r["ok_trials"] or 0) - (ok or 0), best, r["flops"],
+                                   r["last_update"]))
+        return out
 
     def has_config(self, workload_key: str, target: str, device_key: str,
                    config: str | Mapping[str, Any]) -> bool:

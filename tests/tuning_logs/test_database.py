@@ -190,6 +190,8 @@ def test_best_of_a_task_with_confirm_records_is_among_them_only(db, make_record)
     assert [r.tuner for r in db.best(W1, LLVM, DEV, k=5)] == [CONFIRM_TUNER] * 2
     assert db.best_record(W2, LLVM, DEV).config == {"i": 1}  # another task: as before
     assert db.best_record(W1, LLVM, None).config == {"i": 0}  # any device: per device
+    assert {t.workload_key: (t.trials, t.best_mean) for t in db.tasks()} == \
+        {W1: (2, 1.0), W2: (1, 0.5)}
     db.prune(1)  # prune keeps every confirm record: what best returns stays
     assert db.best_record(W1, LLVM, DEV).config == {"i": 0}
 
