@@ -144,13 +144,13 @@ def confirm_best(task: Task, db: TuningDatabase, runner: Any, k: int = 2,
         except TesselError as e:
             # it ran once, fails now: a loss, recorded as an error (never applied), after
             # the default's record so that the task still has one to apply
-            if _unit(task, db, default_json, None) is None:
+            if _unit(task, db, default_json, None, runner) is None:
                 continue
             db.add(_confirm_record(task, rec.config_json, 0.0, f"rejected: {e}",
                                    ErrorKind.RUNTIME_ERROR))
             verdicts.append(Verdict(rec.config_json, math.inf, math.inf, 0, False))
             continue
-        unit = _unit(task, db, default_json, control)
+        unit = _unit(task, db, default_json, control, runner)
         assert unit is not None
         v = judge(costs, control, rec.config_json, min_gain)
         credited = v.ratio if v.accepted else max(v.ratio, 1.0)
@@ -160,18 +160,22 @@ def confirm_best(task: Task, db: TuningDatabase, runner: Any, k: int = 2,
 
 
 def _unit(task: Task, db: TuningDatabase, default_json: str,
-          control: Sequence[float] | None) -> float | None:
-    """The seconds every confirm record of the task is in: the default's time at the
-    task's first confirmation, recorded then as the default's own confirm record (so that
-    confirmations at different loads compare by their ratios). Without `control` (a
-    comparison that failed) the default's tuning record gives it; None if neither."""
+          control: Sequence[float] | None, runner: Any) -> float | None:
+    """The seconds every confirm record of the task is in, recorded at its first
+    confirmation as the default's own confirm record (so that confirmations at different
+    loads compare by their ratios): the runner's unit of the task (`runner.unit`, the
+    one its tuning records are in: e.g. LocalRunner.calibrate's), else the default's time
+    in the quartets; without `control` (a comparison that failed) the default's tuning
+    record; None if none of these."""
     own = None
     for r in db.history(task.workload_key, task.target, task.device_key):
         if r.config_json == default_json and r.ok:
             if r.tuner == CONFIRM_TUNER:
                 return r.mean
             own = r.mean if own is None else own
-    unit = float(np.median(control)) if control is not None else own
+    unit = runner.unit(task) if hasattr(runner, "unit") else None
+    if unit is None:
+        unit = float(np.median(control)) if control is not None else own
     if unit is None:
         return None
     db.add(_confirm_record(task, default_json, unit,

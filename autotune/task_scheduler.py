@@ -337,6 +337,9 @@ class TaskScheduler:
 
     def run(self) -> ScheduleResult:
         """Measure until the budget is spent or every task is done."""
+        if hasattr(self.runner, "calibrate"):
+            # the tasks' units timed together: the gains weigh tasks by their times
+            self.runner.calibrate([st.task for st in self.states])
         self._resume()
         for st in self.states:  # every task first gets one batch (unless it has records)
             if self.used >= self.budget:

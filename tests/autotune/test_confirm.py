@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotune import FakeRunner, RandomTuner, Task, tune
+from autotune import FakeRunner, MeasureInput, RandomTuner, Task, tune
 from autotune.confirm import candidates, confirm_best, judge
 from autotune.task_scheduler import TaskScheduler
 from relay_ir.backend.tuned import find_tuned
@@ -202,3 +202,40 @@ def test_an_accelerator_task_is_not_confirmed(tmp_path: Path) -> None:
     with TuningDatabase(tmp_path / "t.db") as db:
         p = tune(acc, RandomTuner(acc, seed=0), 8, db, runner, confirm=2)
     assert p.verdicts == [] and len(runner.seen) == 8  # cycle counts: nothing to confirm
+
+
+def test_the_local_runner_calibrates_the_units_of_several_tasks_together() -> None:
+    from autotune import LocalRunner
+
+    a = Task("matmul.x86", [((32, 32), "float32"), ((32, 32), "float32")])
+    b = Task("matmul.x86", [((48, 48), "float32"), ((48, 48), "float32")])
+    with LocalRunner(timeout=20, min_repeat_ms=1.0, control=True) as runner:
+        assert runner.unit(a) is None
+        got = runner.calibrate([a, b], rounds=3)
+        assert set(got) == {f"{t.workload_key}@{t.target}" for t in (a, b)}
+        assert runner.unit(a) == got[f"{a.workload_key}@{a.target}"] > 0
+        # a candidate's record is in that unit: its control ratio x the calibrated time
+        [r] = runner.run([MeasureInput(a, a.config(1))])
+        assert r.ok and f"in units of its {runner.unit(a) * 1e3:.4g} ms" in r.error_msg
+
+
+def test_the_scheduler_calibrates_first_and_confirm_records_share_the_runners_unit(
+        tmp_path: Path) -> None:
+    times = OutlierTimes(seed=0, winners={3: 0.7 * MS})
+
+    class Calibrated(FakeRunner):
+        calibrated: list = []
+
+        def calibrate(self, tasks):
+            self.calibrated.append([t.workload_key for t in tasks])
+
+        def unit(self, task):
+            return 2 * MS  # what the runner's records of the task are in
+
+    runner = Calibrated(times)
+    with TuningDatabase(tmp_path / "t.db") as db:
+        TaskScheduler([(MM, 1)], [RandomTuner(MM, seed=0)], db, runner, budget=16).run()
+        d = canonical_json(MM.default_config().to_json())
+        conf = [r for r in db.history(MM.workload_key) if r.tuner == CONFIRM_TUNER]
+    assert runner.calibrated == [[MM.workload_key]]
+    assert [r.mean for r in conf if r.config_json == d] == [2 * MS]
