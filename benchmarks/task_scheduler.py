@@ -33,6 +33,32 @@ shares 15.22 / 15.30 / 14.99 ms, scheduler 15.04 / 15.29 / 15.13 ms: no tuned mo
 than the untuned one any more, but the space holds little over the defaults (at most 1.6%),
 so every budget is already within 5% of the best and the ratio (1.00) cannot tell the
 strategies apart; that needs templates whose tuned configs beat their defaults (issue #13).
+
+A lucky loser applied, and its fix (`--budgets 48 96 192 --seeds 1`, load 3-5, before
+autotune.confirm, 694ac11): untuned 25.12 ms (again 25.66), equal shares 26.04 / 28.09 /
+26.09, scheduler 26.22 / 25.14 / 25.08: equal's 96-record model 12% slower. Profiled per
+kernel against the untuned model (benchmarks/layer_profile's lib.profile, 6 interleaved
+rounds, load 3.8): 512@7's 3x3 conv ran 1.23-1.24x; its best record was "1.000 x the
+default, unsettled: measured 0.694, recorded the upper quartile", a config slower than
+the default whose quartets never settled, credited 1.0 (the cap), which beat the default's
+own record (1.014, noise): 5 of the 12 tasks applied such a record. Since (confirmation,
+and the upper quartile no longer capped; load 2.2-2.7): untuned 24.74 ms (again 24.35),
+equal 24.88 / 25.17 / 24.59, scheduler 25.51 / 25.30 / 24.53; the same six databases timed
+again in 40 interleaved rounds at load 1.3: untuned 12.95 / 12.85 ms, the six 0.988-1.005
+of their mean. Left: a confirmed win can still be smaller in the model than in the worker
+(64@56 3x3 accepted at 0.966 read 1.01-1.05 per call in the model's profile, per-call
+noise about 6%), the worker timing a layer with its data and weights hot.
+
+Where tuning has room (`--target "llvm -mcpu=haswell"`, AVX2 code on this AVX-512 host;
+--budgets 48 96 192 288 --seeds 2, 16 min of tuning at load 2.7-4.6, timed at load 2.3,
+confirmation on, 3c21a70's parent): untuned 22.72 ms (again 22.18: noise floor 2.4%);
+medians equal 22.19 / 21.41 / 21.02 / 20.92 ms, scheduler 22.44 / 21.79 / 22.11 / 21.83:
+the best (20.92) 7.9% under untuned; (a) within 5% of it: both from 96 (ratio 1.00); (b)
+95% of the improvement: equal at 288, the scheduler at none of these (it lost). Its
+databases showed why: each task's unit (the default's first control time) had been
+taken at whatever load that moment had, 1.12-4.48 ms for one conv across runs, and the
+scheduler weighs tasks by those times; LocalRunner.calibrate (3c21a70) times every
+task's default together before the first batch.
 """
 
 from __future__ import annotations
