@@ -27,6 +27,16 @@ cold needed 18 / 12 / 12 trials per task, warm 13 / never / 4 (median 12 against
 saving shown); the same tasks' estimates moved 16-24 ms between runs, more than any
 difference transfer makes. Before per-task rank groups and shape context (bb9ea4e), warm
 never reached cold's latency in 3 seeds.
+
+Timed beside the default (63be4ba), AVX2 (`--target "llvm -mcpu=haswell" --tasks 4
+--trials 24 --source-trials 16 --seeds 2`, load 3.9-5.0, 14 min): the four tasks are 1x1
+convs (256@14 -> 1024 x6, 1024@14 -> 256 x5, 64@56 -> 256 x4, 128@28 -> 512 x4), 72.0 ms
+untuned in all. Seed 0: cold 43.8 ms after 24 trials per task (within 5% of it, and 95%
+of its improvement, from trial 13), warm 62.0 ms (never); seed 1: cold 57.8 ms (from
+trial 6), warm 32.3 ms (from trial 2). Medians: cold 9.5, warm never (inf), under both
+definitions. Two seeds disagree in sign: the seed's own exploration moves the result by
+more than transfer does, and ResNet-18's records hold three 1x1 convs against nine 3x3;
+no saving is shown.
 """
 
 from __future__ import annotations
