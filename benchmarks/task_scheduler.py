@@ -161,9 +161,21 @@ def compile_with(mod: Any, params: dict[str, Any], db_path: str | None,
         return relay_ir.build(mod, target=target, params=params, tuning_db=db_path)
 
 
-def interleaved_latency(libs: dict[Any, Any], repeat: int) -> dict[Any, float]:
+def interleaved_latency(libs: dict[Any, Any], repeat: int,
+                        reference: tuple[Any, ...] = ()) -> dict[Any, float]:
     """Median seconds of each compiled model, timed in rounds (one run of each per round,
-    after warm-up), so that a change in the machine's load falls on all of them alike."""
+    after warm-up), so that a change in the machine's load falls on all of them alike.
+    With `reference` keys, each model's time is instead the median over rounds of its
+    time over the reference models' mean in that round, times the reference's median:
+    pairs within a round, which holds where the load moves the medians of all (at load
+    3-4 the untuned AVX2 model read 22 ms in one run, 68-74 in the next).
+
+        >>> class Lib:
+        ...     input_specs = [("x", (1,), "float32")]
+        ...     def run(self, **kw): pass
+        >>> sorted(interleaved_latency({"a": Lib(), "b": Lib()}, 3, ("a",)))
+        ['a', 'b']
+    """
     rng = np.random.default_rng(0)
     feeds = {}
     for key, lib in libs.items():
@@ -176,7 +188,20 @@ def interleaved_latency(libs: dict[Any, Any], repeat: int) -> dict[Any, float]:
             t0 = time.perf_counter()
             lib.run(**feeds[key])
             runs[key].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in runs.items()}
+    if not reference:
+        return {k: statistics.median(v) for k, v in runs.items()}
+    ref = [statistics.fmean(runs[r][i] for r in reference) for i in range(repeat)]
+    base = statistics.median(ref)
+    return {k: base * statistics.median(t / max(b, 1e-12) for t, b in zip(v, ref))
+            for k, v in runs.items()}
+
+
+def _kept(folder: str, name: str) -> str:
+    path = os.path.join(folder, name)
+    if not os.path.isfile(path):
+        raise SystemExit(f"--time-only: no {name} in {folder}; run with the --keep, "
+                         "--budgets and --seeds of the run that made them")
+    return path
 
 
 def first_budget(results: dict[tuple[str, int], float], name: str, budgets: list[int],
@@ -252,7 +277,11 @@ def main(argv: list[str] | None = None) -> int:
                     help='e.g. "llvm -mcpu=haswell" (AVX2) on an AVX-512 host')
     ap.add_argument("--keep", default=None,
                     help="a folder to keep the tuning databases in (for layer profiles)")
+    ap.add_argument("--time-only", action="store_true",
+                    help="with --keep: tune nothing, time the databases kept there")
     opts = ap.parse_args(argv)
+    if opts.time_only and not opts.keep:
+        raise SystemExit("--time-only needs --keep FOLDER (the databases of an earlier run)")
     CACHE_FLUSH[0] = opts.cache_flush
     CONFIRM[0] = opts.confirm
     mod, params = from_onnx(_model(opts.model))
@@ -271,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for seed in range(opts.seeds):
             for name, fn in strategies:
+                if opts.time_only:  # the databases an earlier --keep run left there
+                    dbs.update({(name, seed, b): _kept(tmp, f"{name}{seed}-{b}.db")
+                                for b in budgets})
+                    continue
                 path = os.path.join(tmp, f"{name}{seed}.db")
                 t0 = time.perf_counter()
                 with TuningDatabase(path) as db:
@@ -287,15 +320,18 @@ def main(argv: list[str] | None = None) -> int:
         libs.update({k: compile_with(mod, params, path, opts.target)
                      for k, path in dbs.items()})
         load = os.getloadavg()[0]
-        lat = interleaved_latency(libs, opts.repeat)
+        lat = interleaved_latency(libs, opts.repeat,
+                                  reference=(("untuned", 0, 0), ("untuned", 1, 0)))
     finally:
         if not opts.keep:
             shutil.rmtree(tmp, ignore_errors=True)
-    untuned = lat[("untuned", 0, 0)]
+    untuned = (lat[("untuned", 0, 0)] + lat[("untuned", 1, 0)]) / 2
     print(f"timed in {opts.repeat} interleaved rounds (load {load:.2f} before, "
-          f"{os.getloadavg()[0]:.2f} after); untuned {untuned * 1e3:.3f} ms, again "
+          f"{os.getloadavg()[0]:.2f} after), each model as the median over rounds of its "
+          f"time over the two untuned models' mean in the round, times their median; "
+          f"untuned {lat[('untuned', 0, 0)] * 1e3:.3f} ms, again "
           f"{lat[('untuned', 1, 0)] * 1e3:.3f} ms (noise floor "
-          f"{abs(lat[('untuned', 1, 0)] / untuned - 1) * 100:.1f}%)")
+          f"{abs(lat[('untuned', 1, 0)] / lat[('untuned', 0, 0)] - 1) * 100:.1f}%)")
     runs: dict[tuple[str, int], list[float]] = {}
     for (name, _seed, b), v in sorted(lat.items()):
         if name != "untuned":
@@ -305,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:9s} seed {seed} ms at budget " + ", ".join(
                 f"{b}: {lat[(name, seed, b)] * 1e3:.3f}" for b in budgets))
     results = {k: statistics.median(v) for k, v in runs.items()}
-    noise = abs(lat[("untuned", 1, 0)] / untuned - 1)
+    noise = abs(lat[("untuned", 1, 0)] / lat[("untuned", 0, 0)] - 1)
     print(f"\nmedians over {opts.seeds} seed(s); untuned {untuned * 1e3:.3f} ms")
     print("\n".join(summary(results, untuned, noise, budgets)))
     return 0
