@@ -59,6 +59,20 @@ databases showed why: each task's unit (the default's first control time) had be
 taken at whatever load that moment had, 1.12-4.48 ms for one conv across runs, and the
 scheduler weighs tasks by those times; LocalRunner.calibrate (3c21a70) times every
 task's default together before the first batch.
+
+With calibration (the same command, 15 min of tuning at load 2.9-3.7): the timing after
+it ran at load 3.6-4 (untuned 73.8 ms, 3x a quiet run; scheduler seed 0 at 192 read 76.0
+ms), so the databases were timed again with --time-only as paired ratios (each model over
+the two untuned models' mean within a round), twice: load 2.7-2.9, untuned 23.40 ms (A/A
+0.1%): medians equal 22.96 / 22.18 / 21.64 / 21.59 ms, scheduler 23.41 / 21.80 / 21.32 /
+21.47; load 2.5-3.1, untuned 44.64 ms (A/A 0.5%): equal 0.987 / 0.956 / 0.936 / 0.932 of
+untuned, scheduler 1.013 / 0.946 / 0.907 / 0.907. Best 8.9% / 9.3% under untuned.
+(a) within 5% of the best latency: equal / scheduler = 1.00 in the first, 2.00 in the
+second (96 or 192 against 96); (b) 95% of the best improvement: the scheduler at 192 in
+both, equal at none of these (> 1.50). The two seeds differ by up to 9% at one budget
+(scheduler 288: 22.45 and 20.49 ms), so two seeds are few; and the scheduler's 48-record
+models read 1.000 and 1.013 of untuned: a confirmed win in the worker can still lose a
+little in the model.
 """
 
 from __future__ import annotations
