@@ -11,7 +11,11 @@ export, import and merge): one for the default, its time in the quartets of the 
 first confirmation (the unit), and one per candidate compared, its ratio to the default
 times that unit; a rejected candidate is credited no faster than the default. Once a
 task has confirm records, `TuningDatabase.best` (what relay_ir.build applies) chooses
-among them only, so a build applies only confirmed records, or the default.
+among them only, so a build applies only confirmed records, or the default. A config
+that would change the channel block a model keeps around the task (a blocked conv timed
+in the model's layouts whose output block differs from the fallback's) is rejected
+untimed: the model plans its layouts from the applied configs, so its consumers would
+read a layout the worker never timed them with.
 
     >>> from autotune import FakeRunner, Task
     >>> from tuning_logs import TuningDatabase
@@ -137,8 +141,22 @@ def confirm_best(task: Task, db: TuningDatabase, runner: Any, k: int = 2,
     default_json = canonical_json(default.to_json())
     todo = candidates(task, db, default_json, k)
     verdicts: list[Verdict] = []
+    timed = runner.timed_task(task) if hasattr(runner, "timed_task") else task
     for rec in todo:
         cfg = task.config_from_json(rec.config_json)
+        moved = _moves_layout(task, timed, cfg)
+        if moved:
+            # the model would write this conv's output in another channel block, which
+            # its consumers then read: neither was timed so (AVX2 ResNet-18: 64@56's 3x3
+            # at 0.86 in the worker, 0.97-1.0 in the model, the 128@28 convs after it
+            # 1.04-1.26x slower reading its block of 8 for 16)
+            if _unit(task, db, default_json, None, runner) is None:
+                continue
+            v = Verdict(rec.config_json, math.inf, math.inf, 0, False)
+            db.add(_confirm_record(task, rec.config_json, 0.0, f"rejected: {moved}",
+                                   ErrorKind.RUNTIME_ERROR))
+            verdicts.append(v)
+            continue
         try:
             costs, control = runner.compare(task, cfg, quartets)
         except TesselError as e:
@@ -157,6 +175,27 @@ def confirm_best(task: Task, db: TuningDatabase, runner: Any, k: int = 2,
         db.add(_confirm_record(task, rec.config_json, credited * unit, v.explain()))
         verdicts.append(v)
     return verdicts
+
+
+def _moves_layout(task: Task, timed: Task, cfg: Any) -> str:
+    """Why `cfg` would change the blocked layout a model keeps around the task (its
+    output's channel block differs from the fallback's, as the runner times it), or ""
+    when it would not. A model plans its layouts from the applied configs
+    (relay_ir.backend.layout_plan.output_block), so such a config changes what its
+    consumers read, and the worker timed neither that nor its own data in it."""
+    if timed is task:
+        return ""  # timed in logical layouts: nothing blocked to keep
+
+    def block(c: Any) -> int:
+        _, tensors = timed.instantiate(c)
+        shape = tensors[-1].shape
+        return int(shape[-1].value) if len(shape) == 5 else 0
+
+    got, fallback = block(cfg), block(None)
+    if got == fallback:
+        return ""
+    return (f"it writes channel blocks of {got} where the model's plan has {fallback}: "
+            "its consumers would read a layout nobody timed")
 
 
 def _unit(task: Task, db: TuningDatabase, default_json: str,
