@@ -123,6 +123,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if args.model and args.trials_per_task is None:
             return _tune_scheduled(args, tasks, weights, db, runner, alternates)
         per_task = args.trials_per_task or args.trials
+        confirm = args.confirm if args.confirm is not None else (2 if args.model else 0)
         for n, task in enumerate(tasks):
             tuner = make_tuner(args.tuner, task, seed=args.seed)
             t0 = time.time()
@@ -137,7 +138,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             try:
                 p = tune(task, tuner, per_task, db, runner,
                          early_stopping=args.early_stopping, callbacks=callbacks,
-                         batch_size=args.batch_size)
+                         batch_size=args.batch_size, confirm=confirm)
             finally:
                 if bar is not None:
                     bar.close()
@@ -172,7 +173,8 @@ def _tune_scheduled(args: argparse.Namespace, tasks: list[Any], weights: list[in
     t0 = time.time()
     result = TaskScheduler(list(zip(tasks, weights)), tuners, db, runner, args.trials,
                            batch_size=args.batch_size, early_stopping=args.early_stopping,
-                           report=report, model=args.model, alternates=alternates).run()
+                           report=report, model=args.model, alternates=alternates,
+                           confirm=2 if args.confirm is None else args.confirm).run()
     rows = []
     for st in result.tasks:
         p = st.progress
@@ -481,6 +483,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--control", action=argparse.BooleanOptionalAction, default=None,
                    help="time each candidate beside the default config, ABBA (default: on "
                         "for MODEL, off for --op)")
+    t.add_argument("--confirm", type=int, default=None, metavar="K",
+                   help="after each task's batches, measure its K fastest unconfirmed "
+                        "records again beside the default; a build applies only those that "
+                        "win beyond the noise (autotune.confirm; default: 2 for MODEL, 0 "
+                        "(off) for --op)")
     t.add_argument("--build-workers", type=int, default=None,
                    help="processes that compile candidates (default: one per core)")
     t.add_argument("--seed", type=int, default=0)

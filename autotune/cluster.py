@@ -88,6 +88,18 @@ class MeasureSlot:
                 "error_msg": r.error_msg, "build_s": r.build_s, "run_s": r.run_s,
                 "timestamp": r.timestamp}
 
+    def compare(self, task: dict[str, Any], config: str, quartets: int
+                ) -> dict[str, Any]:
+        """LocalRunner.compare on this slot: {"costs", "control"} or {"error"}."""
+        from autotune.task import Task
+
+        t = Task.from_dict(task)
+        try:
+            costs, control = self.runner.compare(t, t.config_from_json(config), quartets)
+        except TesselError as e:
+            return {"error": str(e)}
+        return {"costs": costs, "control": control}
+
     def close(self) -> None:
         """Stop the slot's worker processes."""
         self.runner.close()
@@ -237,6 +249,24 @@ class RayRunner:
             deal()
         assert all(r is not None for r in results), "a candidate was neither measured nor lost"
         return [r for r in results if r is not None]
+
+    def compare(self, task: Task, config: Any, quartets: int = 30
+                ) -> tuple[list[float], list[float]]:
+        """LocalRunner.compare on a slot of the task's device kind (autotune.confirm):
+        the candidate and the default timed in one slot, in ABBA quartets; TesselError
+        if it fails or the slot is lost."""
+        ray = _ray()
+        slot = self.slots_for(task.device_key)[0]
+        try:
+            out = ray.get(slot.compare.remote(task.to_dict(), config.to_json(), quartets))
+        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
+                ray.exceptions.NodeDiedError) as e:
+            self._dead.add(id(slot))
+            raise TesselError(f"compare: the measuring slot was lost ({type(e).__name__})"
+                              ) from None
+        if "error" in out:
+            raise TesselError(out["error"])
+        return out["costs"], out["control"]
 
     def close(self) -> None:
         """Stop the slots (and the local Ray instance this runner started)."""

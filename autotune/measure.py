@@ -403,6 +403,37 @@ def _control_costs(task: Task, kernel: Any, arrays: list[np.ndarray],
     return {"costs": costs, "control": control}
 
 
+def _do_defaults(tasks: Sequence[Task], opts: dict[str, Any]) -> dict[str, Any]:
+    """Each task's default kernel (as the control) timed in `rounds` rounds, the tasks in
+    turn within a round, so that a change of load falls on all alike: {"seconds": the
+    fastest round per task}. What LocalRunner.calibrate sets the tasks' units to."""
+    rng = np.random.default_rng(0)
+    slot_s = float(opts.get("min_repeat_ms", 10.0)) / 1000.0
+    runs = []
+    for task in tasks:
+        kernel, tensors = _default_kernel(task)
+        logical = [_random_array(rng, s_, d) for s_, d in task.args]
+        arrays = [*_aligned(_packed(task, tensors, logical)),
+                  *_zeros(tensors[task.num_inputs():])]
+        kernel(*arrays)  # pages faulted in, not timed
+        t0 = time.perf_counter()
+        kernel(*arrays)
+        runs.append((kernel, arrays, max(1, math.ceil(slot_s / max(
+            time.perf_counter() - t0, 1e-9)))))
+    t_end = time.perf_counter() + 0.2  # a fresh worker's thread pool and clocks (see
+    while time.perf_counter() < t_end:  # _control_costs): untimed rounds first
+        for kernel, arrays, _n in runs:
+            kernel(*arrays)
+    times: list[list[float]] = [[] for _ in tasks]
+    for _ in range(int(opts.get("rounds", 15))):
+        for k, (kernel, arrays, n) in enumerate(runs):
+            times[k].append(_slot(kernel, arrays, n, bool(opts.get("cache_flush"))))
+    # the fastest round: load only ever adds time, and bursts of other processes last
+    # longer than all the rounds (medians of 7 rounds at load 3.6 read 1.4-21 ms for a
+    # conv whose fastest read 2.4-2.6 in three calibrations)
+    return {"seconds": [float(np.min(t)) for t in times]}
+
+
 def _spread(costs: Sequence[float], control: Sequence[float]) -> float:
     """The interquartile range of the quartets' ratios over their median."""
     r = np.asarray(costs) / np.maximum(np.asarray(control), 1e-12)
@@ -505,6 +536,13 @@ def _worker_main(conn: Any, imports: Sequence[str], memory_limit: int | None = N
         if msg is None:
             return
         kind, task_d, cfg_json, opts = msg
+        if kind == "defaults":
+            try:
+                conn.send(("ok", _do_defaults([_task(d) for d in task_d], opts)))
+            except Exception as e:
+                conn.send(("error", {"error": ErrorKind.RUNTIME_ERROR.value,
+                                     "msg": f"{type(e).__name__}: {e}"}))
+            continue
         try:
             task = _task(task_d)
             cfg = task.config_from_json(cfg_json)
@@ -699,9 +737,11 @@ class LocalRunner:
     candidate that would be the task's best (a ratio below the runner's best so far, or
     below 1) is timed for twice as many quartets again before it is recorded, so the best
     record is less often the luckiest of many draws; quartets whose ratios still spread
-    over 10% after 4x as many credit only the win 3 of 4 quartets show (their upper
-    quartile), none over the default where fewer do. All arrays are 64-byte
-    aligned, as a compiled model's (see `_aligned`).
+    over 10% after 4x as many are credited their upper quartile (a win only where 3 of 4
+    quartets show one). Still the best of many candidates is often a lucky one: `compare`
+    times one again beside the default for many quartets, for autotune.confirm to decide
+    whether a build may apply it. All arrays are 64-byte aligned, as a compiled model's
+    (see `_aligned`).
     With `model_layout`, an NCHWc conv is built and timed in the blocked layouts a model
     runs it in (`timed_task`); its records stay the logical task's.
     """
@@ -769,6 +809,69 @@ class LocalRunner:
                                          run_s))
         return out
 
+    def compare(self, task: Task, config: ConfigEntity, quartets: int = 30
+                ) -> tuple[list[float], list[float]]:
+        """The candidate timed beside the task's default kernel (as the runner times it:
+        `timed_task`) in `quartets` ABBA quartets or more (more while their ratios spread
+        over 10%): (candidate seconds, default seconds), one each per quartet, raw. What
+        `autotune.confirm` decides on; raises TesselError if the candidate fails.
+
+            >>> with LocalRunner() as r:                                   # doctest: +SKIP
+            ...     costs, control = r.compare(task, task.config(7), quartets=30)
+        """
+        timed = self.timed_task(task)
+        [b] = self.builder.build([MeasureInput(timed, config)])
+        if b.error_kind != ErrorKind.NONE:
+            raise TesselError(f"compare: config {config.index} of {task.name or task.template}"
+                              f" does not build ({b.error_kind.value}): {b.error_msg[:200]}")
+        self._seed += 1
+        opts = dict(self.opts, control=True, repeat=max(1, math.ceil(quartets / 3)),
+                    min_repeat_ms=max(float(self.opts["min_repeat_ms"]), 10.0),
+                    check=False, seed=self._seed, best_s=None, slow_cutoff=None,
+                    object_code=b.object_code, generated=b.generated, confirm_below=0.0)
+        status, res = self.worker.call(("run", timed.to_dict(), config.to_json(), opts),
+                                       self.timeout * 4)
+        if status != "ok" or "error" in res:
+            raise TesselError(f"compare: config {config.index} of "
+                              f"{task.name or task.template} failed to run: {res.get('msg')}")
+        if "control" not in res:
+            raise TesselError(f"compare: {task.target} kernels are not timed beside a "
+                              "control (CPU targets only)")
+        return list(res["costs"]), list(res["control"])
+
+    def calibrate(self, tasks: Sequence[Task], rounds: int = 15) -> dict[str, float]:
+        """Set the units of the tasks' records (see the class doc) to their default
+        kernels timed together, the fastest of `rounds` interleaved rounds, instead of each task's
+        first control: taken at different moments of a shared machine, those differed up
+        to 4x between runs, and the task scheduler, which weighs tasks by their times,
+        gave its budget to whichever task was first timed under load. CPU tasks only;
+        returns {workload@target: seconds}.
+
+            >>> with LocalRunner(control=True) as r:                     # doctest: +SKIP
+            ...     r.calibrate([task])
+        """
+        from tessel_target import Target
+
+        cpu = [t for t in tasks if Target.parse(t.target).kind == "llvm"]
+        if not cpu:
+            return {}
+        status, res = self.worker.call(
+            ("defaults", [self.timed_task(t).to_dict() for t in cpu], "",
+             {**self.opts, "rounds": rounds,
+              "min_repeat_ms": max(float(self.opts["min_repeat_ms"]), 10.0) / 4}),
+            self.timeout * len(cpu) + self.ref_timeout)
+        if status != "ok" or "error" in res:
+            raise TesselError(f"calibrate: timing the default kernels failed: "
+                              f"{res.get('msg')}")
+        got = {f"{t.workload_key}@{t.target}": s_ for t, s_ in zip(cpu, res["seconds"])}
+        self._control.update(got)
+        return got
+
+    def unit(self, task: Task) -> float | None:
+        """The seconds this runner's records of the task are in (its calibrated or first
+        control time of the default), or None before either."""
+        return self._control.get(f"{task.workload_key}@{task.target}")
+
     def _relative(self, key: str, costs: Sequence[float], control: Sequence[float]
                   ) -> tuple[list[float], str]:
         """Costs in the units of the task's default time (see the class doc), and a note."""
@@ -780,8 +883,11 @@ class LocalRunner:
         if _spread(costs, control) > 0.1 and ratio < 1.0:
             # the quartets never settled (a machine busy throughout): the median's win is
             # as likely noise as not (ResNet-18 at load 6.5: a 512@7 conv read 0.74 here,
-            # 0.98 in-process when quiet); credited is only what 3 of 4 quartets show
-            got = min(1.0, max(ratio, float(q3)))
+            # 0.98 in-process when quiet); credited is only what 3 of 4 quartets show, a
+            # loss if they show one (capped at 1.0, such records tied the unit and beat
+            # the default's own record whenever that read over 1.0: at load 4-5, 5 of
+            # ResNet-18's 12 tasks applied one, the model 12% slower than untuned)
+            got = max(ratio, float(q3))
             unsettled = f", unsettled: measured {ratio:.3f}, recorded the upper quartile"
             ratio = got
         self._best_ratio[key] = min(self._best_ratio.get(key, 1.0), ratio)
@@ -823,6 +929,24 @@ class FakeRunner:
             else:
                 out.append(MeasureResult((float(c),)))
         return out
+
+    def compare(self, task: Task, config: ConfigEntity, quartets: int = 30
+                ) -> tuple[list[float], list[float]]:
+        """As LocalRunner.compare: the cost function's seconds for the config and for the
+        task's default, alternately, `quartets` times each (a cost function with noise or
+        outliers draws anew per call); every call is in `.seen` too."""
+        default = task.default_config()
+        if default is None:
+            raise TesselError(f"compare: {task.name or task.template} has no default config")
+        costs, control = [], []
+        for _ in range(quartets):
+            for cfg, into in ((default, control), (config, costs)):
+                self.seen.append(MeasureInput(task, cfg))
+                c = self.cost(task, cfg)
+                if isinstance(c, ErrorKind):
+                    raise TesselError(f"compare: config {cfg.index} failed ({c.value})")
+                into.append(float(c))
+        return costs, control
 
     def close(self) -> None:
         """Nothing to stop."""

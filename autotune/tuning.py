@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.measure import MeasureInput, MeasureResult
@@ -50,6 +50,9 @@ class TuneProgress:
     stopped_early: bool = False
     default_config: str | None = None  # the template's default as a point of the space
     default_mean: float = math.inf     # its measured seconds (inf: failed, or not measured)
+    applied_mean: float = math.inf     # seconds of the record a build applies (db.best)
+    applied_config: str | None = None  # and its config
+    verdicts: list[Any] = field(default_factory=list)  # autotune.confirm's, of this run
 
     @property
     def best_gflops(self) -> float:
@@ -151,8 +154,8 @@ def default_as_run(task: Task, runner: Any) -> ConfigEntity | None:
 
 def tune(task: Task, tuner: Tuner, n_trial: int, db: TuningDatabase, runner: Any,
          early_stopping: int | None = None, callbacks: Sequence[Callback] = (),
-         batch_size: int = 8, transfer: bool = True, default_first: bool = True
-         ) -> TuneProgress:
+         batch_size: int = 8, transfer: bool = True, default_first: bool = True,
+         confirm: int = 0) -> TuneProgress:
     """Tune `task` up to `n_trial` measurements in all; every result is stored in `db`.
 
     `runner` is a LocalRunner or FakeRunner. `early_stopping=N` stops after N trials of
@@ -161,7 +164,11 @@ def tune(task: Task, tuner: Tuner, n_trial: int, db: TuningDatabase, runner: Any
     `default_first`, the first batch measures the template's default config
     (`Task.default_config`) unless the database has it already, so that the best record,
     which relay_ir.build applies, is never slower than the untuned default measured beside
-    it (`progress.default_mean`).
+    it (`progress.default_mean`). With `confirm=k`, the run ends by measuring the `k`
+    fastest records not yet confirmed again, each beside the default for many quartets
+    (`autotune.confirm.confirm_best`): a record that does not win beyond their noise is
+    never applied by a build (`progress.verdicts`; `progress.applied_mean` is the time of
+    the record a build applies).
     """
     check_measurable(task.target)
     progress = TuneProgress(task, tuner.name, n_trial, started=time.time())
@@ -207,4 +214,11 @@ def tune(task: Task, tuner: Tuner, n_trial: int, db: TuningDatabase, runner: Any
         if early_stopping is not None and progress.trials - last_better >= early_stopping:
             progress.stopped_early = True
             break
+    if confirm > 0:
+        from autotune.confirm import confirm_best
+
+        progress.verdicts = confirm_best(task, db, runner, k=confirm)
+    applied = db.best_record(task.workload_key, task.target, task.device_key)
+    if applied is not None:
+        progress.applied_mean, progress.applied_config = applied.mean, applied.config_json
     return progress

@@ -13,6 +13,13 @@ Measured (2 vCPU Intel Xeon, shared, load 6; matmul 128^3, 48 candidates): local
 13.5 s (3.55 records/s, 282 ms a candidate), Ray 1 slot 13.6 s, 2 slots 13.2 s; Ray's
 overhead 1.4 ms a candidate; 2 slots / 1 slot 0.97 (2 slots share 2 busy cores here). On
 paper, N nodes of one device kind: about 48 x 0.28 / N + 48 x 0.0014 s.
+
+Again (same command, shared, two runs a minute apart): at load 3.0, local 8.17 s (5.87
+records/s, 170 ms a candidate), Ray 1 slot 9.31 s, 2 slots 9.80 s (2 / 1: 1.05); at load
+2.1, local 7.73 s (6.21/s, 161 ms), Ray 1 slot 8.90 s, 2 slots 5.68 s (8.45/s; 2 / 1:
+0.64). Ray's overhead read 23.6 and 24.3 ms a candidate in both (1.4 ms in the run
+above): N nodes, about 48 x 0.17 / N + 48 x 0.024 s; two slots on 2 shared cores gain
+only when the other jobs leave a core free.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ Imports nothing of Tessel's except the error classes, so any layer may use it.
 from .context import current_database, resolve_database, using_database
 from .database import DEFAULT_DB_PATH, ImportReport, TaskSummary, TuningDatabase
 from .record import (
+    CONFIRM_TUNER,
     ERROR_KINDS,
     TESSEL_VERSION,
     ErrorKind,
@@ -24,6 +25,7 @@ from .record import (
 from .schema import SCHEMA_VERSION
 
 __all__ = [
+    "CONFIRM_TUNER",
     "DEFAULT_DB_PATH",
     "ERROR_KINDS",
     "SCHEMA_VERSION",

@@ -30,7 +30,7 @@ from typing import IO, Any
 
 from tessel_errors import TuningLogError
 
-from .record import MeasureRecord, ScheduleDecision, canonical_json
+from .record import CONFIRM_TUNER, MeasureRecord, ScheduleDecision, canonical_json
 from .schema import (
     BUSY_TIMEOUT_S,
     DECISIONS_DDL,
@@ -336,7 +336,8 @@ class TuningDatabase:
                                  r["timestamp"]) for r in rows]
 
     def prune(self, top_k: int) -> int:
-        """Keep only the `top_k` fastest error-free records per (workload, target, device).
+        """Keep only the `top_k` fastest error-free records per (workload, target, device),
+        and every confirm record (they decide what `best` returns).
 
         Failed measurements are dropped too, so a later tuning run may try those configs
         again. Returns the number of records deleted.
@@ -354,12 +355,12 @@ class TuningDatabase:
             raise TuningLogError(f"prune needs top_k to be a positive integer, got {top_k!r}")
         with self._write("prune") as conn:
             cursor = conn.execute(
-                "DELETE FROM measurements WHERE id NOT IN ("
+                "DELETE FROM measurements WHERE tuner != ? AND id NOT IN ("
                 " SELECT id FROM ("
                 "  SELECT id, ROW_NUMBER() OVER (PARTITION BY workload_key, target, device_key"
                 "                                ORDER BY mean, timestamp, id) AS rank"
                 "  FROM measurements WHERE error_kind = 'none')"
-                " WHERE rank <= ?)", [top_k])
+                " WHERE rank <= ?)", [CONFIRM_TUNER, top_k])
             return cursor.rowcount
 
     # -- queries --------------------------------------------------------------------------
@@ -391,7 +392,10 @@ class TuningDatabase:
 
     def best(self, workload_key: str, target: str, device_key: str | None = None,
              k: int = 1) -> list[MeasureRecord]:
-        """The `k` error-free records of lowest mean, fastest first.
+        """The `k` error-free records of lowest mean, fastest first; of a task (workload,
+        target, device) with confirm records (tuner "confirm", see autotune.confirm),
+        only those: once a task's best was re-measured beside its default, what a build
+        applies is a confirmed record, never a lucky first measurement.
 
         `device_key=None` takes records of any device: only for a user who asked for that.
 
@@ -404,8 +408,12 @@ class TuningDatabase:
             raise TuningLogError(f"best() needs k to be a positive integer, got {k!r}")
         where, params = _where(workload_key=workload_key, target=target,
                                device_key=device_key, error_kind="none")
+        where += (" AND (tuner = ? OR NOT EXISTS (SELECT 1 FROM measurements AS c WHERE "
+                  "c.workload_key = measurements.workload_key AND c.target = "
+                  "measurements.target AND c.device_key = measurements.device_key AND "
+                  "c.tuner = ?))")
         return self._select(f"{_SELECT}{where} ORDER BY mean, timestamp, id LIMIT ?",
-                            [*params, k])
+                            [*params, CONFIRM_TUNER, CONFIRM_TUNER, k])
 
     def best_record(self, workload_key: str, target: str,
                     device_key: str | None = None) -> MeasureRecord | None:
@@ -435,7 +443,8 @@ class TuningDatabase:
 
     def tasks(self, target: str | None = None,
               device_key: str | None = None) -> list[TaskSummary]:
-        """One summary per (workload, target, device), most recently updated first.
+        """One summary per (workload, target, device), most recently updated first; its
+        trials leave out confirm records, its best is `best`'s.
 
             >>> import tempfile, pathlib
             >>> db = TuningDatabase(pathlib.Path(tempfile.mkdtemp()) / "t.db")
@@ -446,9 +455,25 @@ class TuningDatabase:
         where, params = _where(target=target, device_key=device_key)
         rows = self._rows(f"SELECT * FROM tasks{where} "
                           f"ORDER BY last_update DESC, workload_key", params)
-        return [TaskSummary(r["workload_key"], r["template"], r["target"], r["device_key"],
-                            r["trials"], r["ok_trials"] or 0, r["best_mean"], r["flops"],
-                            r["last_update"]) for r in rows]
+        # confirm records (autotune.confirm) measure configs again: not trials; and a
+        # task that has them reports the best a build applies, not a lucky first time
+        confirmed = {(r["workload_key"], r["target"], r["device_key"]): (r["n"], r["ok"])
+                     for r in self._rows(
+                         "SELECT workload_key, target, device_key, COUNT(*) AS n, "
+                         "SUM(error_kind = 'none') AS ok FROM measurements WHERE tuner = ? "
+                         "GROUP BY workload_key, target, device_key", [CONFIRM_TUNER])}
+        out = []
+        for r in rows:
+            key = (r["workload_key"], r["target"], r["device_key"])
+            best, (n, ok) = r["best_mean"], confirmed.get(key, (0, 0))
+            if key in confirmed:
+                rec = self.best_record(*key)
+                best = rec.mean if rec is not None else None
+            out.append(TaskSummary(r["workload_key"], r["template"], r["target"],
+                                   r["device_key"], r["trials"] - n,
+                                   (r["ok_trials"] or 0) - (ok or 0), best, r["flops"],
+                                   r["last_update"]))
+        return out
 
     def has_config(self, workload_key: str, target: str, device_key: str,
                    config: str | Mapping[str, Any]) -> bool:

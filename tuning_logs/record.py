@@ -118,6 +118,10 @@ def _check_number(name: str, value: Any, positive: bool) -> float:
     return float(value)
 
 
+# the tuner of a confirm record: a candidate (or the default) measured again beside the
+# task's default (autotune.confirm); once a task has them, best() chooses among them only
+CONFIRM_TUNER = "confirm"
+
 @dataclass(frozen=True, slots=True)
 class MeasureRecord:
     """One measured config of one task; `mean` is computed from `costs` (seconds).
@@ -306,7 +310,7 @@ _JSON_KEYS = frozenset({"workload_key", "template", "target", "device_key", "con
 _REQUIRED_KEYS = frozenset({"workload_key", "template", "target", "device_key", "config",
                             "costs"})
 
-__all__ = ["ERROR_KINDS", "RECORD_SCHEMA_VERSION", "TESSEL_VERSION", "ErrorKind",
+__all__ = ["CONFIRM_TUNER", "ERROR_KINDS", "RECORD_SCHEMA_VERSION", "TESSEL_VERSION", "ErrorKind",
            "MeasureRecord", "canonical_json"]
 
 

@@ -191,3 +191,9 @@ def test_a_node_joining_mid_run_gets_work(tmp_path: Path) -> None:
         if node is not None:  # the node drains and stops its processes on SIGTERM
             node.send_signal(signal.SIGTERM)
             node.wait(timeout=90)
+
+
+def test_a_slot_compares_a_candidate_with_the_default_for_confirmation() -> None:
+    with RayRunner("auto", **OPTIONS) as runner:
+        costs, control = runner.compare(OTHER, OTHER.config(2), quartets=6)
+    assert len(costs) == len(control) >= 6 and min(costs + control) > 0

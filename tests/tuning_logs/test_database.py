@@ -176,6 +176,26 @@ def test_prune_keeps_the_top_k_per_task(db, make_record, rng):
         assert [r.config for r in db.best(w, LLVM, d, k=10)] == configs
 
 
+def test_best_of_a_task_with_confirm_records_is_among_them_only(db, make_record):
+    from tuning_logs import CONFIRM_TUNER
+
+    db.add_many([make_record(config={"i": 0}, costs=(1.0,)),
+                 make_record(config={"i": 1}, costs=(0.5,)),  # a lucky first time
+                 make_record(workload_key=W2, config={"i": 1}, costs=(0.5,))])
+    assert db.best_record(W1, LLVM, DEV).config == {"i": 1}
+    db.add_many([make_record(config={"i": 0}, costs=(1.0,), tuner=CONFIRM_TUNER),
+                 make_record(config={"i": 1}, costs=(1.0,), tuner=CONFIRM_TUNER)])
+    # the default's confirm record first: a rejected candidate is credited its time
+    assert db.best_record(W1, LLVM, DEV).config == {"i": 0}
+    assert [r.tuner for r in db.best(W1, LLVM, DEV, k=5)] == [CONFIRM_TUNER] * 2
+    assert db.best_record(W2, LLVM, DEV).config == {"i": 1}  # another task: as before
+    assert db.best_record(W1, LLVM, None).config == {"i": 0}  # any device: per device
+    assert {t.workload_key: (t.trials, t.best_mean) for t in db.tasks()} == \
+        {W1: (2, 1.0), W2: (1, 0.5)}
+    db.prune(1)  # prune keeps every confirm record: what best returns stays
+    assert db.best_record(W1, LLVM, DEV).config == {"i": 0}
+
+
 def test_prune_needs_a_positive_k(db):
     with pytest.raises(TuningLogError, match="prune needs top_k to be a positive integer"):
         db.prune(0)

@@ -1,0 +1,225 @@
+"""Confirming a task's best record before a compiled model applies it.
+
+A tuning run measures hundreds of candidates once each, and the fastest of many noisy
+measurements is often a lucky one (the winner's curse): on ResNet-18 a database whose
+best records each beat their default when measured built a model slower than the untuned
+one. So a record that would become a task's best is measured again, beside the task's
+default kernel (as the runner times it: the fallback the model runs untuned) in many
+ABBA quartets (`runner.compare`), and kept only if it wins beyond the noise of those
+quartets. The verdicts are records too, with tuner "confirm" (so they travel with
+export, import and merge): one for the default, its time in the quartets of the task's
+first confirmation (the unit), and one per candidate compared, its ratio to the default
+times that unit; a rejected candidate is credited no faster than the default. Once a
+task has confirm records, `TuningDatabase.best` (what relay_ir.build applies) chooses
+among them only, so a build applies only confirmed records, or the default. A config
+that would change the channel block a model keeps around the task (a blocked conv timed
+in the model's layouts whose output block differs from the fallback's) is rejected
+untimed: the model plans its layouts from the applied configs, so its consumers would
+read a layout the worker never timed them with.
+
+    >>> from autotune import FakeRunner, Task
+    >>> from tuning_logs import TuningDatabase
+    >>> import tempfile, pathlib
+    >>> t = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+    >>> db = TuningDatabase(pathlib.Path(tempfile.mkdtemp()) / "t.db")
+    >>> confirm_best(t, db, FakeRunner(lambda t, c: 1.0))  # nothing measured: nothing to do
+    []
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autotune.task import Task
+from tessel_errors import TesselError
+from tuning_logs import CONFIRM_TUNER, ErrorKind, MeasureRecord, TuningDatabase, canonical_json
+
+QUARTETS = 30     # ABBA quartets per comparison (about 0.3 s of timing at 10 ms each)
+MIN_GAIN = 0.005  # a win must also clear this: the model's context is not the worker's
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A candidate compared with the task's default: the ratio of their median times,
+    its noise (two standard errors, from the quartets' spread) and whether it is kept.
+
+        >>> Verdict("{}", 0.9, 0.02, 30, True).explain()
+        'accepted: 0.900 x the default (noise 0.020, 30 quartets)'
+    """
+
+    config_json: str
+    ratio: float
+    noise: float
+    quartets: int
+    accepted: bool
+
+    def explain(self) -> str:
+        """The verdict in words (the confirm record's note)."""
+        word = "accepted" if self.accepted else "rejected"
+        return (f"{word}: {self.ratio:.3f} x the default (noise {self.noise:.3f}, "
+                f"{self.quartets} quartets)")
+
+
+def judge(costs: Sequence[float], control: Sequence[float], config_json: str = "",
+          min_gain: float = MIN_GAIN) -> Verdict:
+    """The verdict on a candidate's quartets (`costs`) against the default's (`control`):
+    accepted when the ratio of the medians plus two standard errors of the median of the
+    per-quartet ratios (from their interquartile range) stays below 1 - `min_gain`.
+
+        >>> judge([0.90, 0.91, 0.89, 0.90], [1.0, 1.0, 1.01, 0.99]).accepted
+        True
+        >>> judge([0.99, 1.01, 0.98, 1.02], [1.0, 1.0, 1.0, 1.0]).accepted
+        False
+    """
+    c, d = np.asarray(costs, float), np.asarray(control, float)
+    if len(c) == 0 or len(c) != len(d):
+        raise TesselError(f"judge: need as many candidate as default times, and at least "
+                          f"one; got {len(c)} and {len(d)}")
+    ratio = float(np.median(c)) / max(float(np.median(d)), 1e-12)
+    r = c / np.maximum(d, 1e-12)
+    q1, q3 = np.percentile(r, [25, 75])
+    # sigma ~ IQR / 1.349 for a normal spread; the median's standard error ~ 1.2533 sigma
+    # / sqrt(n); two of them, so a lucky run of quartets rarely passes
+    noise = 2 * 1.2533 * float(q3 - q1) / 1.349 / math.sqrt(len(r))
+    return Verdict(config_json, ratio, noise, len(r), ratio + noise < 1.0 - min_gain)
+
+
+def _confirm_record(task: Task, config_json: str, seconds: float, note: str,
+                    error: ErrorKind = ErrorKind.NONE) -> MeasureRecord:
+    costs = (seconds,) if error is ErrorKind.NONE else ()
+    return MeasureRecord(task.workload_key, task.template, task.target, task.device_key,
+                         config_json, costs, error, error_msg=note[:2000],
+                         timestamp=time.time(), tuner=CONFIRM_TUNER,
+                         flops=task.flop or None, attrs_json=task.attrs)
+
+
+def candidates(task: Task, db: TuningDatabase, default_json: str, k: int
+               ) -> list[MeasureRecord]:
+    """Up to `k` fastest records of the task not yet compared with the default and faster
+    than what a build applies now (the confirmed best; before any confirmation, the
+    default's record), fastest first."""
+    history = db.history(task.workload_key, task.target, task.device_key)
+    confirmed = {r.config_json for r in history if r.tuner == CONFIRM_TUNER}
+    ok = [r for r in history if r.ok and r.tuner != CONFIRM_TUNER]
+    if confirmed:
+        applied = db.best_record(task.workload_key, task.target, task.device_key)
+        bound = applied.mean if applied is not None else math.inf
+    else:
+        bound = min((r.mean for r in ok if r.config_json == default_json), default=math.inf)
+    out: list[MeasureRecord] = []
+    for r in sorted(ok, key=lambda r: r.mean):
+        if len(out) >= k or r.mean >= bound:
+            break
+        if r.config_json not in confirmed and r.config_json != default_json and \
+                all(o.config_json != r.config_json for o in out):
+            out.append(r)
+    return out
+
+
+def confirm_best(task: Task, db: TuningDatabase, runner: Any, k: int = 2,
+                 quartets: int = QUARTETS, min_gain: float = MIN_GAIN) -> list[Verdict]:
+    """Compare the task's `k` best unconfirmed records (see `candidates`) with its default
+    on `runner` and store the verdicts as confirm records (see the module doc); returns
+    them, in the order compared. Nothing happens for a runner without `compare`, for a
+    target other than a CPU's (the accelerator's cycle model has no noise; GPU kernels
+    are not timed beside a control), or for a task with no default config.
+    """
+    from autotune.tuning import default_as_run
+    from tessel_target import Target
+
+    if not hasattr(runner, "compare") or Target.parse(task.target).kind != "llvm":
+        return []  # timed beside the default only on CPUs (a cycle model has no noise)
+    default = default_as_run(task, runner)
+    if default is None:
+        return []
+    default_json = canonical_json(default.to_json())
+    todo = candidates(task, db, default_json, k)
+    verdicts: list[Verdict] = []
+    timed = runner.timed_task(task) if hasattr(runner, "timed_task") else task
+    for rec in todo:
+        cfg = task.config_from_json(rec.config_json)
+        moved = _moves_layout(task, timed, cfg)
+        if moved:
+            # the model would write this conv's output in another channel block, which
+            # its consumers then read: neither was timed so (AVX2 ResNet-18: 64@56's 3x3
+            # at 0.86 in the worker, 0.97-1.0 in the model, the 128@28 convs after it
+            # 1.04-1.26x slower reading its block of 8 for 16)
+            if _unit(task, db, default_json, None, runner) is None:
+                continue
+            v = Verdict(rec.config_json, math.inf, math.inf, 0, False)
+            db.add(_confirm_record(task, rec.config_json, 0.0, f"rejected: {moved}",
+                                   ErrorKind.RUNTIME_ERROR))
+            verdicts.append(v)
+            continue
+        try:
+            costs, control = runner.compare(task, cfg, quartets)
+        except TesselError as e:
+            # it ran once, fails now: a loss, recorded as an error (never applied), after
+            # the default's record so that the task still has one to apply
+            if _unit(task, db, default_json, None, runner) is None:
+                continue
+            db.add(_confirm_record(task, rec.config_json, 0.0, f"rejected: {e}",
+                                   ErrorKind.RUNTIME_ERROR))
+            verdicts.append(Verdict(rec.config_json, math.inf, math.inf, 0, False))
+            continue
+        unit = _unit(task, db, default_json, control, runner)
+        assert unit is not None
+        v = judge(costs, control, rec.config_json, min_gain)
+        credited = v.ratio if v.accepted else max(v.ratio, 1.0)
+        db.add(_confirm_record(task, rec.config_json, credited * unit, v.explain()))
+        verdicts.append(v)
+    return verdicts
+
+
+def _moves_layout(task: Task, timed: Task, cfg: Any) -> str:
+    """Why `cfg` would change the blocked layout a model keeps around the task (its
+    output's channel block differs from the fallback's, as the runner times it), or ""
+    when it would not. A model plans its layouts from the applied configs
+    (relay_ir.backend.layout_plan.output_block), so such a config changes what its
+    consumers read, and the worker timed neither that nor its own data in it."""
+    if timed is task:
+        return ""  # timed in logical layouts: nothing blocked to keep
+
+    def block(c: Any) -> int:
+        _, tensors = timed.instantiate(c)
+        shape = tensors[-1].shape
+        return int(shape[-1].value) if len(shape) == 5 else 0
+
+    got, fallback = block(cfg), block(None)
+    if got == fallback:
+        return ""
+    return (f"it writes channel blocks of {got} where the model's plan has {fallback}: "
+            "its consumers would read a layout nobody timed")
+
+
+def _unit(task: Task, db: TuningDatabase, default_json: str,
+          control: Sequence[float] | None, runner: Any) -> float | None:
+    """The seconds every confirm record of the task is in, recorded at its first
+    confirmation as the default's own confirm record (so that confirmations at different
+    loads compare by their ratios): the runner's unit of the task (`runner.unit`, the
+    one its tuning records are in: e.g. LocalRunner.calibrate's), else the default's time
+    in the quartets; without `control` (a comparison that failed) the default's tuning
+    record; None if none of these."""
+    own = None
+    for r in db.history(task.workload_key, task.target, task.device_key):
+        if r.config_json == default_json and r.ok:
+            if r.tuner == CONFIRM_TUNER:
+                return r.mean
+            own = r.mean if own is None else own
+    unit = runner.unit(task) if hasattr(runner, "unit") else None
+    if unit is None:
+        unit = float(np.median(control)) if control is not None else own
+    if unit is None:
+        return None
+    db.add(_confirm_record(task, default_json, unit,
+                           "the default: the unit of the task's confirm records"))
+    return unit
+
+
+__all__ = ["MIN_GAIN", "QUARTETS", "Verdict", "candidates", "confirm_best", "judge"]
