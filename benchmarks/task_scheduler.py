@@ -72,7 +72,18 @@ second (96 or 192 against 96); (b) 95% of the best improvement: the scheduler at
 both, equal at none of these (> 1.50). The two seeds differ by up to 9% at one budget
 (scheduler 288: 22.45 and 20.49 ms), so two seeds are few; and the scheduler's 48-record
 models read 1.000 and 1.013 of untuned: a confirmed win in the worker can still lose a
-little in the model.
+little in the model. The cause, per kernel: its 64@56 3x3 config accepted at 0.863 wrote
+channel blocks of 8 for the plan's 16; in the model it ran 0.97-1.0x and the 128@28 convs
+reading its output 1.04-1.26x. Confirmation now rejects such configs untimed (d659165).
+
+With that (the same command, 15 min of tuning at load 3.3-6.7, timed at load 3.3-3.5,
+A/A 0.9%): medians equal 44.31 / 43.94 / 43.52 / 43.57 ms, scheduler 43.54 / 43.53 /
+40.40 / 40.11, untuned 44.66; timed again with --time-only (40 rounds, load 2.9-3.3, A/A
+1.6%): equal 42.67 / 42.97 / 42.50 / 42.35, scheduler 42.68 / 42.30 / 39.37 / 39.41,
+untuned 43.58 (0.98 / 0.99 / 0.98 / 0.97 and 0.98 / 0.97 / 0.90 / 0.90 of it). No model
+slower than untuned beyond the noise floor. Best 9.7-10.2% under untuned: (a) within 5%
+of it and (b) 95% of that improvement, the scheduler from 192 (b: 192 or 288), equal
+shares at none of these: equal / scheduler > 1.50 (a), > 1.00 and > 1.50 (b).
 """
 
 from __future__ import annotations

@@ -36,7 +36,13 @@ of its improvement, from trial 13), warm 62.0 ms (never); seed 1: cold 57.8 ms (
 trial 6), warm 32.3 ms (from trial 2). Medians: cold 9.5, warm never (inf), under both
 definitions. Two seeds disagree in sign: the seed's own exploration moves the result by
 more than transfer does, and ResNet-18's records hold three 1x1 convs against nine 3x3;
-no saving is shown.
+no saving is shown. Again with 3 seeds at load 1.7-2.4 (9 min; untuned 11.5 ms, the
+weights of the run above taken at load 4-5 having read 72): seed 0 cold 10.11 ms (from
+trial 13 within 5%, 14 for 95% of the improvement), warm 9.49 (2, 3); seed 1 cold 9.71
+(6, 6), warm 10.05 (12, never); seed 2 cold 10.23 (12, 17), warm 10.19 (9, 12). Medians:
+(a) within 5% of cold's final: cold 12, warm 9 trials per task (cold / warm 1.33); (b)
+95% of cold's improvement: cold 14, warm 12 (1.17). A modest saving, one seed in three
+against it.
 """
 
 from __future__ import annotations
