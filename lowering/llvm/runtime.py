@@ -16,13 +16,6 @@ Kernel sets; when it is null the generated code starts pthreads itself.
 glibc's mutex and condition variable initialisers are all-zero bytes, so zeroed globals
 of 64 bytes (larger than both types) are ready to use.
 
-A launch signals the condition variables only when a thread sleeps on them (counted
-under the lock), after releasing the lock, and the launcher whose tasks all finished
-while it polled returns without the lock: with the workers polling, a launch makes no
-system call and no thread blocks on a mutex held by another (a thread that blocks gives
-its core away). Per-call cost of a tiny parallel kernel (benchmarks.parallel_overhead,
-2 threads, load 1.3): 6.5 / 7.2 -> 6.1 / 7.1 us in two interleaved pairs.
-
     >>> from lowering.llvm.runtime import pool_launch_address
     >>> pool_launch_address(2) != 0
     True
@@ -82,9 +75,6 @@ def build_module(spin_ticks: int = 1 << 20) -> str:
         _i64(m, f"pool.{n}") for n in ("gen", "fn", "records", "n", "claim", "finished",
                                         "workers", "pid"))
     counters = {n: _i64(m, f"pool.{n}") for n in _COUNTERS}
-    # threads asleep on `work`, and whether the launcher sleeps on `done` (both changed
-    # under `lock` only): a launch or a last task signals only when someone sleeps
-    sleepers, waiting = _i64(m, "pool.sleepers"), _i64(m, "pool.waiting")
 
     def ext(name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
         return ir.Function(m, ir.FunctionType(ret, args), name)
@@ -150,8 +140,7 @@ def build_module(spin_ticks: int = 1 << 20) -> str:
         b.cbranch(b.icmp_signed("==", done, n), last, head)
         b.position_at_end(last)
         b.call(lock, [objs["lock"]])
-        with b.if_then(b.icmp_signed("!=", ld(b, waiting), c64(0))):
-            b.call(bcast, [objs["done"]])
+        b.call(bcast, [objs["done"]])
         b.call(unlock, [objs["lock"]])
         b.branch(head)
         b.position_at_end(end)
@@ -176,9 +165,7 @@ def build_module(spin_ticks: int = 1 << 20) -> str:
     b.cbranch(b.icmp_signed("==", ld(b, gen), seen), waitb, go)
     b.position_at_end(waitb)
     count(b, "sleeps")
-    st(b, b.add(ld(b, sleepers), c64(1)), sleepers)
     b.call(wait, [objs["work"], objs["lock"]])
-    st(b, b.sub(ld(b, sleepers), c64(1)), sleepers)
     b.branch(check)
     b.position_at_end(go)
     cur = ld(b, gen)
@@ -196,7 +183,7 @@ def build_module(spin_ticks: int = 1 << 20) -> str:
         # a fresh process (or a fork): no workers exist here, reset all state
         for o in objs.values():
             b.call(memset, [o, ir.Constant(I32, 0), c64(64)])
-        for g in (gen, claim, finished, workers, sleepers, waiting):
+        for g in (gen, claim, finished, workers):
             st(b, c64(0), g)
         st(b, mypid, pid)
     b.call(lock, [objs["launch_lock"]])
@@ -242,23 +229,12 @@ def build_module(spin_ticks: int = 1 << 20) -> str:
     g = b.add(ld(b, gen), c64(1))
     st(b, b.shl(b.and_(g, c64(0xFFFFFFFF)), c64(32)), claim)
     st(b, g, gen)
-    # wake sleepers (only if any) after unlocking: a spinning worker that sees the new
-    # generation takes `lock` next, and should not find it held (a thread that blocks on
-    # a mutex gives its core away, and on a busy machine may wait a time slice for it)
-    asleep = ld(b, sleepers)
+    b.call(bcast, [objs["work"]])
     b.call(unlock, [objs["lock"]])
-    with b.if_then(b.icmp_signed("!=", asleep, c64(0))):
-        b.call(bcast, [objs["work"]])
     run_claimed(b, launch, g, fn, recs, n)
     spin_until(b, launch, finished, lambda v: b.icmp_signed("==", v, n))
-    slow, head, waitb, end, out = blocks(launch, "w.slow", "w.head", "w.wait", "w.end",
-                                         "w.out")
-    # all done while polling: no lock (the last finisher may still signal; it touches
-    # no record after counting its task)
-    b.cbranch(b.icmp_signed("==", ld(b, finished), n), out, slow)
-    b.position_at_end(slow)
     b.call(lock, [objs["lock"]])
-    st(b, c64(1), waiting)
+    head, waitb, end = blocks(launch, "w.head", "w.wait", "w.end")
     b.branch(head)
     b.position_at_end(head)
     b.cbranch(b.icmp_signed("!=", ld(b, finished), n), waitb, end)
@@ -266,10 +242,7 @@ def build_module(spin_ticks: int = 1 << 20) -> str:
     b.call(wait, [objs["done"], objs["lock"]])
     b.branch(head)
     b.position_at_end(end)
-    st(b, c64(0), waiting)
     b.call(unlock, [objs["lock"]])
-    b.branch(out)
-    b.position_at_end(out)
     b.call(unlock, [objs["launch_lock"]])
     b.ret_void()
     return str(m)

@@ -105,21 +105,3 @@ def test_spin_setting_in_microseconds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TESSEL_POOL_SPIN_US", "250")
     assert spin_us() == 250.0
     assert 100 < tsc_ticks_per_us() < 10_000  # a GHz-range counter
-
-
-@pytest.mark.parametrize("gap_s", [0.0, 20e-6, 2e-3])
-def test_launches_after_any_idle_gap_give_right_results(monkeypatch: pytest.MonkeyPatch,
-                                                        gap_s: float) -> None:
-    # no gap: the workers are polling; 20 us: about the spin, racing it; 2 ms: asleep
-    import time
-
-    monkeypatch.setenv("TESSEL_NUM_THREADS", "3")
-    k = lowering.build(_add_one(97, 3))
-    b = np.zeros(100, "int32")
-    for _ in range(40):
-        k(b)
-        if gap_s:
-            time.sleep(gap_s)
-    want = np.zeros_like(b)
-    want[3:] = 40
-    np.testing.assert_array_equal(b, want)
