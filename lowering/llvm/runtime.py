@@ -26,26 +26,17 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-import time
 from typing import Any
 
 from llvmlite import ir
 
 from lowering.llvm.types import I32, I64, PTR, VOID
-from tessel_errors import DeviceError
 
-# How long an idle worker (and a waiting launcher) polls before sleeping on the condition
-# variable, in microseconds, bounded by the time-stamp counter: a count of `pause`
-# instructions (4096 before) lasts 10x longer on one CPU model than on another (34 us on
-# the Sapphire Rapids VM, where it was meant as 0.1-0.3 ms). The default keeps that 34 us:
-# on the shared 2-core machine (load 5.2-5.6) ResNet-18 ran 1.19x slower with 300 us
-# (paired rounds, quartiles 1.01-1.85), the spinning worker taking CPU its own process
-# needed, although it slept less (vol. context switches per run: 35 us 35, 300 us 19,
-# 1000 us 13). On a quiet machine longer may pay: measure with TESSEL_POOL_SPIN_US
-# (read when the pool is first built) and pool_stats().
-SPIN_US = 35
+# Polls of an idle worker (and of a waiting launcher) before sleeping on the condition
+# variable: about 0.1-0.3 ms, so back-to-back kernels find the workers awake, while an
+# idle pool stops taking CPU from other processes soon after.
+SPIN = 4096
 _STATE = ("lock", "launch_lock", "work", "done")  # 64-byte pthread objects
-_COUNTERS = ("launches", "sleeps")  # pool.<name>, read by pool_stats()
 _lock = threading.Lock()
 _runtime: dict[str, object] = {}
 
@@ -66,15 +57,13 @@ def _i64(m: ir.Module, name: str) -> ir.GlobalVariable:
     return g
 
 
-def build_module(spin_ticks: int = 1 << 20) -> str:
-    """The LLVM IR text of the pool; idle threads poll for `spin_ticks` time-stamp counter
-    ticks before they sleep."""
+def build_module() -> str:
+    """The LLVM IR text of the pool."""
     m = ir.Module(name="tessel_runtime")
     objs = {n: _zeros(m, f"pool.{n}", 64) for n in _STATE}
     gen, fn_g, rec_g, n_g, claim, finished, workers, pid = (
         _i64(m, f"pool.{n}") for n in ("gen", "fn", "records", "n", "claim", "finished",
                                         "workers", "pid"))
-    counters = {n: _i64(m, f"pool.{n}") for n in _COUNTERS}
 
     def ext(name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
         return ir.Function(m, ir.FunctionType(ret, args), name)
@@ -88,7 +77,6 @@ def build_module(spin_ticks: int = 1 << 20) -> str:
     getpid = ext("getpid", I32, [])
     memset = ext("memset", PTR, [PTR, I32, I64])
     pause = ext("llvm.x86.sse2.pause", VOID, [])
-    tsc = ext("llvm.readcyclecounter", I64, [])
     task_t = ir.FunctionType(PTR, [PTR])
     c64 = lambda v: ir.Constant(I64, v)  # noqa: E731
 
@@ -102,21 +90,21 @@ def build_module(spin_ticks: int = 1 << 20) -> str:
         return [fn.append_basic_block(x) for x in names]
 
     def spin_until(b: ir.IRBuilder, fn: ir.Function, g: ir.Value, done: Any) -> None:
-        # poll `g` (pausing between) until done(value) or spin_ticks have passed; the
-        # caller then takes the lock and re-checks, so a missed change only costs a wait
-        t0 = b.call(tsc, [])
+        # poll `g` up to SPIN times (pausing between) until done(value); the caller then
+        # takes the lock and re-checks, so a missed change only costs a condvar wait
+        pre = b.block
         head, body, end = blocks(fn, "spin.head", "spin.body", "spin.end")
         b.branch(head)
         b.position_at_end(head)
-        late = b.icmp_unsigned(">=", b.sub(b.call(tsc, []), t0), c64(spin_ticks))
-        b.cbranch(b.or_(done(ld(b, g)), late), end, body)
+        k = b.phi(I64)
+        k.add_incoming(c64(0), pre)
+        stop = b.or_(done(ld(b, g)), b.icmp_signed(">=", k, c64(SPIN)))
+        b.cbranch(stop, end, body)
         b.position_at_end(body)
         b.call(pause, [])
+        k.add_incoming(b.add(k, c64(1)), body)
         b.branch(head)
         b.position_at_end(end)
-
-    def count(b: ir.IRBuilder, name: str) -> None:
-        b.atomic_rmw("add", counters[name], c64(1), "monotonic")
 
     def run_claimed(b: ir.IRBuilder, fn: ir.Function, my_gen: ir.Value, task: ir.Value,
                     recs: ir.Value, n: ir.Value) -> None:
@@ -164,7 +152,6 @@ def build_module(spin_ticks: int = 1 << 20) -> str:
     b.position_at_end(check)
     b.cbranch(b.icmp_signed("==", ld(b, gen), seen), waitb, go)
     b.position_at_end(waitb)
-    count(b, "sleeps")
     b.call(wait, [objs["work"], objs["lock"]])
     b.branch(check)
     b.position_at_end(go)
@@ -220,7 +207,6 @@ def build_module(spin_ticks: int = 1 << 20) -> str:
     b.ret_void()
     b.position_at_end(pooled)
     b.call(lock, [objs["launch_lock"]])
-    count(b, "launches")
     b.call(lock, [objs["lock"]])
     st(b, b.ptrtoint(fn, I64), fn_g)
     st(b, b.ptrtoint(recs, I64), rec_g)
@@ -274,51 +260,6 @@ class cfor:  # noqa: N801 - used as a statement-like context manager
         b.position_at_end(self.end)
 
 
-def tsc_ticks_per_us() -> float:
-    """Time-stamp counter ticks per microsecond, measured once per process (about 2 ms)."""
-    if "tsc_per_us" not in _runtime:
-        from lowering.llvm.jit import compile_ir
-
-        jit = compile_ir("declare i64 @llvm.readcyclecounter()\n"
-                         "define i64 @ticks() {\n  %t = call i64 @llvm.readcyclecounter()\n"
-                         "  ret i64 %t\n}\n", "llvm")
-        ticks = ctypes.CFUNCTYPE(ctypes.c_int64)(jit.address("ticks"))
-        t0, c0 = time.perf_counter(), ticks()
-        while time.perf_counter() - t0 < 0.002:
-            pass
-        t1, c1 = time.perf_counter(), ticks()
-        _runtime["tsc_per_us"] = max((c1 - c0) / ((t1 - t0) * 1e6), 1.0)
-    return float(_runtime["tsc_per_us"])  # type: ignore[arg-type]
-
-
-def spin_us() -> float:
-    """How long idle pool threads poll before sleeping: SPIN_US or TESSEL_POOL_SPIN_US."""
-    text = os.environ.get("TESSEL_POOL_SPIN_US", "")
-    try:
-        us = float(text) if text else float(SPIN_US)
-    except ValueError:
-        raise DeviceError(f"TESSEL_POOL_SPIN_US must be a number of microseconds, got "
-                          f"{text!r}") from None
-    if not 0 <= us <= 1e6:
-        raise DeviceError(f"TESSEL_POOL_SPIN_US must be between 0 and 1000000 (1 s), got {us}")
-    return us
-
-
-def pool_stats() -> dict[str, int]:
-    """Counters of the pool since the process started it: parallel launches on the pool,
-    and times a worker went to sleep on the condition variable (it polls first; every
-    sleep costs a wake-up on a later launch).
-
-        >>> sorted(pool_stats())
-        ['launches', 'sleeps']
-    """
-    jit = _runtime.get("jit")
-    if jit is None:
-        return {n: 0 for n in _COUNTERS}
-    return {n: ctypes.c_int64.from_address(jit.address(f"pool.{n}")).value  # type: ignore
-            for n in _COUNTERS}
-
-
 def pool_launch_address(workers: int) -> int:
     """Address of `tessel_pool_launch`, after making sure `workers` threads exist."""
     with _lock:
@@ -326,8 +267,7 @@ def pool_launch_address(workers: int) -> int:
         if jit is None:
             from lowering.llvm.jit import compile_ir
 
-            ticks = int(spin_us() * tsc_ticks_per_us())
-            jit = compile_ir(build_module(ticks), "llvm")
+            jit = compile_ir(build_module(), "llvm")
             _runtime["jit"] = jit
             _runtime["ensure"] = ctypes.CFUNCTYPE(None, ctypes.c_int64)(
                 jit.address("tessel_pool_ensure"))  # type: ignore[attr-defined]
