@@ -4,13 +4,11 @@ with pthread_create from the generated code (the calling thread takes chunk 0 it
 For `for (v, min, ext) parallel { body }` we emit
   - `i32 @f.par.N(ptr noalias bufs..., i64 strides..., captured scalars..., i64 lo, i64 hi)`
     running `for v in [lo, hi): body` (noalias so the chunk keeps values in registers),
-  - `ptr @f.worker.N(ptr targ)`, the entry of one chunk: it unpacks a closure of i64
-    slots (min, ext, then every captured value), computes chunk tid of n (balanced:
-    sizes differ by one at most) and stores the body's return code in its targ record,
-  - at the loop site: closure and records on the stack; on the runtime's pool (its
-    address in the global `__tessel_launch`) up to CHUNKS_PER_THREAD chunks per thread,
-    which the threads claim one at a time; without it `nthreads - 1` pthread_create
-    calls, chunk 0 inline, pthread_join; then the first error code.
+  - `ptr @f.worker.N(ptr targ)`, the thread entry: it unpacks a closure of i64 slots
+    (min, ext, then every captured value), computes its static chunk from (tid, nthreads)
+    and stores the body's return code in its targ record,
+  - at the loop site: closure and per-thread records on the stack, `nthreads - 1`
+    pthread_create calls, chunk 0 inline, pthread_join, then the first error code.
 The thread count is the global `__tessel_num_threads` (set by the Kernel); at most
 MAX_THREADS. If pthread_create fails the chunk runs inline, so results never depend on it.
 
@@ -29,12 +27,7 @@ from lowering.llvm.types import I32, I64, PTR, alloca
 from tensor_expr import expr as E
 from tensor_expr.visitor import post_order_visit
 
-MAX_THREADS = 64  # also the most chunks (records) of one parallel loop
-# On the pool a parallel loop is cut into up to this many chunks per thread, which the
-# threads claim one at a time: a thread that starts late (its core busy with another
-# process, or a wake-up from sleep) takes fewer chunks instead of holding up the others
-# with its static half. Extent 1 per chunk at most; one chunk when running alone.
-CHUNKS_PER_THREAD = 4
+MAX_THREADS = 64
 _TARG = 4  # i64 slots per thread record: closure, tid, nthreads, return code
 
 
@@ -98,15 +91,6 @@ def _smin(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed("<", x, y), x, y)
 
 
-def pool_chunks(b: ir.IRBuilder, nt: ir.Value, ext: ir.Value) -> ir.Value:
-    """Chunks of a parallel loop on the pool: min(ext, CHUNKS_PER_THREAD x nt, MAX_THREADS),
-    at least nt (the code emitted at `b`). One chunk per thread only when nt is 1."""
-    many = b.mul(nt, ir.Constant(I64, CHUNKS_PER_THREAD))
-    n = _smin(b, _smin(b, many, ext), ir.Constant(I64, MAX_THREADS))
-    n = b.select(b.icmp_signed("<", n, nt), nt, n)
-    return b.select(b.icmp_signed("==", nt, ir.Constant(I64, 1)), nt, n)
-
-
 def emit_parallel_for(cg: Any, s: lir.For) -> None:
     """Emit parallel loop `s` at the current position of `cg`."""
     bufs, vars_ = captured(cg, s.body)
@@ -143,12 +127,11 @@ def emit_parallel_for(cg: Any, s: lir.For) -> None:
         with b.if_then(b.icmp_signed("!=", tid, ir.Constant(I64, 0))):
             b.call(join, [tid, ir.Constant(PTR, None)])
 
-    def record(t: ir.Value, count: ir.Value | None = None) -> ir.Value:
-        # record t of `count` chunks (default: one per thread)
+    def record(t: ir.Value) -> ir.Value:
         rec = _slot_ptr(b, targs, b.mul(t, ir.Constant(I64, _TARG)))
         b.store(b.ptrtoint(closure, I64), rec, align=8)
         b.store(t, _slot_ptr(b, rec, 1), align=8)
-        b.store(nt if count is None else count, _slot_ptr(b, rec, 2), align=8)
+        b.store(nt, _slot_ptr(b, rec, 2), align=8)
         b.store(ir.Constant(I64, 0), _slot_ptr(b, rec, 3), align=8)
         return rec
 
@@ -164,17 +147,12 @@ def emit_parallel_for(cg: Any, s: lir.For) -> None:
     fn = b.function
     pool_bb, own_bb, done_bb = (fn.append_basic_block(x) for x in
                                 ("par.pool", "par.threads", "par.done"))
-    # records written: nt, or the chunk count on the pool
-    n_rec = alloca(cg.entry_b, I64, "par.n", 8)
-    b.store(nt, n_rec, align=8)
     b.cbranch(b.icmp_unsigned("!=", launch, ir.Constant(PTR, None)), pool_bb, own_bb)
-    # the runtime's persistent pool (lowering.llvm.runtime): chunks, claimed one at a time
+    # the runtime's persistent pool (lowering.llvm.runtime)
     b.position_at_end(pool_bb)
-    chunks = pool_chunks(b, nt, ext)
-    b.store(chunks, n_rec, align=8)
-    cg.loop(ir.Constant(I64, 0), chunks, lambda t: record(t, chunks), name="records")
+    cg.loop(ir.Constant(I64, 0), nt, record, name="records")
     launch_t = ir.FunctionType(ir.VoidType(), [PTR, PTR, I64]).as_pointer()
-    b.call(b.inttoptr(b.ptrtoint(launch, I64), launch_t), [worker_ptr, targs, chunks])
+    b.call(b.inttoptr(b.ptrtoint(launch, I64), launch_t), [worker_ptr, targs, nt])
     b.branch(done_bb)
     # no pool: start the threads here
     b.position_at_end(own_bb)
@@ -192,7 +170,7 @@ def emit_parallel_for(cg: Any, s: lir.For) -> None:
         old = b.load(err, typ=I64)
         b.store(b.select(b.icmp_signed("!=", old, ir.Constant(I64, 0)), old, code), err)
 
-    cg.loop(ir.Constant(I64, 0), b.load(n_rec, typ=I64, align=8), collect, name="collect")
+    cg.loop(ir.Constant(I64, 0), nt, collect, name="collect")
     code = b.load(err, typ=I64)
     bad = fn.append_basic_block("par.fail")
     ok = fn.append_basic_block("par.ok")
@@ -252,9 +230,9 @@ def _worker_function(cg: Any, body_fn: ir.Function, infos: list[BufInfo],
     ext = b.load(_slot_ptr(b, closure, 1), typ=I64, align=8)
     zero = ir.Constant(I64, 0)
     ext = b.select(b.icmp_signed("<", ext, zero), zero, ext)
-    # chunk tid of nt: [tid * ext / nt, (tid + 1) * ext / nt), sizes differing by one at most
-    start = b.sdiv(b.mul(tid, ext), nt)
-    stop = b.sdiv(b.mul(b.add(tid, ir.Constant(I64, 1)), ext), nt)
+    per = b.sdiv(b.add(ext, b.sub(nt, ir.Constant(I64, 1))), nt)
+    start = _smin(b, b.mul(tid, per), ext)
+    stop = _smin(b, b.add(start, per), ext)
     args: list[ir.Value] = []
     k = 2
     ptr_args, stride_args = [], []

@@ -6,10 +6,9 @@ Exported (C ABI):
   - `void tessel_pool_ensure(i64 workers)`: start worker threads until there are at least
     `workers` (after a fork the child's pool is rebuilt from scratch);
   - `void tessel_pool_launch(ptr fn, ptr records, i64 n)`: run `fn(records + 32 * t)` for
-    t in [0, n), the caller and the workers claiming one t at a time (a parallel loop
-    passes several chunks per thread, so that a late thread takes fewer); returns when
-    all are done. One launch at a time (a launch mutex); from a different process than
-    the pool's it runs everything on the caller.
+    t in [0, n): t = 0 (and every (workers+1)-th after it) on the caller, the rest on the
+    workers; returns when all are done. One launch at a time (a launch mutex); from a
+    different process than the pool's it runs everything on the caller.
 Kernels find `tessel_pool_launch` through their global `__tessel_launch`, which the
 Kernel sets; when it is null the generated code starts pthreads itself.
 
