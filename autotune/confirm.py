@@ -144,29 +144,20 @@ def confirm_best(task: Task, db: TuningDatabase, runner: Any, k: int = 2,
     timed = runner.timed_task(task) if hasattr(runner, "timed_task") else task
     for rec in todo:
         cfg = task.config_from_json(rec.config_json)
-        moved = _moves_layout(task, timed, cfg)
-        if moved:
-            # the model would write this conv's output in another channel block, which
-            # its consumers then read: neither was timed so (AVX2 ResNet-18: 64@56's 3x3
-            # at 0.86 in the worker, 0.97-1.0 in the model, the 128@28 convs after it
-            # 1.04-1.26x slower reading its block of 8 for 16)
-            if _unit(task, db, default_json, None, runner) is None:
-                continue
-            v = Verdict(rec.config_json, math.inf, math.inf, 0, False)
-            db.add(_confirm_record(task, rec.config_json, 0.0, f"rejected: {moved}",
-                                   ErrorKind.RUNTIME_ERROR))
-            verdicts.append(v)
-            continue
-        try:
-            costs, control = runner.compare(task, cfg, quartets)
-        except TesselError as e:
-            # it ran once, fails now: a loss, recorded as an error (never applied), after
-            # the default's record so that the task still has one to apply
-            if _unit(task, db, default_json, None, runner) is None:
-                continue
-            db.add(_confirm_record(task, rec.config_json, 0.0, f"rejected: {e}",
-                                   ErrorKind.RUNTIME_ERROR))
-            verdicts.append(Verdict(rec.config_json, math.inf, math.inf, 0, False))
+        # the model would write this conv's output in another channel block, which its
+        # consumers then read: neither was timed so (AVX2 ResNet-18: 64@56's 3x3 at 0.86
+        # in the worker, 0.97-1.0 in the model, the 128@28 convs after it 1.04-1.26x
+        # slower reading its block of 8 for 16)
+        why = _moves_layout(task, timed, cfg)
+        if not why:
+            try:
+                costs, control = runner.compare(task, cfg, quartets)
+            except TesselError as e:  # it ran once, fails now: a loss
+                why = str(e)
+        if why:
+            v = _reject(task, db, default_json, runner, rec.config_json, why)
+            if v is not None:
+                verdicts.append(v)
             continue
         unit = _unit(task, db, default_json, control, runner)
         assert unit is not None
@@ -175,6 +166,18 @@ def confirm_best(task: Task, db: TuningDatabase, runner: Any, k: int = 2,
         db.add(_confirm_record(task, rec.config_json, credited * unit, v.explain()))
         verdicts.append(v)
     return verdicts
+
+
+def _reject(task: Task, db: TuningDatabase, default_json: str, runner: Any,
+            config_json: str, why: str) -> Verdict | None:
+    """Record `config_json` as rejected untimed (an error record, never applied), after
+    the default's record so that the task still has one to apply; None (nothing recorded)
+    when the task has no unit to record the default in."""
+    if _unit(task, db, default_json, None, runner) is None:
+        return None
+    db.add(_confirm_record(task, config_json, 0.0, f"rejected: {why}",
+                           ErrorKind.RUNTIME_ERROR))
+    return Verdict(config_json, math.inf, math.inf, 0, False)
 
 
 def _moves_layout(task: Task, timed: Task, cfg: Any) -> str:
