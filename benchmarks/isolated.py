@@ -6,9 +6,12 @@ Why: runtimes in one process share more than the cores (their pool threads spin 
 run, thread placement, allocator), and a 3x3 conv had read 134-174 GFLOP/s in
 benchmarks.conv_layers against 322-362 alone (2 threads, Sapphire Rapids). In separate
 processes only one peer is asked at a time and the others wait on a pipe. What stays: on
-a 2-core machine with other busy processes every peer swings between one core's speed and
-two (seen at load 1.3-5: Tessel alone, no ONNX Runtime in the process, 1446 us at 2 threads
-against 1466 at 1 on 64@56 3x3): compare only interleaved figures and note the load.
+the 2-vCPU machines here, two threads swing between two cores' speed and one core's over
+seconds, with nothing else running and both threads on CPU (one process, 64@56 3x3 at 2
+threads: 780 us five runs in a row, then 1372 and 1336, cpu/wall 2.1 in all; 1 thread: 1360
+us; Sapphire Rapids VM, load 0.4): two-thread figures here are bimodal whatever the peer, so
+compare only interleaved figures over several rounds, note the load, and do kernel work at
+one thread by CPU time.
 
     >>> from benchmarks.conv_layers import ort_setup             # doctest: +SKIP
     >>> with Peer("onnxruntime", ort_setup, {0: conv}, {0: x}, 2) as p:  # doctest: +SKIP
