@@ -911,12 +911,20 @@ class LocalRunner:
 class FakeRunner:
     """A runner for tests: `cost(task, config) -> seconds | ErrorKind` decides each result.
 
-    `FakeRunner(lambda t, c: 1.0 + c.index % 7)`; every input it saw is in `.seen`.
+    `FakeRunner(lambda t, c: 1.0 + c.index % 7)`; every input it saw is in `.seen`. With
+    `model_layout`, it stands for a runner that times NCHWc convs in a model's layouts
+    (`timed_task`, as LocalRunner's), though the cost function still sees the task given.
     """
 
-    def __init__(self, cost: Callable[[Task, ConfigEntity], float | ErrorKind]) -> None:
+    def __init__(self, cost: Callable[[Task, ConfigEntity], float | ErrorKind],
+                 model_layout: bool = False) -> None:
         self.cost = cost
         self.seen: list[MeasureInput] = []
+        self.model_layout = model_layout
+
+    def timed_task(self, task: Task) -> Task:
+        """The task as a real runner would build and time it (see `timed_as`)."""
+        return timed_as(task, self.model_layout)
 
     def run(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
         """One MeasureResult per input from the cost function."""
