@@ -100,6 +100,16 @@ class MeasureSlot:
             return {"error": str(e)}
         return {"costs": costs, "control": control}
 
+    def calibrate(self, tasks: list[dict[str, Any]], rounds: int) -> dict[str, float]:
+        """LocalRunner.calibrate on this slot: {workload@target: seconds}."""
+        from autotune.task import Task
+
+        return self.runner.calibrate([Task.from_dict(t) for t in tasks], rounds)
+
+    def use_units(self, units: dict[str, float]) -> None:
+        """LocalRunner.use_units on this slot (its kind's calibration, taken elsewhere)."""
+        self.runner.use_units(units)
+
     def close(self) -> None:
         """Stop the slot's worker processes."""
         self.runner.close()
@@ -137,6 +147,7 @@ class RayRunner:
         self._started = False
         self._slots: dict[str, list[Any]] = {}
         self._dead: set[int] = set()
+        self._units: dict[str, dict[str, float]] = {}  # per device key, from calibrate
         self.placements: list[Placement] = []
         if cluster == "auto":
             if not ray.is_initialized():
@@ -171,6 +182,8 @@ class RayRunner:
         actor_cls = ray.remote(num_cpus=0, resources={res: 1}, max_restarts=0)(MeasureSlot)
         while len(live) < want:
             live.append(actor_cls.remote(self.options))
+            if self._units.get(device_key):  # a slot joining: its kind's units (the
+                live[-1].use_units.remote(self._units[device_key])  # actor's next call)
         self._slots[res] = live
         if not live:
             raise DeviceError(
@@ -267,6 +280,44 @@ class RayRunner:
         if "error" in out:
             raise TesselError(out["error"])
         return out["costs"], out["control"]
+
+    def calibrate(self, tasks: Sequence[Task], rounds: int = 15) -> dict[str, float]:
+        """LocalRunner.calibrate on the cluster: the defaults of each device kind's tasks
+        timed together on one slot of that kind (CPU tasks only), and those units given
+        to every slot of the kind, a slot that joins later too, so that all the kind's
+        records are in one unit and the task scheduler weighs tasks by times taken
+        together. Returns {workload@target: seconds}; TesselError if a slot fails.
+
+            >>> with RayRunner("auto", control=True) as r:              # doctest: +SKIP
+            ...     r.calibrate([task])
+        """
+        ray = _ray()
+        by_kind: dict[str, list[Task]] = {}
+        for t in tasks:
+            by_kind.setdefault(t.device_key, []).append(t)
+        got: dict[str, float] = {}
+        for key, group in by_kind.items():
+            slot = self.slots_for(key)[0]
+            try:
+                units = ray.get(slot.calibrate.remote([t.to_dict() for t in group], rounds))
+            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
+                    ray.exceptions.NodeDiedError) as e:
+                self._dead.add(id(slot))
+                raise TesselError(f"calibrate: the measuring slot of {key!r} was lost "
+                                  f"({type(e).__name__})") from None
+            except ray.exceptions.RayTaskError as e:
+                raise TesselError(f"calibrate: a measuring slot of {key!r} failed: "
+                                  f"{e.cause if e.cause is not None else e}") from None
+            if units:
+                self._units.setdefault(key, {}).update(units)
+                ray.get([s.use_units.remote(units) for s in self.slots_for(key)])
+            got.update(units)
+        return got
+
+    def unit(self, task: Task) -> float | None:
+        """The seconds the slots' records of the task are in, once calibrated (see
+        `calibrate`; LocalRunner.unit), else None."""
+        return self._units.get(task.device_key, {}).get(f"{task.workload_key}@{task.target}")
 
     def close(self) -> None:
         """Stop the slots (and the local Ray instance this runner started)."""

@@ -24,7 +24,7 @@ import multiprocessing as mp
 import os
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -866,6 +866,16 @@ class LocalRunner:
         got = {f"{t.workload_key}@{t.target}": s_ for t, s_ in zip(cpu, res["seconds"])}
         self._control.update(got)
         return got
+
+    def use_units(self, units: Mapping[str, float]) -> None:
+        """Record units ({workload@target: seconds}, as `calibrate` returns them) taken
+        by another runner: the slots of one device kind on a cluster share one
+        calibration (autotune.cluster.RayRunner.calibrate), so their records compare.
+
+            >>> with LocalRunner(control=True) as r:                     # doctest: +SKIP
+            ...     r.use_units({"mm|...@llvm": 0.002})
+        """
+        self._control.update({k: float(v) for k, v in units.items()})
 
     def unit(self, task: Task) -> float | None:
         """The seconds this runner's records of the task are in (its calibrated or first
