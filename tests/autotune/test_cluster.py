@@ -112,13 +112,15 @@ def test_a_measuring_node_advertises_its_device_keys_to_ray_start(monkeypatch) -
 
     from autotune.cluster import start_worker
 
-    seen: list[list[str]] = []
-    monkeypatch.setattr(subprocess, "call", lambda cmd: seen.append(cmd) or 0)
+    seen: list[tuple[list[str], dict[str, str]]] = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd, env: seen.append((cmd, env)) or 0)
+    monkeypatch.delenv("RAY_worker_niceness", raising=False)
     assert start_worker("10.0.0.5:6379", slots=2, block=False) == 0
-    (cmd,) = seen
+    ((cmd, env),) = seen
     assert "--address=10.0.0.5:6379" in cmd
     assert any(a.startswith("--resources=") and device_resource(HOST.device_key) in a
                and ": 2" in a for a in cmd)
+    assert env["RAY_worker_niceness"] == "0"  # its slots at the node's own priority
 
 
 def test_tessel_tune_with_cluster_auto_stores_every_trial(tmp_path: Path) -> None:
@@ -229,3 +231,10 @@ def test_calibrate_times_each_kinds_defaults_on_its_slot_and_every_slot_uses_the
         assert runner.placements[0].attempts == 2
         assert shown_unit(again) == pytest.approx(runner.unit(HOST), rel=6e-4)
     assert kinds == {device_resource(HOST.device_key), device_resource(OTHER.device_key)}
+
+
+def test_a_measuring_slot_runs_at_the_drivers_priority() -> None:
+    # Ray's default worker niceness (15) starved the slots on a shared machine
+    with RayRunner("auto", **OPTIONS) as runner:
+        pid = ray.get(runner.slots_for(HOST.device_key)[0].pid.remote())
+        assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0)
