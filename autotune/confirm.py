@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from autotune.block_rule import block_rule
 from autotune.task import Task
 from tessel_errors import TesselError
 from tuning_logs import CONFIRM_TUNER, ErrorKind, MeasureRecord, TuningDatabase, canonical_json
@@ -141,14 +142,13 @@ def confirm_best(task: Task, db: TuningDatabase, runner: Any, k: int = 2,
     default_json = canonical_json(default.to_json())
     todo = candidates(task, db, default_json, k)
     verdicts: list[Verdict] = []
-    timed = runner.timed_task(task) if hasattr(runner, "timed_task") else task
+    rule = block_rule(task, runner)
     for rec in todo:
         cfg = task.config_from_json(rec.config_json)
         # the model would write this conv's output in another channel block, which its
-        # consumers then read: neither was timed so (AVX2 ResNet-18: 64@56's 3x3 at 0.86
-        # in the worker, 0.97-1.0 in the model, the 128@28 convs after it 1.04-1.26x
-        # slower reading its block of 8 for 16)
-        why = _moves_layout(task, timed, cfg)
+        # consumers then read: neither was timed so (a record tuned before the tuners kept
+        # the block; see autotune.block_rule)
+        why = rule.why(cfg) if rule is not None else ""
         if not why:
             try:
                 costs, control = runner.compare(task, cfg, quartets)
@@ -178,27 +178,6 @@ def _reject(task: Task, db: TuningDatabase, default_json: str, runner: Any,
     db.add(_confirm_record(task, config_json, 0.0, f"rejected: {why}",
                            ErrorKind.RUNTIME_ERROR))
     return Verdict(config_json, math.inf, math.inf, 0, False)
-
-
-def _moves_layout(task: Task, timed: Task, cfg: Any) -> str:
-    """Why `cfg` would change the blocked layout a model keeps around the task (its
-    output's channel block differs from the fallback's, as the runner times it), or ""
-    when it would not. A model plans its layouts from the applied configs
-    (relay_ir.backend.layout_plan.output_block), so such a config changes what its
-    consumers read, and the worker timed neither that nor its own data in it."""
-    if timed is task:
-        return ""  # timed in logical layouts: nothing blocked to keep
-
-    def block(c: Any) -> int:
-        _, tensors = timed.instantiate(c)
-        shape = tensors[-1].shape
-        return int(shape[-1].value) if len(shape) == 5 else 0
-
-    got, fallback = block(cfg), block(None)
-    if got == fallback:
-        return ""
-    return (f"it writes channel blocks of {got} where the model's plan has {fallback}: "
-            "its consumers would read a layout nobody timed")
 
 
 def _unit(task: Task, db: TuningDatabase, default_json: str,

@@ -24,7 +24,7 @@ import multiprocessing as mp
 import os
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -867,6 +867,16 @@ class LocalRunner:
         self._control.update(got)
         return got
 
+    def use_units(self, units: Mapping[str, float]) -> None:
+        """Record units ({workload@target: seconds}, as `calibrate` returns them) taken
+        by another runner: the slots of one device kind on a cluster share one
+        calibration (autotune.cluster.RayRunner.calibrate), so their records compare.
+
+            >>> with LocalRunner(control=True) as r:                     # doctest: +SKIP
+            ...     r.use_units({"mm|...@llvm": 0.002})
+        """
+        self._control.update({k: float(v) for k, v in units.items()})
+
     def unit(self, task: Task) -> float | None:
         """The seconds this runner's records of the task are in (its calibrated or first
         control time of the default), or None before either."""
@@ -911,12 +921,20 @@ class LocalRunner:
 class FakeRunner:
     """A runner for tests: `cost(task, config) -> seconds | ErrorKind` decides each result.
 
-    `FakeRunner(lambda t, c: 1.0 + c.index % 7)`; every input it saw is in `.seen`.
+    `FakeRunner(lambda t, c: 1.0 + c.index % 7)`; every input it saw is in `.seen`. With
+    `model_layout`, it stands for a runner that times NCHWc convs in a model's layouts
+    (`timed_task`, as LocalRunner's), though the cost function still sees the task given.
     """
 
-    def __init__(self, cost: Callable[[Task, ConfigEntity], float | ErrorKind]) -> None:
+    def __init__(self, cost: Callable[[Task, ConfigEntity], float | ErrorKind],
+                 model_layout: bool = False) -> None:
         self.cost = cost
         self.seen: list[MeasureInput] = []
+        self.model_layout = model_layout
+
+    def timed_task(self, task: Task) -> Task:
+        """The task as a real runner would build and time it (see `timed_as`)."""
+        return timed_as(task, self.model_layout)
 
     def run(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
         """One MeasureResult per input from the cost function."""

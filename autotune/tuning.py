@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.block_rule import block_rule
 from autotune.measure import MeasureInput, MeasureResult
 from autotune.task import Task
 from autotune.tuners.base import Tuner, throughput
@@ -168,9 +169,14 @@ def tune(task: Task, tuner: Tuner, n_trial: int, db: TuningDatabase, runner: Any
     fastest records not yet confirmed again, each beside the default for many quartets
     (`autotune.confirm.confirm_best`): a record that does not win beyond their noise is
     never applied by a build (`progress.verdicts`; `progress.applied_mean` is the time of
-    the record a build applies).
+    the record a build applies). A task the runner times in a model's layouts
+    (`runner.timed_task`) is tuned only over the configs that keep the model's channel
+    block (`autotune.block_rule`); its default is measured even when none are left.
     """
     check_measurable(task.target)
+    # a task timed in a model's layouts: its tuner proposes only configs that keep the
+    # model's channel block (autotune.block_rule), which confirmation would reject
+    tuner.restrict(block_rule(task, runner))
     progress = TuneProgress(task, tuner.name, n_trial, started=time.time())
     default = default_as_run(task, runner) if default_first else None
     progress.default_config = default.to_json() if default is not None else None
@@ -185,7 +191,7 @@ def tune(task: Task, tuner: Tuner, n_trial: int, db: TuningDatabase, runner: Any
     last_better = progress.trials
     for cb in callbacks:
         cb(progress, [], [])
-    while progress.trials < n_trial and tuner.has_next():
+    while progress.trials < n_trial and (tuner.has_next() or default is not None):
         want = min(batch_size, n_trial - progress.trials)
         first: list[Any] = []
         if default is not None:

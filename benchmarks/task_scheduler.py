@@ -84,6 +84,23 @@ untuned 43.58 (0.98 / 0.99 / 0.98 / 0.97 and 0.98 / 0.97 / 0.90 / 0.90 of it). N
 slower than untuned beyond the noise floor. Best 9.7-10.2% under untuned: (a) within 5%
 of it and (b) 95% of that improvement, the scheduler from 192 (b: 192 or 288), equal
 shares at none of these: equal / scheduler > 1.50 (a), > 1.00 and > 1.50 (b).
+
+With the tuners kept to the model's channel block (autotune.block_rule; last session's
+288-measurement databases had spent 31% (equal) and 47% (scheduler) of their trials on
+configs confirmation rejects, this run none): `--budgets 48 96 192 288 384 --seeds 2`,
+17 min of tuning at load 2.4-4.3, timed three times (medians over the seeds, ms at
+48 / 96 / 192 / 288 / 384):
+- 20 rounds, load 3.2-3.7, A/A 1.0%, untuned 43.65: equal 43.65 / 42.12 / 41.04 / 39.90 /
+  39.26, scheduler 43.34 / 39.89 / 39.87 / 38.98 / 38.15;
+- --time-only, 40 rounds, load 1.7-2.1, A/A 2.0%, untuned 22.74: equal 22.60 / 21.29 /
+  21.21 / 20.46 / 20.38, scheduler 22.80 / 20.83 / 20.19 / 19.94 / 19.88;
+- --time-only, 40 rounds, load 1.0-2.0, A/A 0.3%, untuned 45.13: equal 45.17 / 42.81 /
+  42.47 / 40.56 / 40.49, scheduler 44.95 / 41.28 / 40.83 / 39.91 / 40.09.
+Best 11.6-12.6% under untuned. (a) within 5% of the best: the scheduler from 96, equal
+shares from 288, in all three: equal / scheduler = 3.00 (the scheduler's 96 0.2-1.5%
+inside the line, equal's 192 1-2% outside it); (b) 95% of the best improvement: the
+scheduler from 288 (384 in the first timing), equal shares at none up to 384 (> 1.33).
+Two seeds only; the seeds differ by up to 2% at one budget.
 """
 
 from __future__ import annotations

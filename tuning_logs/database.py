@@ -38,6 +38,8 @@ from .schema import (
     connect,
     initialise,
     inspect_file,
+    read_as_current,
+    upgrade,
 )
 
 DEFAULT_DB_PATH = Path("tuning_logs") / "tuning.db"  # relative: under the current directory
@@ -186,6 +188,10 @@ class TuningDatabase:
         try:
             if state != "ours":
                 initialise(self._db)
+            elif readonly:
+                read_as_current(self._db)  # an older file read as this version reads it
+            else:
+                upgrade(self._db)  # an older file opened for writing: made this version
         except sqlite3.OperationalError as e:
             self._db.close()
             raise TuningLogError(f"cannot open tuning database {str(self.path)!r}: {e} "
@@ -443,8 +449,9 @@ class TuningDatabase:
 
     def tasks(self, target: str | None = None,
               device_key: str | None = None) -> list[TaskSummary]:
-        """One summary per (workload, target, device), most recently updated first; its
-        trials leave out confirm records, its best is `best`'s.
+        """One summary per (workload, target, device), most recently updated first, from
+        the `tasks` view (tuning_logs.schema): its trials leave out confirm records, its
+        best is `best`'s.
 
             >>> import tempfile, pathlib
             >>> db = TuningDatabase(pathlib.Path(tempfile.mkdtemp()) / "t.db")
@@ -455,25 +462,9 @@ class TuningDatabase:
         where, params = _where(target=target, device_key=device_key)
         rows = self._rows(f"SELECT * FROM tasks{where} "
                           f"ORDER BY last_update DESC, workload_key", params)
-        # confirm records (autotune.confirm) measure configs again: not trials; and a
-        # task that has them reports the best a build applies, not a lucky first time
-        confirmed = {(r["workload_key"], r["target"], r["device_key"]): (r["n"], r["ok"])
-                     for r in self._rows(
-                         "SELECT workload_key, target, device_key, COUNT(*) AS n, "
-                         "SUM(error_kind = 'none') AS ok FROM measurements WHERE tuner = ? "
-                         "GROUP BY workload_key, target, device_key", [CONFIRM_TUNER])}
-        out = []
-        for r in rows:
-            key = (r["workload_key"], r["target"], r["device_key"])
-            best, (n, ok) = r["best_mean"], confirmed.get(key, (0, 0))
-            if key in confirmed:
-                rec = self.best_record(*key)
-                best = rec.mean if rec is not None else None
-            out.append(TaskSummary(r["workload_key"], r["template"], r["target"],
-                                   r["device_key"], r["trials"] - n,
-                                   (r["ok_trials"] or 0) - (ok or 0), best, r["flops"],
-                                   r["last_update"]))
-        return out
+        return [TaskSummary(r["workload_key"], r["template"], r["target"], r["device_key"],
+                            r["trials"] or 0, r["ok_trials"] or 0, r["best_mean"],
+                            r["flops"], r["last_update"]) for r in rows]
 
     def has_config(self, workload_key: str, target: str, device_key: str,
                    config: str | Mapping[str, Any]) -> bool:

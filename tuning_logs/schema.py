@@ -27,9 +27,11 @@ import sqlite_utils
 
 from tessel_errors import TuningLogError
 
-from .record import ERROR_KINDS
+from .record import CONFIRM_TUNER, ERROR_KINDS
 
-SCHEMA_VERSION = 1
+# 2: the `tasks` view leaves out confirm records (a version-1 file's view counts them; it
+# is replaced when the file is opened for writing, see `upgrade`)
+SCHEMA_VERSION = 2
 MAGIC = "tessel-tuning-db"
 APPLICATION_ID = 0x5453454C  # "TSEL" in the SQLite header: `file(1)`-style recognition
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -44,6 +46,23 @@ MEASUREMENT_COLUMNS: tuple[str, ...] = (
     "error_kind", "error_msg", "timestamp", "tuner", "tessel_version", "flops", "attrs",
     "digest",
 )
+
+# One row per task. Confirm records (autotune.confirm) time configs again: they are not
+# trials; and a task that has them reports the best a build applies, the fastest error-free
+# confirm record (TuningDatabase.best), not a lucky first measurement.
+TASKS_SELECT = f"""
+    SELECT workload_key, target, device_key,
+           MAX(template) AS template,
+           SUM(tuner != '{CONFIRM_TUNER}') AS trials,
+           SUM(tuner != '{CONFIRM_TUNER}' AND error_kind = 'none') AS ok_trials,
+           CASE WHEN SUM(tuner = '{CONFIRM_TUNER}') > 0
+                THEN MIN(CASE WHEN tuner = '{CONFIRM_TUNER}' AND error_kind = 'none'
+                              THEN mean END)
+                ELSE MIN(CASE WHEN error_kind = 'none' THEN mean END) END AS best_mean,
+           MAX(flops) AS flops,
+           MAX(timestamp) AS last_update
+    FROM measurements
+    GROUP BY workload_key, target, device_key"""
 
 _DDL = f"""
 CREATE TABLE IF NOT EXISTS meta (
@@ -90,20 +109,12 @@ CREATE TABLE IF NOT EXISTS schedule_decisions (
     timestamp REAL NOT NULL,
     UNIQUE (run_key, batch)
 );
-CREATE VIEW IF NOT EXISTS tasks AS
-    SELECT workload_key, target, device_key,
-           MAX(template) AS template,
-           COUNT(*) AS trials,
-           SUM(error_kind = 'none') AS ok_trials,
-           MIN(CASE WHEN error_kind = 'none' THEN mean END) AS best_mean,
-           MAX(flops) AS flops,
-           MAX(timestamp) AS last_update
-    FROM measurements
-    GROUP BY workload_key, target, device_key;
+CREATE VIEW IF NOT EXISTS tasks AS {TASKS_SELECT};
 """
 
+
 # Added after schema version 1 without a version bump (older readers ignore the table):
-# a version-1 file gets it at its first schedule decision
+# a version-1 file gets it at its first schedule decision (or when upgraded)
 DECISIONS_DDL = _DDL[_DDL.index("CREATE TABLE IF NOT EXISTS schedule_decisions"):
                      _DDL.index("CREATE VIEW IF NOT EXISTS tasks")].strip().rstrip(";")
 
@@ -236,6 +247,57 @@ def _enable_wal(db: sqlite_utils.Database, timeout: float) -> None:
             time.sleep(0.01)
 
 
+def stored_version(db: sqlite_utils.Database) -> int:
+    """The schema version a file's meta table records (`inspect_file` checked it).
+
+        >>> db = sqlite_utils.Database(memory=True); initialise(db); stored_version(db)
+        2
+    """
+    return int(db.execute("SELECT value FROM meta WHERE key = 'schema_version'"
+                          ).fetchone()[0])
+
+
+def upgrade(db: sqlite_utils.Database) -> bool:
+    """Bring a file of an older schema version, opened for writing, to this one; True when
+    it did. Version 1 -> 2 replaces the `tasks` view (a view holds no data: DROP VIEW and
+    CREATE VIEW) and adds the decisions table, in one immediate transaction that reads the
+    version again, so two processes opening one old file upgrade it once. A current file
+    is only read (no write lock: another process may be in the middle of a write).
+
+        >>> db = sqlite_utils.Database(memory=True); initialise(db); upgrade(db)
+        False
+    """
+    if stored_version(db) >= SCHEMA_VERSION:
+        return False
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if stored_version(db) >= SCHEMA_VERSION:
+            db.rollback()
+            return False
+        db.execute("DROP VIEW IF EXISTS tasks")
+        db.execute(f"CREATE VIEW tasks AS {TASKS_SELECT}")
+        db.execute(DECISIONS_DDL)
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                   [str(SCHEMA_VERSION)])
+        db.commit()
+        return True
+    except BaseException:
+        db.rollback()
+        raise
+
+
+def read_as_current(db: sqlite_utils.Database) -> None:
+    """Let a read-only connection to a file of an older version read it as this version
+    does, writing nothing to it: a TEMP view `tasks` of this version's definition, which
+    shadows the file's own (SQLite resolves a name in the temp schema first; the temp
+    schema lives in memory, not in the file).
+
+        >>> db = sqlite_utils.Database(memory=True); initialise(db); read_as_current(db)
+    """
+    if stored_version(db) < SCHEMA_VERSION:
+        db.execute(f"CREATE TEMP VIEW IF NOT EXISTS tasks AS {TASKS_SELECT}")
+
+
 def initialise(db: sqlite_utils.Database) -> None:
     """Create the schema if missing and stamp the file as a Tessel tuning database.
 
@@ -244,7 +306,7 @@ def initialise(db: sqlite_utils.Database) -> None:
 
         >>> db = sqlite_utils.Database(memory=True); initialise(db)
         >>> db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
-        '1'
+        '2'
     """
     db.execute("BEGIN IMMEDIATE")  # statement by statement: executescript() would COMMIT
     try:
@@ -261,5 +323,6 @@ def initialise(db: sqlite_utils.Database) -> None:
         raise
 
 
-__all__ = ["APPLICATION_ID", "MAGIC", "MEASUREMENT_COLUMNS", "SCHEMA_VERSION", "connect",
-           "initialise", "inspect_file"]
+__all__ = ["APPLICATION_ID", "MAGIC", "MEASUREMENT_COLUMNS", "SCHEMA_VERSION", "TASKS_SELECT",
+           "connect", "initialise", "inspect_file", "read_as_current", "stored_version",
+           "upgrade"]

@@ -1,5 +1,10 @@
 """The Tuner interface: propose configs (`next_batch`), learn from results (`update`).
 
+A tuner restricted by a `BlockRule` (`restrict`; `autotune.tuning.tune` sets it for a task
+tuned in a model's layouts) proposes only the configs that keep the model's channel
+block: every tuner draws its random points through `_random` and keeps its own moves
+inside the rule's sub-space.
+
     >>> from autotune.task import Task
     >>> from autotune.tuners import RandomTuner
     >>> t = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
@@ -11,10 +16,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
+from autotune.block_rule import BlockRule
 from autotune.measure import MeasureInput, MeasureResult
 from autotune.task import Task
 from schedule.space import ConfigEntity
@@ -34,10 +39,33 @@ class Tuner:
         self.best_config: ConfigEntity | None = None
         self.trials = 0
         self.best_trial = 0
+        self.rule: BlockRule | None = None
+
+    def restrict(self, rule: BlockRule | None) -> None:
+        """Propose only the configs `rule` allows from now on (None: every config).
+
+            >>> from autotune import FakeRunner, Task
+            >>> from autotune.block_rule import block_rule
+            >>> from autotune.tuners import RandomTuner
+            >>> t = Task("conv2d_NCHWc.x86", [((1, 32, 8, 8), "float32"),
+            ...          ((32, 32, 3, 3), "float32")], {}, "llvm -mcpu=haswell")
+            >>> tuner = RandomTuner(t)
+            >>> tuner.restrict(block_rule(t, FakeRunner(lambda t, c: 1.0, model_layout=True)))
+            >>> {c["tile_oc"].size[-1] for c in tuner.next_batch(8)}
+            {16}
+        """
+        self.rule = rule
+
+    def allows(self, index: int) -> bool:
+        """Whether the tuner may propose point `index` (see `restrict`)."""
+        return self.rule is None or self.rule.allows(index)
 
     def has_next(self) -> bool:
-        """False once every point of the space was proposed or measured."""
-        return len(self.visited) < self.space.size
+        """False once every point of the space (that the rule allows) was proposed or
+        measured."""
+        if self.rule is None:
+            return len(self.visited) < self.space.size
+        return sum(1 for i in self.visited if self.rule.allows(i)) < self.rule.size
 
     def mark_visited(self, index: int) -> None:
         """Never propose `index` (it is in the database already)."""
@@ -45,12 +73,20 @@ class Tuner:
 
     def next_batch(self, n: int) -> list[ConfigEntity]:
         """Up to n unvisited configs to measure next (they become visited)."""
-        picks = self._propose(n)
+        picks = self._propose(n) if self.rule is None or self.rule.size else []
         self.visited.update(picks)
         return [self.space.get(i) for i in picks]
 
     def _propose(self, n: int) -> list[int]:
         raise NotImplementedError
+
+    def _random(self, n: int, exclude: set[int] | None = None) -> list[int]:
+        """Up to n distinct random points the tuner may propose, none in `exclude` (by
+        default the visited ones)."""
+        exclude = self.visited if exclude is None else exclude
+        if self.rule is not None:
+            return self.rule.sample(self.rng, n, exclude)
+        return self.space.sample(self.rng, n, exclude=exclude)
 
     def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
         """Learn from measured candidates (also called with the database's past records)."""
@@ -75,8 +111,3 @@ def throughput(task: Task, res: MeasureResult) -> float:
         return 0.0
     return (task.flop or 1.0) / res.mean
 
-
-def unvisited_random(space: Any, rng: np.random.Generator, n: int, visited: set[int]
-                     ) -> list[int]:
-    """Up to n random points not in `visited`."""
-    return space.sample(rng, n, exclude=visited)

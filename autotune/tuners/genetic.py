@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from autotune.task import Task
-from autotune.tuners.base import Tuner, unvisited_random
+from autotune.tuners.base import Tuner
 
 
 class GATuner(Tuner):
@@ -35,7 +35,7 @@ class GATuner(Tuner):
     def _breed(self, n: int) -> list[int]:
         measured = sorted(self.scores.items(), key=lambda kv: -kv[1])
         if len(measured) < 2 or measured[0][1] <= 0:
-            return unvisited_random(self.space, self.rng, n, self.visited)
+            return self._random(n)
         pop = measured[:max(self.pop_size, 2)]
         fit = np.array([max(f, 0.0) for _, f in pop]) + 1e-12
         prob = fit / fit.sum()
@@ -51,18 +51,20 @@ class GATuner(Tuner):
             for k, d in enumerate(dims):
                 if d > 1 and self.rng.random() < self.mutation_prob:
                     child[k] = int(self.rng.integers(d))
+            if self.rule is not None:  # a child keeps the model's channel block
+                child = self.rule.fix(np.asarray([child]), self.rng)[0].tolist()
             idx = self.space.index_of(child)
             if idx not in self.visited and idx not in out:
                 out.add(idx)
         rest = n - len(out)
-        extra = unvisited_random(self.space, self.rng, rest, self.visited | out) if rest else []
+        extra = self._random(rest, self.visited | out) if rest else []
         return list(out) + extra
 
     def _propose(self, n: int) -> list[int]:
         if not self._queue:
             self._queue = self._breed(max(n, self.pop_size))
-        out = [i for i in self._queue[:n] if i not in self.visited]
+        out = [i for i in self._queue[:n] if i not in self.visited and self.allows(i)]
         self._queue = self._queue[n:]
         if len(out) < n:
-            out += unvisited_random(self.space, self.rng, n - len(out), self.visited | set(out))
+            out += self._random(n - len(out), self.visited | set(out))
         return out

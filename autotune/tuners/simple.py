@@ -8,7 +8,8 @@
 
 from __future__ import annotations
 
-from autotune.tuners.base import Tuner, unvisited_random
+from autotune.block_rule import BlockRule
+from autotune.tuners.base import Tuner
 
 
 class RandomTuner(Tuner):
@@ -17,11 +18,12 @@ class RandomTuner(Tuner):
     name = "random"
 
     def _propose(self, n: int) -> list[int]:
-        return unvisited_random(self.space, self.rng, n, self.visited)
+        return self._random(n)
 
 
 class GridTuner(Tuner):
-    """Every point in index order (the first knob varies fastest)."""
+    """Every point in index order (the first knob varies fastest; of a restricted tuner,
+    every point its rule allows)."""
 
     name = "grid"
 
@@ -29,10 +31,17 @@ class GridTuner(Tuner):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._next = 0
 
+    def restrict(self, rule: BlockRule | None) -> None:
+        if rule != self.rule:
+            self._next = 0  # counts the points of the rule's sub-space now
+        super().restrict(rule)
+
     def _propose(self, n: int) -> list[int]:
         out: list[int] = []
-        while len(out) < n and self._next < self.space.size:
-            if self._next not in self.visited:
-                out.append(self._next)
+        size = self.space.size if self.rule is None else self.rule.size
+        while len(out) < n and self._next < size:
+            p = self._next if self.rule is None else self.rule.point(self._next)
+            if p not in self.visited:
+                out.append(p)
             self._next += 1
         return out

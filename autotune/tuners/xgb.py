@@ -28,7 +28,7 @@ from autotune.features import (
     task_context,
 )
 from autotune.task import Task
-from autotune.tuners.base import Tuner, unvisited_random
+from autotune.tuners.base import Tuner
 from tessel_errors import TesselError
 from tuning_logs import MeasureRecord
 
@@ -139,10 +139,10 @@ class XGBTuner(Tuner):
     # -- proposing ------------------------------------------------------------------------
     def _propose(self, n: int) -> list[int]:
         if not self.model.trained:
-            return unvisited_random(self.space, self.rng, n, self.visited)
+            return self._random(n)
         n_rand = int(round(n * self.eps_greedy))
         top = self._anneal(n - n_rand)
-        rand = unvisited_random(self.space, self.rng, n - len(top), self.visited | set(top))
+        rand = self._random(n - len(top), self.visited | set(top))
         return top + rand
 
     def _anneal(self, n: int) -> list[int]:
@@ -154,9 +154,14 @@ class XGBTuner(Tuner):
         dims = np.asarray(self.space.dims(), dtype=np.int64)
         mul = np.concatenate([[1], np.cumprod(dims)[:-1]]).astype(np.int64)
         movable = np.nonzero(dims > 1)[0]
+        rule = self.rule
+        if rule is not None and len(rule.allowed) == 1:  # the model's block: one choice
+            movable = movable[movable != rule.position]
         best_known = [self.xs[k] for k in np.argsort(self.ys)[::-1][: self.sa_chains // 2]]
-        starts = best_known + self.space.sample(self.rng, self.sa_chains - len(best_known))
+        starts = best_known + self._random(self.sa_chains - len(best_known), set())
         points = np.asarray([self.space.knob_indices(p) for p in starts], dtype=np.int64)
+        if rule is not None:  # a measured start (an older record) may write another block
+            rule.fix(points, self.rng)
         tables = knob_tables(self.space)
 
         def feats(pts: np.ndarray) -> np.ndarray:
@@ -187,6 +192,8 @@ class XGBTuner(Tuner):
             moved = np.where((moved < 0) | (moved >= dims[knob]), cand[rows, knob] - delta,
                              moved)
             cand[rows, knob] = moved
+            if rule is not None:
+                rule.fix(cand, self.rng)
             cs = self.model.predict(feats(cand))
             spread = float(np.ptp(cs)) or 1.0
             accept = np.exp(np.minimum((cs - scores) / (spread * temp), 0.0))

@@ -149,6 +149,7 @@ from schedule.templates.registry import (
     get_template,
     input_packers,
     instantiate,
+    output_block_of,
     register_template,
     template_for,
     templates_for,
@@ -156,5 +157,5 @@ from schedule.templates.registry import (
 )
 
 __all__ = ["workload_key", "TEMPLATES", "Template", "Epilogue", "register_template", "instantiate",
-           "input_packers", "constant_weight_attrs",
+           "input_packers", "constant_weight_attrs", "output_block_of",
            "config_space", "get_template", "build_compute"]

@@ -59,6 +59,10 @@ class Template:
     # whether the target's device can run the template's code (tensor cores: sm_70+);
     # templates_for leaves out the templates it cannot
     available: Callable[[Any], bool] | None = None
+    # the knob whose value's innermost factor is the channel block the template writes its
+    # blocked (NCHWc) output in: a model plans the layouts between its convs from it
+    # (relay_ir.backend.layout_plan); None where no knob decides it
+    output_block: str | None = None
 
 
 TEMPLATES: dict[str, Template] = {}
@@ -67,11 +71,14 @@ TEMPLATES: dict[str, Template] = {}
 def register_template(name: str, target_kind: str = "llvm", compute: ComputeFn | None = None,
                       tunable: bool = True, packers: PackersFn | None = None,
                       constant_weight_attrs: dict[str, Any] | None = None,
-                      available: Callable[[Any], bool] | None = None
+                      available: Callable[[Any], bool] | None = None,
+                      output_block: str | None = None
                       ) -> Callable[[ScheduleFn], ScheduleFn]:
     """Register the decorated schedule function with its compute builder under `name`.
 
-    `@register_template("dense.x86", target_kind="llvm", compute=dense_compute)`
+    `@register_template("dense.x86", target_kind="llvm", compute=dense_compute)`;
+    `output_block="tile_oc"` names the knob that decides a blocked output's channel block
+    (see `output_block_of`).
     """
     if compute is None:
         raise ScheduleError(f"template '{name}': register_template needs compute=<builder>")
@@ -82,10 +89,41 @@ def register_template(name: str, target_kind: str = "llvm", compute: ComputeFn |
         doc = (fn.__doc__ or "").strip().split("\n")[0]
         TEMPLATES[name] = Template(name, target_kind, compute, fn, tunable, doc, packers,
                                    tuple(sorted((constant_weight_attrs or {}).items())),
-                                   available)
+                                   available, output_block)
         return fn
 
     return deco
+
+
+def output_block_of(name: str, cfg: Any) -> int | None:
+    """The channel block a config of template `name` writes its blocked output in, read from
+    the template's `output_block` knob (no instantiation); None for a template whose knobs
+    do not decide it. `cfg` is a ConfigEntity or a FallbackConfig the template has filled.
+
+        >>> from schedule.templates import config_space
+        >>> args = [((1, 64, 8, 8), "float32"), ((32, 64, 1, 1), "float32")]
+        >>> space = config_space("conv2d_NCHWc.x86", args, {}, "llvm -mcpu=haswell")
+        >>> output_block_of("conv2d_NCHWc.x86", space.get(0))
+        1
+        >>> output_block_of("dense.x86", None) is None
+        True
+    """
+    knob = get_template(name).output_block
+    if knob is None:
+        return None
+    return block_of(cfg[knob])
+
+
+def block_of(entity: Any) -> int:
+    """The channel block a block knob's value names: a split's innermost factor, or the
+    one value of a knob a layout fixes (`cfg.define_knob("tile_oc", [16])`).
+
+        >>> from schedule.space import OtherOptionEntity, SplitEntity
+        >>> block_of(SplitEntity([-1, 16])), block_of(OtherOptionEntity(8))
+        (16, 8)
+    """
+    size = getattr(entity, "size", None)
+    return int(size[-1]) if size is not None else int(entity.val)
 
 
 def input_packers(name: str, args: Sequence[ArgSpec], ins: Sequence[Tensor],

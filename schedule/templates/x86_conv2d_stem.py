@@ -198,4 +198,5 @@ def _packers(ins: Sequence[Tensor], args: Sequence[Any], attrs: dict[str, Any]
 
 
 register_template(NAME, "llvm", compute=_compute, packers=_packers,
-                  constant_weight_attrs={"kernel_layout": "OIHWo"})(schedule_conv2d_stem)
+                  constant_weight_attrs={"kernel_layout": "OIHWo"},
+                  output_block="tile_oc")(schedule_conv2d_stem)

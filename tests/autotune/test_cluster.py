@@ -112,13 +112,15 @@ def test_a_measuring_node_advertises_its_device_keys_to_ray_start(monkeypatch) -
 
     from autotune.cluster import start_worker
 
-    seen: list[list[str]] = []
-    monkeypatch.setattr(subprocess, "call", lambda cmd: seen.append(cmd) or 0)
+    seen: list[tuple[list[str], dict[str, str]]] = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd, env: seen.append((cmd, env)) or 0)
+    monkeypatch.delenv("RAY_worker_niceness", raising=False)
     assert start_worker("10.0.0.5:6379", slots=2, block=False) == 0
-    (cmd,) = seen
+    ((cmd, env),) = seen
     assert "--address=10.0.0.5:6379" in cmd
     assert any(a.startswith("--resources=") and device_resource(HOST.device_key) in a
                and ": 2" in a for a in cmd)
+    assert env["RAY_worker_niceness"] == "0"  # its slots at the node's own priority
 
 
 def test_tessel_tune_with_cluster_auto_stores_every_trial(tmp_path: Path) -> None:
@@ -197,3 +199,42 @@ def test_a_slot_compares_a_candidate_with_the_default_for_confirmation() -> None
     with RayRunner("auto", **OPTIONS) as runner:
         costs, control = runner.compare(OTHER, OTHER.config(2), quartets=6)
     assert len(costs) == len(control) >= 6 and min(costs + control) > 0
+
+
+def test_calibrate_times_each_kinds_defaults_on_its_slot_and_every_slot_uses_them() -> None:
+    import re
+
+    other_mm = Task("matmul.x86", [((48, 32), "float32"), ((32, 32), "float32")],
+                    target=OTHER.target)
+
+    def shown_unit(r) -> float:
+        assert r.ok, r.error_msg
+        found = re.search(r"in units of its ([0-9.e+-]+) ms", r.error_msg)
+        assert found, r.error_msg
+        return float(found.group(1)) / 1e3
+
+    with RayRunner("auto", control=True, min_repeat_ms=2, **OPTIONS) as runner:
+        units = runner.calibrate([HOST, OTHER, other_mm], rounds=3)
+        assert set(units) == {f"{t.workload_key}@{t.target}" for t in (HOST, OTHER,
+                                                                      other_mm)}
+        assert all(s > 0 for s in units.values())
+        for t in (HOST, OTHER, other_mm):
+            assert runner.unit(t) == units[f"{t.workload_key}@{t.target}"]
+        # each kind's records are in those units, measured on that kind's slot
+        results = runner.run(_inputs(HOST, 1, 3) + _inputs(OTHER, 1, 3))
+        kinds = {p.resource for p in runner.placements}
+        for t, r in zip((HOST, OTHER), results):
+            assert shown_unit(r) == pytest.approx(runner.unit(t), rel=6e-4)
+        # a slot that replaces a lost one (as one joining) is given the kind's units
+        ray.kill(runner.slots_for(HOST.device_key)[0])
+        [again] = runner.run(_inputs(HOST, 1, 5))
+        assert runner.placements[0].attempts == 2
+        assert shown_unit(again) == pytest.approx(runner.unit(HOST), rel=6e-4)
+    assert kinds == {device_resource(HOST.device_key), device_resource(OTHER.device_key)}
+
+
+def test_a_measuring_slot_runs_at_the_drivers_priority() -> None:
+    # Ray's default worker niceness (15) starved the slots on a shared machine
+    with RayRunner("auto", **OPTIONS) as runner:
+        pid = ray.get(runner.slots_for(HOST.device_key)[0].pid.remote())
+        assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0)

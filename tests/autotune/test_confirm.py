@@ -239,36 +239,3 @@ def test_the_scheduler_calibrates_first_and_confirm_records_share_the_runners_un
         conf = [r for r in db.history(MM.workload_key) if r.tuner == CONFIRM_TUNER]
     assert runner.calibrated == [[MM.workload_key]]
     assert [r.mean for r in conf if r.config_json == d] == [2 * MS]
-
-
-def test_a_config_that_changes_the_models_channel_block_is_not_applied(
-        tmp_path: Path) -> None:
-    from autotune.measure import timed_as
-
-    conv = Task("conv2d_NCHWc.x86",
-                [((1, 64, 14, 14), "float32"), ((64, 64, 3, 3), "float32")],
-                {"strides": [1, 1], "padding": [1, 1, 1, 1], "dilation": [1, 1]},
-                "llvm -mcpu=haswell")
-    timed = timed_as(conv, True)
-    block = timed.instantiate(None)[1][-1].shape[-1].value
-
-    def out_block(cfg) -> int:
-        return timed.instantiate(cfg)[1][-1].shape[-1].value
-
-    class ModelLayout(FakeRunner):
-        def timed_task(self, task):
-            return timed_as(task, True)
-
-    # every config of another output block is much faster alone, the rest slower
-    runner = ModelLayout(lambda t, c: 0.5 * MS if out_block(c) != block else
-                         (MS if c.index == conv.default_config().index else 1.2 * MS))
-    with TuningDatabase(tmp_path / "t.db") as db:
-        p = tune(conv, RandomTuner(conv, seed=0), 24, db, runner, confirm=3)
-        applied = conv.config_from_json(
-            db.best_record(conv.workload_key, conv.target, conv.device_key).config_json)
-        notes = [r.error_msg for r in db.history(conv.workload_key)
-                 if r.tuner == CONFIRM_TUNER]
-    assert p.verdicts and all(not v.accepted for v in p.verdicts)
-    assert any(v.quartets == 0 for v in p.verdicts)  # rejected untimed: the layout
-    assert out_block(applied) == block
-    assert any(f"where the model's plan has {block}" in n for n in notes)
