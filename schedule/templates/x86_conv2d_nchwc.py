@@ -401,11 +401,15 @@ def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_blo
     row's. Only where there is a next chunk, and where the two chunks fit in 3/4 of
     the target's L2 (room for the rows of data they meet).
 
-    One Sapphire Rapids core (load 3.5-4.3), each kernel timed in model order (weights
-    cold): ResNet-18's 512@7 3x3 1781-2042 -> 1513-1593 us, 256@14 3x3 1518-1600 ->
-    1395-1470; the same kernels repeated (weights in cache) unchanged. Whole models by
-    CPU time, interleaved in one process: ResNet-18 23.1 -> 21.9 ms, ResNet-50 58.2 ->
-    56.7, ResNet-18 in AVX2 code (-mcpu=haswell, 256 KiB L2) 44.3 -> 43.6.
+    One Sapphire Rapids core, CPU time. Each kernel of ResNet-18 timed in model order
+    (weights cold; load 3.5): 512@7 3x3 1781-2042 -> 1513-1593 us, 256@14 3x3 1518-1600
+    -> 1395-1470. Alone and repeated (weights in cache; load 5): 64@56 +0.5%, 128@28
+    +1.2%, 256@14 +2.1%, 256@14 -> 512 stride 2 +3.5%, 512@7 +3.7% (the guard and the
+    prefetches of the plane's short steps). Whole models, interleaved in one process
+    (load 1-5): ResNet-18 2.4-5.7% faster (five runs), ResNet-50 2.7-4.3% (three),
+    ResNet-18 in AVX2 code (-mcpu=haswell, 256 KiB L2) 1.5% (one). Coarser steps (a burst of 25 lines per
+    kh step in the plane, 65 per ic block in a 1x1 conv) made ResNet-18 2.6% slower than
+    none; one input channel per step everywhere (a guard per 16-28 FMAs) 9.8% slower.
     """
     kv = next(t for t in CC.op.input_tensors if len(t.shape) == 6)
     shape = shape_of(kv)
