@@ -407,9 +407,10 @@ def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_blo
     +1.2%, 256@14 +2.1%, 256@14 -> 512 stride 2 +3.5%, 512@7 +3.7% (the guard and the
     prefetches of the plane's short steps). Whole models, interleaved in one process
     (load 1-5): ResNet-18 2.4-5.7% faster (five runs), ResNet-50 2.7-4.3% (three),
-    ResNet-18 in AVX2 code (-mcpu=haswell, 256 KiB L2) 1.5% (one). Coarser steps (a burst of 25 lines per
-    kh step in the plane, 65 per ic block in a 1x1 conv) made ResNet-18 2.6% slower than
-    none; one input channel per step everywhere (a guard per 16-28 FMAs) 9.8% slower.
+    ResNet-18 in AVX2 code (-mcpu=haswell, 256 KiB L2) 1.5% (one). Coarser steps (a
+    burst of 25 lines per kh step in the plane, 65 per ic block in a 1x1 conv) made
+    ResNet-18 2.6% slower than none; one input channel per step everywhere (a guard per
+    16-28 FMAs) 9.8% slower.
     """
     kv = next(t for t in CC.op.input_tensors if len(t.shape) == 6)
     shape = shape_of(kv)
