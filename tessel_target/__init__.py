@@ -191,7 +191,10 @@ class Target:
         """
         kib = self.attrs.get("l2-kib")
         if kib is None:
-            kib = _L2_KIB.get(self.mcpu, 256) if self.kind == "llvm" else 256
+            return (_L2_KIB.get(self.mcpu, 256) if self.kind == "llvm" else 256) * 1024
+        if not str(kib).isdigit() or int(kib) == 0:
+            raise CodegenError(f"target option -l2-kib={kib} in '{self}' must be the L2 size "
+                               "of one core in KiB, a positive integer (e.g. -l2-kib=2048)")
         return int(kib) * 1024
 
     def with_attr(self, key: str, value: Any = True) -> Target:
