@@ -33,6 +33,7 @@ import numpy as np
 
 from lowering import ir as lir
 from lowering.kernel import check_arguments
+from lowering.prefetch import PREFETCH
 from schedule.templates.x86_int8_dot import DOT4, dot4_reference
 from tensor_expr import expr as E
 from tensor_expr.dtype import is_float
@@ -74,6 +75,8 @@ def _dot4(args: list[Any]) -> None:
 
 
 REGION_IMPLS[DOT4] = _dot4
+# a prefetch changes no value; its address is bounds-checked like a region's first element
+REGION_IMPLS[PREFETCH] = lambda args: None
 
 
 class _BufState:

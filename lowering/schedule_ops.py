@@ -26,9 +26,10 @@ from lowering.passes.loop_partition import loop_partition
 from lowering.passes.remove_no_op import remove_no_op
 from lowering.passes.simplify import simplify
 from lowering.passes.verify_loops import verify_loops
+from lowering.prefetch import prefetch_stmts
 from schedule.relations import Fuse, Split, pass_down_extents, pass_up_values
 from schedule.schedule import Schedule
-from schedule.stage import INLINE, PLACEHOLDER, ROOT, SCOPE, Stage
+from schedule.stage import INLINE, PLACEHOLDER, ROOT, SCOPE, Prefetch, Stage
 from schedule.tensorize import Region
 from tensor_expr import expr as E
 from tensor_expr.arith import Analyzer
@@ -338,6 +339,8 @@ class _Lowerer:
                     return ir.seq(self._init_nest(st, inf, pos), call)
                 return call
             inner = self._wrap_attached(st, lv, nest(pos + 1))
+            if attr is not None and attr.prefetches:
+                inner = ir.seq(self._prefetches(st, pos, attr.prefetches, inner), inner)
             loop = self._for(st, inf, lv, inner)
             if is_red and pos == red_pos:
                 return ir.seq(self._init_nest(st, inf, pos), loop)
@@ -347,6 +350,52 @@ class _Lowerer:
         if is_red and red_pos is None:  # reduce axes of extent... none left as leaves
             out = ir.seq(self._init_nest(st, inf, len(leaves)), out)
         return out
+
+    def _prefetches(self, st: Stage, pos: int, pfs: Sequence[Prefetch],
+                    body: ir.Stmt) -> ir.Stmt | None:
+        lv = st.leaf_iter_vars[pos]
+        where = f"stage '{st.name}', axis '{lv.var.name}'"
+        if st.iter_attrs[lv].kind in ("vectorize", "bind", "parallel"):
+            raise LoweringError(f"prefetch at {where}: a {st.iter_attrs[lv].kind}d loop; "
+                                "prefetch at a serial or unrolled loop")
+        out = []
+        for pf in pfs:
+            try:
+                buf = self._buffer_of(pf.tensor)[0]
+            except (KeyError, ScheduleError):
+                buf = None
+            stmts = prefetch_stmts(body, buf, pf, where) if buf is not None else None
+            if stmts is None:
+                raise LoweringError(f"prefetch at {where}: the loop body reads no element of "
+                                    f"'{pf.tensor.name}' (inlined, or read elsewhere)")
+            if pf.spread is not None:
+                stmts = ir.IfThenElse(self._spread_turn(st, pos, pf.spread, where), stmts)
+            out.append(stmts)
+        return ir.seq(*out)
+
+    def _spread_turn(self, st: Stage, pos: int, spread: tuple[E.IterVar, int],
+                     where: str) -> E.PrimExpr:
+        """Whether this iteration is the spread axis's turn (see Stage.prefetch)."""
+        outer, n = spread
+        inf = self.info[st]
+        lv = st.leaf_iter_vars[pos]
+        here = next(n for n, (s, v) in enumerate(inf.chain) if s is st and v is lv)
+        owner = next((s for s, v in inf.chain[:here] if v is outer), None)
+        if owner is None:
+            raise LoweringError(f"prefetch at {where}: spread axis '{outer.var.name}' is not "
+                                "a loop around it (an axis of this stage further out, or of "
+                                "the stage it is computed at)")
+        k: E.PrimExpr = E.const(0)
+        for lv in st.leaf_iter_vars[:pos + 1]:
+            if lv is outer:
+                continue
+            ext = simplify_expr(inf.ext[lv])
+            if not isinstance(ext, E.IntImm):
+                raise LoweringError(f"prefetch at {where}: spread needs constant loop "
+                                    f"extents, '{lv.var.name}' has {ext}")
+            k = k * ext.value + inf.loopvar[lv]
+        v = self.info[owner].loopvar[outer]
+        return E.FloorMod(simplify_expr(k), E.const(n)) == E.FloorMod(v, E.const(n))
 
     def _wrap_attached(self, st: Stage, lv: E.IterVar, inner: ir.Stmt) -> ir.Stmt:
         for p in reversed(self.attached.get((st, lv), [])):

@@ -137,6 +137,10 @@ def apply_record(sch: Schedule, rec: Mapping[str, Any], intrinsics: Mapping[str,
         return getattr(st, prim)(a["axis"])
     if prim == "pragma":
         return st.pragma(a["axis"], a["key"], a["value"])
+    if prim == "prefetch":
+        spread = a.get("spread")
+        return st.prefetch(a["tensor"], a["axis"], a["dim"], a["shift"], a["level"],
+                           None if spread is None else tuple(spread))
     if prim == "storage_align":
         return st.storage_align(a["axis"], a["factor"], a["offset"])
     if prim == "bind":

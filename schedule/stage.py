@@ -43,6 +43,18 @@ class IterAttr:
     bind_thread: IterVar | None = None
     pragmas: list[tuple[str, Any]] = field(default_factory=list)
     tensor_intrin: TensorIntrin | None = None
+    prefetches: list[Prefetch] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Prefetch:
+    """A software prefetch at the start of each iteration of a loop (Stage.prefetch)."""
+
+    tensor: Any  # a Tensor the stage reads
+    dim: int
+    shift: int
+    level: int  # the cache level to fill: 1 (L1), 2 or 3
+    spread: tuple[IterVar, int] | None = None  # (outer axis, period)
 
 
 class Stage:
@@ -304,6 +316,57 @@ class Stage:
         self._record("pragma", axis=axis, key=key, value=value)
         self._attr(axis).pragmas.append((key, value))
 
+    def prefetch(self, tensor: Any, axis: IterVar, dim: int = 0, shift: int = 1,
+                 level: int = 2, spread: tuple[IterVar, int] | None = None) -> None:
+        """Software prefetch: at the start of each iteration of leaf loop `axis`, touch the
+        cache lines of `tensor` that the iteration reads, with the index along `dim`
+        moved by `shift` (clamped into the tensor), so that a block read later (the next
+        block of weights, say) streams in from memory while this one is computed; `level`
+        is the cache level to fill (1, 2 or 3). It changes no value.
+
+        With `spread=(outer, n)` the iterations share the work with an enclosing loop
+        `outer` (of this stage or of one it is computed at) whose iterations would
+        repeat the same prefetches: the k-th iteration of this stage's loops down to
+        `axis` (row-major, `outer` left out) prefetches only when k % n equals
+        outer % n, so n iterations of `outer` each issue 1/n of them.
+
+            >>> import tensor_expr as te
+            >>> from schedule import create_schedule
+            >>> W = te.placeholder((4, 64), name="W")
+            >>> k = te.reduce_axis((0, 64), name="k")
+            >>> C = te.compute((4,), lambda o: te.sum(W[o, k], axis=k), name="C")
+            >>> s = create_schedule(C)
+            >>> s[C].prefetch(W, s[C].op.reduce_axis[0], dim=0, shift=1)
+        """
+        from tensor_expr.tensor import Tensor
+
+        prim = "prefetch"
+        self._require_compute(prim)
+        self._leaf_index(prim, axis)
+        if not isinstance(tensor, Tensor):
+            raise self._err(prim, f"prefetch needs a tensor the stage reads, got {tensor!r}",
+                            axis)
+        ndim = len(tensor.shape)
+        if not isinstance(dim, int) or isinstance(dim, bool) or not 0 <= dim < ndim:
+            raise self._err(prim, f"prefetch dim must be an integer in [0, {ndim}) for "
+                            f"'{tensor.name}' of rank {ndim}, got {dim!r}", axis)
+        if not isinstance(shift, int) or isinstance(shift, bool):
+            raise self._err(prim, f"prefetch shift must be an integer, got {shift!r}", axis)
+        if level not in (1, 2, 3):
+            raise self._err(prim, f"prefetch level must be 1, 2 or 3 (the cache level to "
+                            f"fill), got {level!r}", axis)
+        if spread is not None:
+            ok = isinstance(spread, (tuple, list)) and len(spread) == 2 and \
+                isinstance(spread[0], IterVar) and isinstance(spread[1], int) and \
+                not isinstance(spread[1], bool) and spread[1] > 0
+            if not ok:
+                raise self._err(prim, "prefetch spread must be (axis, period) with a positive "
+                                f"integer period, got {spread!r}", axis)
+            spread = (spread[0], int(spread[1]))
+        self._record(prim, tensor=tensor, axis=axis, dim=dim, shift=shift, level=level,
+                     spread=None if spread is None else list(spread))
+        self._attr(axis).prefetches.append(Prefetch(tensor, dim, shift, level, spread))
+
     def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
         """Pad the stride of `axis`'s dimension to factor*k + offset (avoids bank conflicts)."""
         prim = "storage_align"
@@ -388,4 +451,4 @@ def _positive_int(v: Any) -> int | PrimExpr | None:
     return None
 
 
-__all__ = ["Stage", "IterAttr", "ROOT", "INLINE", "SCOPE", "PLACEHOLDER"]
+__all__ = ["Stage", "IterAttr", "Prefetch", "ROOT", "INLINE", "SCOPE", "PLACEHOLDER"]

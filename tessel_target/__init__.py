@@ -179,6 +179,24 @@ class Target:
         """Architectural vector registers (32 with AVX-512, 16 with AVX2 and SSE)."""
         return 32 if self.vector_bits == 512 else 16
 
+    @property
+    def l2_bytes(self) -> int:
+        """The L2 cache of one core: `-l2-kib` if given, else what the named (or host) CPU
+        is known to have, else 256 KiB, the smallest of the x86 cores schedules meet.
+
+            >>> Target.parse("llvm -mcpu=haswell").l2_bytes // 1024
+            256
+            >>> Target.parse("llvm -mcpu=znver4 -l2-kib=512").l2_bytes // 1024
+            512
+        """
+        kib = self.attrs.get("l2-kib")
+        if kib is None:
+            return (_L2_KIB.get(self.mcpu, 256) if self.kind == "llvm" else 256) * 1024
+        if not str(kib).isdigit() or int(kib) == 0:
+            raise CodegenError(f"target option -l2-kib={kib} in '{self}' must be the L2 size "
+                               "of one core in KiB, a positive integer (e.g. -l2-kib=2048)")
+        return int(kib) * 1024
+
     def with_attr(self, key: str, value: Any = True) -> Target:
         """A copy with one attribute set: `t.with_attr("fast-math")`."""
         attrs = dict(self.attrs)
@@ -204,6 +222,18 @@ _KNOWN_CPU_FEATURES: dict[str, tuple[str, ...]] = {
     **{c: _AVX512 + _VNNI512 + _AVXVNNI for c in ("sapphirerapids", "emeraldrapids",
                                                   "graniterapids")},
     **{c: _AVX512 + _VNNI512 + _AVXVNNI + ("avx512bf16",) for c in ("znver5",)},
+}
+
+
+# L2 per core (KiB) of named x86 CPUs, for schedules that size a prefetch or a block by it
+_L2_KIB: dict[str, int] = {
+    **{c: 256 for c in ("haswell", "broadwell", "skylake")},
+    **{c: 512 for c in ("znver1", "znver2", "znver3", "rocketlake", "icelake-client",
+                        "tigerlake")},
+    **{c: 1024 for c in ("skylake-avx512", "cascadelake", "cooperlake", "znver4", "znver5")},
+    **{c: 1280 for c in ("icelake-server", "alderlake")},
+    **{c: 2048 for c in ("sapphirerapids", "emeraldrapids", "graniterapids", "raptorlake",
+                         "meteorlake", "arrowlake")},
 }
 
 

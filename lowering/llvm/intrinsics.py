@@ -21,7 +21,8 @@ from typing import Any
 from llvmlite import ir
 
 from lowering import ir as lir
-from lowering.llvm.types import I8, I32, const, lanes_of, mem_type, reg_type, vec
+from lowering.llvm.types import I8, I32, PTR, const, lanes_of, mem_type, reg_type, vec
+from lowering.prefetch import PREFETCH
 from schedule.templates.x86_int8_dot import DOT4, dot4_instruction
 from tensor_expr import expr as E
 from tessel_errors import CodegenError
@@ -243,5 +244,18 @@ def _dot4(cg: Any, e: E.Call) -> ir.Value:
     return const(I32, 0)
 
 
+def _prefetch(cg: Any, e: E.Call) -> ir.Value:
+    """llvm.prefetch of one element's cache line (lowering.prefetch): a read, into the
+    cache level the locality names (3: L1, 2: L2, 1: L3)."""
+    first, locality = e.args
+    if not isinstance(locality, E.IntImm) or not 0 <= locality.value <= 3:
+        raise CodegenError(f"{PREFETCH}: the locality must be a constant in [0, 3], got "
+                           f"'{locality}'")
+    cg.intrinsic("prefetch", ir.VoidType(),
+                 [_address(cg, first), ir.Constant(I32, 0), ir.Constant(I32, locality.value),
+                  ir.Constant(I32, 1)], [PTR])
+    return const(I32, 0)
+
+
 # name -> emit(codegen, call): Calls whose arguments are regions' first elements
-REGION_CALLS = {DOT4: _dot4}
+REGION_CALLS = {DOT4: _dot4, PREFETCH: _prefetch}

@@ -151,3 +151,19 @@ def test_accel_device_key_spells_out_the_whole_configuration() -> None:
     assert device_key("accel -batch=1") == key
     assert device_key("accel -wgt_buf_kib=512").startswith(
         "accel -wgt_buf_kib=512|batch=1,block=16,inp_buf_kib=32,wgt_buf_kib=512,")
+
+
+def test_l2_size_comes_from_the_named_cpu_or_the_option() -> None:
+    assert Target.parse("llvm -mcpu=haswell").l2_bytes == 256 * 1024
+    assert Target.parse("llvm -mcpu=sapphirerapids").l2_bytes == 2048 * 1024
+    assert Target.parse("llvm -mcpu=znver4").l2_bytes == 1024 * 1024
+    assert Target.parse("llvm -mcpu=bdver2").l2_bytes == 256 * 1024  # unknown: the smallest
+    assert Target.parse("llvm -mcpu=haswell -l2-kib=1024").l2_bytes == 1024 * 1024
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "True"])
+def test_a_bad_l2_size_option_says_what_it_must_be(value: str) -> None:
+    t = Target.parse(f"llvm -mcpu=haswell -l2-kib={value}" if value != "True"
+                     else "llvm -mcpu=haswell -l2-kib")
+    with pytest.raises(CodegenError, match="-l2-kib=.* must be the L2 size of one core in KiB"):
+        _ = t.l2_bytes

@@ -275,3 +275,51 @@ def test_a_padding_stage_is_parallel_from_16k_elements(hw: int, parallel: bool) 
     out = np.full([int(d.value) for d in ts[-1].shape], np.nan, "float32")
     k(blocked(x, 16), wk, out)
     close(unblocked(out), conv2d_nchw(x, w, 1, 1))
+
+
+# 64 output channels in model layouts: two or more oc chunks on both targets
+MULTI_ATTRS = {"padding": 1, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
+               "out_layout": "NCHWc"}
+
+
+def _multi_args(target: str) -> list:
+    block = 16 if AVX512 in target else 8
+    return [((1, 32 // block, 8, 8, block), "float32"), ((64, 32, 3, 3), "float32")]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("scope", ["tile", "row", "plane"])
+def test_the_default_prefetches_the_next_oc_chunk_spread_over_rows_and_equals_numpy(
+        target: str, scope: str) -> None:
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 32, 8, 8)), rand(rng, (64, 32, 3, 3))
+    args = _multi_args(target)
+    space = config_space("conv2d_NCHWc.x86", args, MULTI_ATTRS, target)
+    cfg = _with(space, target, args, MULTI_ATTRS, acc_scope=scope)
+    s, ts = instantiate("conv2d_NCHWc.x86", args, MULTI_ATTRS, cfg=cfg, target=target)
+    text = str(lowering.lower(s, ts))
+    chunks = 64 // int(cfg["tile_oc"].size[-1])
+    # the next chunk, clamped to the last (with 2 chunks the simplifier folds it to 1)
+    nxt = "1" if chunks == 2 else rf"min\(\(.* \+ 1\), {chunks - 1}\)"
+    assert re.search(rf"prefetch\(kernel\[{nxt}, ", text), text
+    # each of the 8 rows issues its share: a guard on the step index modulo 8
+    assert re.search(r"if \(\(floormod\(.*, 8\) == ", text), text
+    block = args[0][0][-1]
+    _check(target, args, MULTI_ATTRS, cfg, blocked(x, block), w, conv2d_nchw(x, w, 1, 1))
+
+
+@pytest.mark.parametrize("target, co, loop_order, prefetch", [
+    (AVX512, 64, "oc_rows", True),
+    (AVX512 + " -l2-kib=64", 64, "oc_rows", False),  # 2 chunks of 36 KiB > 3/4 of L2
+    (AVX2 + " -l2-kib=32", 64, "oc_rows", False),  # 2 chunks of 18 KiB > 24 KiB
+    (AVX512, 32, "oc_rows", False),  # one oc chunk: no next one
+    (AVX512, 64, "rows_oc", False),  # the next chunk is the next parallel iteration
+])
+def test_the_prefetch_is_left_out_where_it_cannot_help(target: str, co: int, loop_order: str,
+                                                       prefetch: bool) -> None:
+    args = _multi_args(target)
+    args[1] = ((co, 32, 3, 3), "float32")
+    space = config_space("conv2d_NCHWc.x86", args, MULTI_ATTRS, target)
+    cfg = _with(space, target, args, MULTI_ATTRS, acc_scope="tile", loop_order=loop_order)
+    s, ts = instantiate("conv2d_NCHWc.x86", args, MULTI_ATTRS, cfg=cfg, target=target)
+    assert ("prefetch(" in str(lowering.lower(s, ts))) == prefetch
