@@ -103,6 +103,19 @@ def _width_block(OW: int, lanes: int) -> int:
     return divisor_at_most(OW, lanes)
 
 
+def _expect_nchw_output(s: Schedule, O: Tensor, conv: Tensor) -> None:
+    """These schedules tile an NCHW output; a group that stores its output blocked (a 5-D
+    NCHW[x]c tensor, relay_ir.backend.layout_plan) needs the NCHWc template: say so as a
+    ScheduleError, which lets the caller try its next schedule and report the first one's
+    failure, instead of failing to unpack the axes."""
+    got = len(s[O].op.axis)
+    if got != 4:
+        raise ScheduleError(
+            f"the NCHW schedule of {conv.op.name} tiles a 4-D output, but its group stores "
+            f"{O.op.name} as a {got}-D tensor (a blocked layout): use the NCHWc template "
+            "(conv2d_NCHWc.x86), or build with disabled_pass=['AlterOpLayout']")
+
+
 # Fallback, measured (python -m tests.schedule.templates.bench_templates) on the 2-core EPYC
 # (Zen 3, AVX2, 8 fp32 lanes) build machine, shared with other jobs (load average 3-5):
 # figures swing 2x between runs, so compare with numpy's GEMM from the same run.
@@ -116,6 +129,7 @@ def schedule_conv2d_nchw(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     pads = injective_inputs(conv)
     inline_injective(s, outs, keep=pads)
     O, CC = output_and_accumulator(s, outs, conv)
+    _expect_nchw_output(s, O, conv)
     _, CO, OH, OW = shape_of(conv)
     C = const_extent(CC.op.reduce_axis[0].dom.extent)
     L = cfg.target.fp32_lanes
@@ -174,6 +188,7 @@ def schedule_depthwise_nchw(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     pads = injective_inputs(conv)
     inline_injective(s, outs, keep=pads)
     O, CC = output_and_accumulator(s, outs, conv)
+    _expect_nchw_output(s, O, conv)
     _, CO, OH, OW = shape_of(conv)
     L = cfg.target.fp32_lanes
 
