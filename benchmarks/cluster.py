@@ -24,13 +24,15 @@ only when the other jobs leave a core free.
 Why 24 ms (and worse): Ray starts its worker processes at nice 15 (`worker_niceness`), so
 a measuring slot and the build and timing workers it spawns yield to every other process
 of the node. Per candidate, matmul 128^3, 8 candidates, local runner against 1 Ray slot,
-with two busy loops beside (load 2.7-5.2): at nice 15 Ray 7.08 and 6.16 s against the
-local runner's 0.72 and 0.66 s (its builds 6.3 and 4.8 s against 0.63 and 0.59); with
-RAY_worker_niceness=0 (now set where Tessel starts a Ray node, autotune.cluster
-WORKER_ENV) Ray 0.67 and 0.66 s against 0.63 and 0.64 (18-39 ms of overhead). With a
-core free (no busy loop, load about 2) both read 178-182 ms against 161-170: 8-20 ms,
-most of it as slower builds in the slot's worker (148-152 ms against 136-143), cause
-not found; a bare round trip to the slot is 0.7-0.9 ms.
+with three busy loops beside (two meant, one left over from the run before; load
+2.7-5.2): at nice 15 Ray 7.08 and 6.16 s against the local runner's 0.72 and 0.66 s (its
+builds 6.3 and 4.8 s against 0.63 and 0.59); with RAY_worker_niceness=0 (now set where
+Tessel starts a Ray node, autotune.cluster.WORKER_ENV) Ray 0.67 and 0.66 s against 0.63
+and 0.64 (18-39 ms of overhead). With one busy loop beside, neither setting lost much (a
+slot at nice 15 still finds a core). With a core free (no busy loop, load about 2) both
+read 178-182 ms against 161-170: 8-20 ms, most of it as slower builds in the slot's
+worker (148-152 ms against 136-143), cause not found; a bare round trip to the slot is
+0.7-0.9 ms.
 """
 
 from __future__ import annotations
