@@ -258,3 +258,18 @@ def test_run_of_a_simulated_gpu_model_says_its_time_is_the_simulators(tmp_path: 
     _tessel("compile", "tiny.onnx", "--target", "cuda -sim", "-o", "tiny.tessel", cwd=tmp_path)
     out = _tessel("run", "tiny.tessel", "--repeat", "1", cwd=tmp_path).stdout
     assert "latency: median" in out and "host time of the GPU simulator" in out
+
+
+def test_a_scheduled_tasks_summary_gives_gflops_of_the_applied_time_not_the_fastest_measured(
+) -> None:
+    from autotune import Task
+    from autotune.cli import _scheduled_row
+    from autotune.task_scheduler import TaskState
+    from autotune.tuning import TuneProgress
+
+    task = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+    lucky = TuneProgress(task, "random", 8, trials=8, best_flops=task.flop / 1e-5,
+                         best_mean=1e-5)  # a measurement confirmation rejected
+    st = TaskState(task, 1, tuner=None, trials=8, best=[2e-5], progress=lucky)
+    row = _scheduled_row(st, "random")
+    assert row[5:7] == [f"{task.flop / 2e-5 / 1e9:.2f}", "0.0200"]
