@@ -318,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", default="llvm",
                     help='e.g. "llvm -mcpu=haswell" (AVX2) on an AVX-512 host')
     ap.add_argument("--keep", default=None,
-                    help="a folder to keep the tuning databases in (for layer profiles)")
+                    help="a folder to keep the tuning databases in (for layer profiles); "
+                         "a seed whose databases it already holds is timed, not tuned again")
     ap.add_argument("--time-only", action="store_true",
                     help="with --keep: tune nothing, time the databases kept there")
     opts = ap.parse_args(argv)
@@ -342,9 +343,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for seed in range(opts.seeds):
             for name, fn in strategies:
-                if opts.time_only:  # the databases an earlier --keep run left there
+                kept = [os.path.join(tmp, f"{name}{seed}-{b}.db") for b in budgets]
+                # the databases an earlier --keep run left there: timed, not tuned again
+                # (so a run with more --seeds adds only the new seeds)
+                if opts.time_only or (opts.keep and all(map(os.path.exists, kept))):
                     dbs.update({(name, seed, b): _kept(tmp, f"{name}{seed}-{b}.db")
                                 for b in budgets})
+                    if not opts.time_only:
+                        print(f"  {name:9s} seed {seed}: kept in {tmp}", flush=True)
                     continue
                 path = os.path.join(tmp, f"{name}{seed}.db")
                 t0 = time.perf_counter()
