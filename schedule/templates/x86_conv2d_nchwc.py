@@ -22,8 +22,11 @@ loop_partition peels the border rows and column tiles off a guard-free interior 
 inner loop is the padded copy's (x86_depthwise_nchwc does the same). ResNet-18's 3x3
 convs on one Sapphire Rapids core, data in the model's block of 32, CPU time, load 1.9-3.4:
 64@56 1343 -> 1202 us, 64@56 -> 128 stride 2 640 -> 586, 128@28 1223 -> 1128, 256@14 1261
--> 1120, 512@7 1490 -> 1263 (the border pieces cost build time: 0.3-0.5 s -> 0.5-2.8 s a
-conv).
+-> 1120, 512@7 1490 -> 1263; the whole model (TESSEL_NUM_THREADS=1 python -m
+benchmarks.models --models resnet18 --cpu-time, load 1.7-1.8, base and this alternating)
+22.18, 22.88 -> 19.92, 20.35 ms. The border pieces cost build time: 0.3-0.5 s -> 0.5-2.8 s
+a conv, ResNet-18's build 8.3-8.6 -> 17.9-18.2 s. The parallel loop of the tile and row
+scopes is then the (n, oc chunk) pairs, the rows serial inside (rows_oc: the rows parallel).
 
 "OIHWio" with a 4-D (OIHW) kernel spec is what a model with constant weights uses: the
 kernel argument arrives packed in the blocks the config chooses (tile_ic, tile_oc stay
