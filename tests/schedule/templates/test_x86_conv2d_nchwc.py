@@ -419,3 +419,18 @@ def test_the_guarded_interior_keeps_the_micro_kernel_of_the_padded_copy(
                           sum(bool(re.search(r"vmov[au]ps\s+-?\w*\(", b)) for b in body),
                           sum("(%rsp)" in b for b in body)))
     assert (fmas, fmas // 2, loads, 0) in loops, sorted(set(loops))[:8]
+
+
+@pytest.mark.parametrize("knobs", [{"acc_scope": "tile"}, {"acc_scope": "row"},
+                                   {"acc_scope": "tile", "loop_order": "rows_oc"},
+                                   {"acc_scope": "plane"}])
+def test_a_guarded_batch_of_two_equals_numpy(knobs: dict) -> None:
+    # the batch axis outside the rows that loop_partition peels (parallel or serial)
+    rng = seeded_rng()
+    x, w = rand(rng, (2, 16, 7, 7)), rand(rng, (32, 16, 3, 3))
+    args = [((2, 1, 7, 7, 16), "float32"), ((32, 16, 3, 3), "float32")]
+    attrs = {"padding": 1, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
+             "out_layout": "NCHWc"}
+    space = config_space("conv2d_NCHWc.x86", args, attrs, AVX512)
+    cfg = _with(space, AVX512, args, attrs, tile_ic=[-1, 8], tile_oc=[-1, 16], **knobs)
+    _check(AVX512, args, attrs, cfg, blocked(x, 16), w, conv2d_nchw(x, w, 1, 1))
