@@ -14,6 +14,20 @@ packed by a stage) or "OIHWio" ([O/oc_bn, I/ic_bn, KH, KW, ic_bn, oc_bn]); `out_
 "NCHW" (default: unpacked by the output stage) or "NCHWc". With both inputs already
 packed the kernel is the convolution alone.
 
+Padding: NCHW data and data in a block that is no multiple of tile_ic pass through a
+layout stage anyway, which pads as it copies. Data blocked by a multiple of tile_ic (as a
+model's convs hand it on) is read as it is: the reduction carries the guard "this tap lies
+inside the data" and the rows are never fused into the parallel loop, so that lowering's
+loop_partition peels the border rows and column tiles off a guard-free interior whose
+inner loop is the padded copy's (x86_depthwise_nchwc does the same). ResNet-18's 3x3
+convs on one Sapphire Rapids core, data in the model's block of 32, CPU time, load 1.9-3.4:
+64@56 1343 -> 1202 us, 64@56 -> 128 stride 2 640 -> 586, 128@28 1223 -> 1128, 256@14 1261
+-> 1120, 512@7 1490 -> 1263; the whole model (TESSEL_NUM_THREADS=1 python -m
+benchmarks.models --models resnet18 --cpu-time, load 1.7-1.8, base and this alternating)
+22.18, 22.88 -> 19.92, 20.35 ms. The border pieces cost build time: 0.3-0.5 s -> 0.5-2.8 s
+a conv, ResNet-18's build 8.3-8.6 -> 17.9-18.2 s. The parallel loop of the tile and row
+scopes is then the (n, oc chunk) pairs, the rows serial inside (rows_oc: the rows parallel).
+
 "OIHWio" with a 4-D (OIHW) kernel spec is what a model with constant weights uses: the
 kernel argument arrives packed in the blocks the config chooses (tile_ic, tile_oc stay
 tunable), and `input_packers` gives the numpy packing that build applies once to the
@@ -53,12 +67,18 @@ from schedule.templates.common import (
 from schedule.templates.conv_common import PAD, conv_attrs, conv_layouts, pad_hw
 from schedule.templates.registry import expect_args, placeholders, register_template
 from tensor_expr import tensor as T
-from tensor_expr.expr import cast
+from tensor_expr.expr import IntImm, cast
+from tensor_expr.expr import all as te_all
 from tensor_expr.tensor import Tensor
 from tessel_errors import ScheduleError
 from tessel_target import Target
 
 CONV, PACK_DATA, PACK_KERNEL, UNPACK = "conv2d_NCHWc", "pack_data", "pack_kernel", "unpack"
+# Padded data blocked by a multiple of the config's channel block (NCHWc, NCHWxc) is read
+# as it is, the padding a guard of the reduction ("this tap lies inside the data") that
+# lowering's loop_partition peels off the interior, instead of a padded copy; False keeps
+# the copy (an A/B switch for benchmarks and tests)
+PAD_GUARD = True
 
 # ---------------------------------------------------------------------------------------
 # Choosing the blocks
@@ -168,10 +188,15 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
         # ran at 0.44-0.60 of ONNX Runtime on NCHW data)
         H, W, step, sh, sw = OH, OW, (sh, sw), 1, 1
     shape5 = (N, C // ic_bn, H, W, ic_bn)
+    # data blocked by a multiple of ic_bn is read as it is, the padding the reduction's
+    # guard; other blocks and NCHW data have a layout stage anyway, which pads as it copies
+    guard = PAD_GUARD and dl != "NCHW" and a.padding != (0, 0, 0, 0) and ds[4] % ic_bn == 0
     if dl == "NCHW":
         dpad = pad_hw(data, 2, a.padding, shape=shape5, name="data_vec",
                       read=lambda n, c, h, w, b: data[n, c * ic_bn + b, h * step[0],
                                                       w * step[1]])
+    elif guard:
+        dpad = None
     elif ds[4] != ic_bn:  # NCHWxc in another block: re-blocked by the pad stage
         x = ds[4]
         dpad = pad_hw(data, 2, a.padding, shape=shape5, name="data_vec",
@@ -197,13 +222,25 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     # lost 0.16 on a 16-channel 3x3 conv, 10x the interpreter's rounding)
     out_dt = attrs.get("out_dtype") or data.dtype
     acc = {**attrs, "out_dtype": "float32"} if out_dt == "float16" else attrs
-    conv = T.compute(
-        (N, CO // oc_bn, OH, OW, oc_bn),
-        lambda n, oc, h, w, ob: T.sum(
-            accumulator(acc, dpad[n, ico, h * sh + ry * dh, w * sw + rx * dw, ici])
-            * accumulator(acc, kvec[oc, ico, ry, rx, ici, ob]),
-            axis=[ico, ry, rx, ici]),
-        name="conv2d_NCHWc", tag=CONV)
+    pt, pl, pb, pr = a.padding if guard else (0, 0, 0, 0)
+    per = ds[4] // ic_bn if guard else 1  # ic_bn blocks per block of the data
+
+    def read(n: Any, y: Any, x: Any) -> Any:
+        if not guard:
+            return dpad[n, ico, y, x, ici]
+        if per == 1:
+            return data[n, ico, y, x, ici]
+        return data[n, ico // per, y, x, ico % per * ic_bn + ici]
+
+    def body(n: Any, oc: Any, h: Any, w: Any, ob: Any) -> Any:
+        y, x = h * sh + ry * dh - pt, w * sw + rx * dw - pl
+        inside = [c for c, pad in ((y >= 0, pt), (y < H, pb), (x >= 0, pl), (x < W, pr))
+                  if pad]
+        return T.sum(accumulator(acc, read(n, y, x))
+                     * accumulator(acc, kvec[oc, ico, ry, rx, ici, ob]),
+                     axis=[ico, ry, rx, ici], where=te_all(*inside) if inside else None)
+
+    conv = T.compute((N, CO // oc_bn, OH, OW, oc_bn), body, name="conv2d_NCHWc", tag=CONV)
     cfg.add_flop(2.0 * N * CO * OH * OW * C * KH * KW)
     if ol == "NCHWc":
         if conv.dtype == out_dt:
@@ -348,8 +385,12 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     reg_h = int(cfg["tile_oh"].size[-1])
     scope = cfg["acc_scope"].val
     rows_outer = cfg["loop_order"].val == "rows_oc" and scope != "plane"
+    # a padding guard needs the rows as a loop of their own for loop_partition to peel the
+    # border rows (a fused parallel loop holds the row as a remainder)
+    guarded = not isinstance(conv.op.body[0].condition, IntImm)
     par = schedule_output_tiles(s, O, CC, oc_bn, reg_n, reg_h=reg_h, acc_scope=scope,
-                                unpack_along_w=True, rows_outer=rows_outer)
+                                unpack_along_w=True, rows_outer=rows_outer,
+                                rows_apart=guarded)
     if rows_outer:  # the next chunk is the next parallel iteration: nothing to prefetch
         par = None
 
@@ -424,7 +465,8 @@ def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_blo
 
 def schedule_output_tiles(s: Schedule, O: Tensor, CC: Tensor, oc_bn: int, reg_n: int,
                           reg_h: int = 1, acc_scope: str = "tile",
-                          unpack_along_w: bool = False, rows_outer: bool = False) -> Any:
+                          unpack_along_w: bool = False, rows_outer: bool = False,
+                          rows_apart: bool = False) -> Any:
     """The output stage of a blocked conv: parallel over (n, oc chunk, oh), a tile of reg_h
     rows x reg_n columns per step with the accumulator `CC` computed at it (acc_scope
     "tile"), at the row ("row") or at the oc chunk ("plane"), vector stores along the
@@ -432,8 +474,12 @@ def schedule_output_tiles(s: Schedule, O: Tensor, CC: Tensor, oc_bn: int, reg_n:
     `unpack_along_w`: contiguous stores instead of a scatter, 64@56 1x1 stride 2 with NCHW
     out 118 -> 134 GFLOP/s). With `rows_outer` (tile and row scopes) the rows are the
     outer loop and the oc chunks inside it, so that an input row stays in cache across the
-    chunks. An NCHW output (4-D) is split into blocks of oc_bn channels first; shared by
-    the fp32, int8 and depthwise templates."""
+    chunks. With `rows_apart` (a conv whose padding is a guard) the rows are never fused
+    into the parallel loop, so that loop_partition can peel the border rows: rows outer,
+    the rows are the parallel loop; else the (n, oc chunk) pairs are, the rows a serial
+    loop inside, and the rows loop is returned (the loop whose iterations share a chunk).
+    An NCHW output (4-D) is split into blocks of oc_bn channels first; shared by the fp32,
+    int8 and depthwise templates."""
     if len(O.shape) == 4:
         n, c, h, w = s[O].op.axis
         co, cb = s[O].split(c, factor=oc_bn)
@@ -448,6 +494,15 @@ def schedule_output_tiles(s: Schedule, O: Tensor, CC: Tensor, oc_bn: int, reg_n:
     else:
         s[O].reorder(*outer, wo, hi, wi, cb)
         s[O].vectorize(cb if oc_bn > 1 else wi)
+    if rows_apart and acc_scope in ("tile", "row"):
+        if rows_outer:
+            s[O].parallel(ho)
+            rows = None
+        else:
+            parallel_fuse(s, O, [n, co])
+            rows = ho
+        s[CC].compute_at(s[O], wo if acc_scope == "tile" else outer[-1])
+        return rows
     if acc_scope == "tile":
         s[CC].compute_at(s[O], wo)
         return parallel_fuse(s, O, outer)

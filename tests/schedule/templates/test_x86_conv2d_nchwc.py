@@ -256,9 +256,14 @@ def _parallel_stages(func: Any) -> set[str]:
 
 
 @pytest.mark.parametrize("hw, parallel", [(56, True), (4, False)])
-def test_a_padding_stage_is_parallel_from_16k_elements(hw: int, parallel: bool) -> None:
+def test_a_padding_stage_is_parallel_from_16k_elements(hw: int, parallel: bool,
+                                                       monkeypatch: Any) -> None:
     # ResNet-18's 64@56 3x3 pads 64 x 58 x 58 values per call: serial, that copy cost about
-    # 5% of the model on 2 threads; a 64 x 6 x 6 pad is cheaper than a parallel launch
+    # 5% of the model on 2 threads; a 64 x 6 x 6 pad is cheaper than a parallel launch (the
+    # copy, where blocked data is not read through a guard)
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    monkeypatch.setattr(template, "PAD_GUARD", False)
     rng = seeded_rng()
     args = [((1, 4, hw, hw, 16), "float32"), ((64, 64, 3, 3), "float32")]
     attrs = {"padding": 1, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
@@ -323,3 +328,109 @@ def test_the_prefetch_is_left_out_where_it_cannot_help(target: str, co: int, loo
     cfg = _with(space, target, args, MULTI_ATTRS, acc_scope="tile", loop_order=loop_order)
     s, ts = instantiate("conv2d_NCHWc.x86", args, MULTI_ATTRS, cfg=cfg, target=target)
     assert ("prefetch(" in str(lowering.lower(s, ts))) == prefetch
+
+
+# padded data blocked by a multiple of the config's channel block: read through a guard
+GUARDED = [  # (size, kernel, stride, padding (top, left, bottom, right), data block x ic_bn,
+    #          knobs)
+    (9, 3, 1, (1, 1, 1, 1), 1, {"acc_scope": "tile"}),
+    (9, 3, 2, (1, 1, 1, 1), 2, {"acc_scope": "tile"}),
+    (11, 3, 1, (2, 2, 2, 2), 1, {"acc_scope": "row"}),
+    (7, 3, 2, (1, 0, 2, 1), 2, {"acc_scope": "plane"}),
+    (10, 3, 1, (0, 1, 1, 0), 1, {"acc_scope": "tile", "tile_ow": [-1, 3]}),
+    (9, 5, 1, (2, 2, 2, 2), 2, {"acc_scope": "tile", "loop_order": "rows_oc"}),
+    (8, 3, 1, (1, 1, 1, 1), 1, {"acc_scope": "row", "loop_order": "rows_oc",
+                                "tile_oh": [-1, 2]}),
+    (10, 3, 1, (0, 0, 0, 0), 1, {"acc_scope": "tile"}),
+]
+
+
+def _conv_ref(x: np.ndarray, w: np.ndarray, stride: int, pad: tuple) -> np.ndarray:
+    pt, pl, pb, pr = pad
+    return conv2d_nchw(np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr))), w, stride, 0)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("hw, k, stride, pad, per, knobs", GUARDED)
+def test_padded_blocked_data_is_read_through_a_guard_and_equals_numpy(
+        target: str, hw: int, k: int, stride: int, pad: tuple, per: int,
+        knobs: dict) -> None:
+    # no padded copy: the reduction's guard, peeled off the interior by loop_partition
+    rng = seeded_rng()
+    ic = 16 if target == AVX512 else 8
+    x, w = rand(rng, (1, 2 * ic, hw, hw)), rand(rng, (2 * ic, 2 * ic, k, k))
+    args = [((1, 2 // per, hw, hw, ic * per), "float32"), ((2 * ic, 2 * ic, k, k), "float32")]
+    attrs = {"padding": pad, "strides": stride, "data_layout": "NCHWxc",
+             "kernel_layout": "OIHWio", "out_layout": "NCHWc"}
+    space = config_space("conv2d_NCHWc.x86", args, attrs, target)
+    cfg = _with(space, target, args, attrs, tile_ic=[-1, ic], tile_oc=[-1, ic], **knobs)
+    s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=target)
+    stages = _stage_names(lowering.lower(s, ts))
+    assert not any("pad" in n or n == "data_vec" for n in stages), stages
+    _check(target, args, attrs, cfg, blocked(x, ic * per), w, _conv_ref(x, w, stride, pad))
+
+
+def _stage_names(func: Any) -> set[str]:
+    from lowering import ir as lir
+
+    found: set[str] = set()
+    lir.post_order_visit_stmt(func.body, lambda st: found.add(st.buffer.name)
+                              if isinstance(st, lir.BufferStore) else None)
+    return found
+
+
+@pytest.mark.parametrize("layout, block, copy", [("NCHW", 0, True), ("NCHWxc", 4, True),
+                                                 ("NCHWxc", 16, False), ("NCHWxc", 32, False),
+                                                 ("NCHWc", 16, False)])
+def test_the_default_pads_by_a_copy_only_where_the_data_needs_a_layout_stage(
+        layout: str, block: int, copy: bool) -> None:
+    # ResNet-18's 64@56 in AVX-512 code (ic_bn 16): NCHW data and a block that is no
+    # multiple of 16 are copied anyway; blocked data is read as it is
+    shape = (1, 64, 56, 56) if layout == "NCHW" else (1, 64 // block, 56, 56, block)
+    args = [(shape, "float32"), ((64, 64, 3, 3), "float32")]
+    attrs = {"padding": 1, "data_layout": layout, "kernel_layout": "OIHWio",
+             "out_layout": "NCHWc"}
+    s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, target=AVX512)
+    stages = _stage_names(lowering.lower(s, ts))
+    assert ("data_vec" in stages or "data_pad" in stages) == copy, stages
+
+
+@pytest.mark.parametrize("target, fmas, loads", [(AVX2, 64, 16), (AVX512, 28, 2)])
+def test_the_guarded_interior_keeps_the_micro_kernel_of_the_padded_copy(
+        target: str, fmas: int, loads: int) -> None:
+    # 64@56 3x3, data blocked as the model writes it: the interior's innermost loop is one
+    # basic block of tile_ow broadcasts, oc_bn / lanes loads per channel and their FMAs
+    # (AVX-512: 14 x 2 per input channel; AVX2: 4 x 2, the 8 channels unrolled), no spill
+    block = 16 if target == AVX512 else 8
+    args = [((1, 64 // block, 56, 56, block), "float32"), ((64, 64, 3, 3), "float32")]
+    attrs = {"padding": 1, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
+             "out_layout": "NCHWc"}
+    s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, target=target)
+    lines = lowering.build(s, ts, target=target).source("asm").split("\n")
+    label = re.compile(r"^\.?[\w.$]+:")
+    at = {ln.rstrip(":"): i for i, ln in enumerate(lines) if label.match(ln)}
+    loops = []
+    for i, ln in enumerate(lines):
+        m = re.match(r"\s+j\w+\s+(\.?[\w.$]+)", ln)
+        if m and at.get(m.group(1), i) < i:
+            body = lines[at[m.group(1)]:i + 1]
+            loops.append((sum("vfmadd" in b for b in body),
+                          sum("vbroadcastss" in b for b in body),
+                          sum(bool(re.search(r"vmov[au]ps\s+-?\w*\(", b)) for b in body),
+                          sum("(%rsp)" in b for b in body)))
+    assert (fmas, fmas // 2, loads, 0) in loops, sorted(set(loops))[:8]
+
+
+@pytest.mark.parametrize("knobs", [{"acc_scope": "tile"}, {"acc_scope": "row"},
+                                   {"acc_scope": "tile", "loop_order": "rows_oc"},
+                                   {"acc_scope": "plane"}])
+def test_a_guarded_batch_of_two_equals_numpy(knobs: dict) -> None:
+    # the batch axis outside the rows that loop_partition peels (parallel or serial)
+    rng = seeded_rng()
+    x, w = rand(rng, (2, 16, 7, 7)), rand(rng, (32, 16, 3, 3))
+    args = [((2, 1, 7, 7, 16), "float32"), ((32, 16, 3, 3), "float32")]
+    attrs = {"padding": 1, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
+             "out_layout": "NCHWc"}
+    space = config_space("conv2d_NCHWc.x86", args, attrs, AVX512)
+    cfg = _with(space, AVX512, args, attrs, tile_ic=[-1, 8], tile_oc=[-1, 16], **knobs)
+    _check(AVX512, args, attrs, cfg, blocked(x, 16), w, conv2d_nchw(x, w, 1, 1))
