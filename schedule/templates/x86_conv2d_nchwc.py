@@ -77,8 +77,20 @@ CONV, PACK_DATA, PACK_KERNEL, UNPACK = "conv2d_NCHWc", "pack_data", "pack_kernel
 # Padded data blocked by a multiple of the config's channel block (NCHWc, NCHWxc) is read
 # as it is, the padding a guard of the reduction ("this tap lies inside the data") that
 # lowering's loop_partition peels off the interior, instead of a padded copy; False keeps
-# the copy (an A/B switch for benchmarks and tests)
-PAD_GUARD = True
+# the copy (an A/B switch for benchmarks and tests). Off by default: one core 5-15% faster
+# per 3x3 conv (ResNet-18 0.91x ORT against 1.02x, CPU time), but a ResNet-18 build takes
+# 18 s against 8 (each border column tile repeats the unrolled micro-kernel: about 15
+# copies per conv, 1.6 s a tuning candidate against 0.25), and its parallel loop is only
+# (n, oc chunk): 2-16 iterations in ResNet-18, too few for a many-core host
+PAD_GUARD = False
+# Prefetch the next oc chunk's weights into L2 (_prefetch_next_chunk). Off by default: with
+# tuned configs of one input channel and one column per step (AVX2 ResNet-18, confirmed
+# records of benchmarks.task_scheduler) the per-step guard and prefetch outweigh the step's
+# one or two FMAs, and the convs ran 1.4-6x slower (256@14 3x3 2181 -> 6177 us, 256@14 ->
+# 512 stride 2 1209 -> 7297, one core); untuned the gain was 0-5% (ResNet-18 none in the
+# lead's A/B, ResNet-50 about 3%). To turn on by default it needs a bound of work per
+# prefetching step
+PREFETCH_WEIGHTS = False
 
 # ---------------------------------------------------------------------------------------
 # Choosing the blocks
@@ -408,7 +420,7 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         # one input-channel block at a time over the row (plane): the tiles inside it
         blk, red[0] = s[CC].split(red[0], factor=1)
         s[CC].reorder(cn, cco, blk, cho, cwo, *[red[i] for i in order], chi, cwi, cbo, cbi)
-    if par is not None:
+    if par is not None and PREFETCH_WEIGHTS:
         _prefetch_next_chunk(s, CC, par if scope != "plane" else cho, OH // reg_h,
                              red[order[2]], red[3], cfg.target)
     if cfg["unroll_kw"].val:

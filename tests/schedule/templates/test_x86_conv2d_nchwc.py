@@ -292,6 +292,25 @@ def _multi_args(target: str) -> list:
     return [((1, 32 // block, 8, 8, block), "float32"), ((64, 32, 3, 3), "float32")]
 
 
+
+@pytest.fixture
+def guard_and_prefetch(monkeypatch: Any) -> None:
+    """The padding guard and the weight prefetch on (both off by default: see
+    PAD_GUARD and PREFETCH_WEIGHTS in the template)."""
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    monkeypatch.setattr(template, "PAD_GUARD", True)
+    monkeypatch.setattr(template, "PREFETCH_WEIGHTS", True)
+
+
+def test_the_default_has_neither_the_padding_guard_nor_the_weight_prefetch() -> None:
+    args = [((1, 2, 8, 8, 16), "float32"), ((64, 32, 3, 3), "float32")]
+    s, ts = instantiate("conv2d_NCHWc.x86", args, MULTI_ATTRS, target=AVX512)
+    text = str(lowering.lower(s, ts))
+    assert "prefetch(" not in text and "allocate data_pad" in text, text
+
+
+@pytest.mark.usefixtures("guard_and_prefetch")
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("scope", ["tile", "row", "plane"])
 def test_the_default_prefetches_the_next_oc_chunk_spread_over_rows_and_equals_numpy(
@@ -313,6 +332,7 @@ def test_the_default_prefetches_the_next_oc_chunk_spread_over_rows_and_equals_nu
     _check(target, args, MULTI_ATTRS, cfg, blocked(x, block), w, conv2d_nchw(x, w, 1, 1))
 
 
+@pytest.mark.usefixtures("guard_and_prefetch")
 @pytest.mark.parametrize("target, co, loop_order, prefetch", [
     (AVX512, 64, "oc_rows", True),
     (AVX512 + " -l2-kib=64", 64, "oc_rows", False),  # 2 chunks of 36 KiB > 3/4 of L2
@@ -350,6 +370,7 @@ def _conv_ref(x: np.ndarray, w: np.ndarray, stride: int, pad: tuple) -> np.ndarr
     return conv2d_nchw(np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr))), w, stride, 0)
 
 
+@pytest.mark.usefixtures("guard_and_prefetch")
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("hw, k, stride, pad, per, knobs", GUARDED)
 def test_padded_blocked_data_is_read_through_a_guard_and_equals_numpy(
@@ -379,6 +400,7 @@ def _stage_names(func: Any) -> set[str]:
     return found
 
 
+@pytest.mark.usefixtures("guard_and_prefetch")
 @pytest.mark.parametrize("layout, block, copy", [("NCHW", 0, True), ("NCHWxc", 4, True),
                                                  ("NCHWxc", 16, False), ("NCHWxc", 32, False),
                                                  ("NCHWc", 16, False)])
@@ -395,6 +417,7 @@ def test_the_default_pads_by_a_copy_only_where_the_data_needs_a_layout_stage(
     assert ("data_vec" in stages or "data_pad" in stages) == copy, stages
 
 
+@pytest.mark.usefixtures("guard_and_prefetch")
 @pytest.mark.parametrize("target, fmas, loads", [(AVX2, 64, 16), (AVX512, 28, 2)])
 def test_the_guarded_interior_keeps_the_micro_kernel_of_the_padded_copy(
         target: str, fmas: int, loads: int) -> None:
@@ -421,6 +444,7 @@ def test_the_guarded_interior_keeps_the_micro_kernel_of_the_padded_copy(
     assert (fmas, fmas // 2, loads, 0) in loops, sorted(set(loops))[:8]
 
 
+@pytest.mark.usefixtures("guard_and_prefetch")
 @pytest.mark.parametrize("knobs", [{"acc_scope": "tile"}, {"acc_scope": "row"},
                                    {"acc_scope": "tile", "loop_order": "rows_oc"},
                                    {"acc_scope": "plane"}])
