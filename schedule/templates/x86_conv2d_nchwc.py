@@ -14,19 +14,21 @@ packed by a stage) or "OIHWio" ([O/oc_bn, I/ic_bn, KH, KW, ic_bn, oc_bn]); `out_
 "NCHW" (default: unpacked by the output stage) or "NCHWc". With both inputs already
 packed the kernel is the convolution alone.
 
-Padding: NCHW data and data in a block that is no multiple of tile_ic pass through a
-layout stage anyway, which pads as it copies. Data blocked by a multiple of tile_ic (as a
-model's convs hand it on) is read as it is: the reduction carries the guard "this tap lies
-inside the data" and the rows are never fused into the parallel loop, so that lowering's
-loop_partition peels the border rows and column tiles off a guard-free interior whose
-inner loop is the padded copy's (x86_depthwise_nchwc does the same). ResNet-18's 3x3
+Padding: NCHW data and data in a block that is no multiple of tile_ic pass through a layout
+stage anyway, which pads as it copies; so does, by default, data blocked by a multiple of
+tile_ic (as a model's convs hand it on). With PAD_GUARD (off by default: the build cost and
+the parallel loop below) such data is read as it is: the reduction carries the guard "this
+tap lies inside the data" and the rows are never fused into the parallel loop, so that
+lowering's loop_partition peels the border rows and column tiles off a guard-free interior
+whose inner loop is the padded copy's (x86_depthwise_nchwc does the same). ResNet-18's 3x3
 convs on one Sapphire Rapids core, data in the model's block of 32, CPU time, load 1.9-3.4:
 64@56 1343 -> 1202 us, 64@56 -> 128 stride 2 640 -> 586, 128@28 1223 -> 1128, 256@14 1261
 -> 1120, 512@7 1490 -> 1263; the whole model (TESSEL_NUM_THREADS=1 python -m
 benchmarks.models --models resnet18 --cpu-time, load 1.7-1.8, base and this alternating)
 22.18, 22.88 -> 19.92, 20.35 ms. The border pieces cost build time: 0.3-0.5 s -> 0.5-2.8 s
 a conv, ResNet-18's build 8.3-8.6 -> 17.9-18.2 s. The parallel loop of the tile and row
-scopes is then the (n, oc chunk) pairs, the rows serial inside (rows_oc: the rows parallel).
+scopes is then the (n, oc chunk) pairs, the rows serial inside (rows_oc: the rows
+parallel).
 
 "OIHWio" with a 4-D (OIHW) kernel spec is what a model with constant weights uses: the
 kernel argument arrives packed in the blocks the config chooses (tile_ic, tile_oc stay
