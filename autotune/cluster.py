@@ -272,20 +272,30 @@ class RayRunner:
         assert all(r is not None for r in results), "a candidate was neither measured nor lost"
         return [r for r in results if r is not None]
 
+    def _ask(self, slot: Any, what: str, ref: Any) -> Any:
+        """The answer of one call `ref` on `slot`, for calls a run cannot go on without
+        (compare, calibrate): a lost slot is marked dead (the next slots_for replaces it)
+        and, like a failure inside it, a TesselError that says `what` failed."""
+        ray = _ray()
+        try:
+            return ray.get(ref)
+        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
+                ray.exceptions.NodeDiedError) as e:
+            self._dead.add(id(slot))
+            raise TesselError(f"{what}: the measuring slot was lost ({type(e).__name__})"
+                              ) from None
+        except ray.exceptions.RayTaskError as e:
+            raise TesselError(f"{what}: a measuring slot failed: "
+                              f"{e.cause if e.cause is not None else e}") from None
+
     def compare(self, task: Task, config: Any, quartets: int = 30
                 ) -> tuple[list[float], list[float]]:
         """LocalRunner.compare on a slot of the task's device kind (autotune.confirm):
         the candidate and the default timed in one slot, in ABBA quartets; TesselError
         if it fails or the slot is lost."""
-        ray = _ray()
         slot = self.slots_for(task.device_key)[0]
-        try:
-            out = ray.get(slot.compare.remote(task.to_dict(), config.to_json(), quartets))
-        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
-                ray.exceptions.NodeDiedError) as e:
-            self._dead.add(id(slot))
-            raise TesselError(f"compare: the measuring slot was lost ({type(e).__name__})"
-                              ) from None
+        out = self._ask(slot, "compare", slot.compare.remote(task.to_dict(),
+                                                             config.to_json(), quartets))
         if "error" in out:
             raise TesselError(out["error"])
         return out["costs"], out["control"]
@@ -307,16 +317,8 @@ class RayRunner:
         got: dict[str, float] = {}
         for key, group in by_kind.items():
             slot = self.slots_for(key)[0]
-            try:
-                units = ray.get(slot.calibrate.remote([t.to_dict() for t in group], rounds))
-            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
-                    ray.exceptions.NodeDiedError) as e:
-                self._dead.add(id(slot))
-                raise TesselError(f"calibrate: the measuring slot of {key!r} was lost "
-                                  f"({type(e).__name__})") from None
-            except ray.exceptions.RayTaskError as e:
-                raise TesselError(f"calibrate: a measuring slot of {key!r} failed: "
-                                  f"{e.cause if e.cause is not None else e}") from None
+            units = self._ask(slot, f"calibrate ({key!r})",
+                              slot.calibrate.remote([t.to_dict() for t in group], rounds))
             if units:
                 self._units.setdefault(key, {}).update(units)
                 ray.get([s.use_units.remote(units) for s in self.slots_for(key)])

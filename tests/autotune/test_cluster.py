@@ -16,7 +16,7 @@ ray = pytest.importorskip("ray")
 from autotune import Task, make_tuner, tune  # noqa: E402
 from autotune.cluster import RayRunner, device_resource, start_local_cluster  # noqa: E402
 from autotune.measure import LocalRunner, MeasureInput  # noqa: E402
-from tessel_errors import DeviceError  # noqa: E402
+from tessel_errors import DeviceError, TesselError  # noqa: E402
 from tuning_logs import ErrorKind, TuningDatabase  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a Ray instance and real measuring workers
@@ -199,6 +199,17 @@ def test_a_slot_compares_a_candidate_with_the_default_for_confirmation() -> None
     with RayRunner("auto", **OPTIONS) as runner:
         costs, control = runner.compare(OTHER, OTHER.config(2), quartets=6)
     assert len(costs) == len(control) >= 6 and min(costs + control) > 0
+
+
+def test_a_comparison_on_a_lost_slot_is_an_error_and_the_next_one_gets_a_new_slot() -> None:
+    with RayRunner("auto", control=True, min_repeat_ms=2, **OPTIONS) as runner:
+        lost = runner.slots_for(OTHER.device_key)[0]
+        ray.kill(lost)
+        with pytest.raises(TesselError, match="compare: the measuring slot was lost"):
+            runner.compare(OTHER, OTHER.config(2), quartets=6)
+        assert runner.slots_for(OTHER.device_key)[0] is not lost
+        costs, control = runner.compare(OTHER, OTHER.config(2), quartets=6)
+    assert len(costs) == len(control) >= 6
 
 
 def test_calibrate_times_each_kinds_defaults_on_its_slot_and_every_slot_uses_them() -> None:
