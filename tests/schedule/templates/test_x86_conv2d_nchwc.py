@@ -313,7 +313,7 @@ def test_the_default_has_neither_the_padding_guard_nor_the_weight_prefetch() -> 
 @pytest.mark.usefixtures("guard_and_prefetch")
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("scope", ["tile", "row", "plane"])
-def test_the_default_prefetches_the_next_oc_chunk_spread_over_rows_and_equals_numpy(
+def test_the_prefetch_fetches_the_next_oc_chunk_spread_over_rows_and_equals_numpy(
         target: str, scope: str) -> None:
     rng = seeded_rng()
     x, w = rand(rng, (1, 32, 8, 8)), rand(rng, (64, 32, 3, 3))
@@ -404,7 +404,7 @@ def _stage_names(func: Any) -> set[str]:
 @pytest.mark.parametrize("layout, block, copy", [("NCHW", 0, True), ("NCHWxc", 4, True),
                                                  ("NCHWxc", 16, False), ("NCHWxc", 32, False),
                                                  ("NCHWc", 16, False)])
-def test_the_default_pads_by_a_copy_only_where_the_data_needs_a_layout_stage(
+def test_the_guard_leaves_a_padding_copy_only_where_the_data_needs_a_layout_stage(
         layout: str, block: int, copy: bool) -> None:
     # ResNet-18's 64@56 in AVX-512 code (ic_bn 16): NCHW data and a block that is no
     # multiple of 16 are copied anyway; blocked data is read as it is
