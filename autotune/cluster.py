@@ -97,14 +97,15 @@ class MeasureSlot:
                 "error_msg": r.error_msg, "build_s": r.build_s, "run_s": r.run_s,
                 "timestamp": r.timestamp}
 
-    def compare(self, task: dict[str, Any], config: str, quartets: int
-                ) -> dict[str, Any]:
+    def compare(self, task: dict[str, Any], config: str, quartets: int,
+                decide_below: float | None = None) -> dict[str, Any]:
         """LocalRunner.compare on this slot: {"costs", "control"} or {"error"}."""
         from autotune.task import Task
 
         t = Task.from_dict(task)
         try:
-            costs, control = self.runner.compare(t, t.config_from_json(config), quartets)
+            costs, control = self.runner.compare(t, t.config_from_json(config), quartets,
+                                                 decide_below)
         except TesselError as e:
             return {"error": str(e)}
         return {"costs": costs, "control": control}
@@ -288,14 +289,14 @@ class RayRunner:
             raise TesselError(f"{what}: a measuring slot failed: "
                               f"{e.cause if e.cause is not None else e}") from None
 
-    def compare(self, task: Task, config: Any, quartets: int = 30
-                ) -> tuple[list[float], list[float]]:
+    def compare(self, task: Task, config: Any, quartets: int = 30,
+                decide_below: float | None = None) -> tuple[list[float], list[float]]:
         """LocalRunner.compare on a slot of the task's device kind (autotune.confirm):
         the candidate and the default timed in one slot, in ABBA quartets; TesselError
         if it fails or the slot is lost."""
         slot = self.slots_for(task.device_key)[0]
-        out = self._ask(slot, "compare", slot.compare.remote(task.to_dict(),
-                                                             config.to_json(), quartets))
+        out = self._ask(slot, "compare", slot.compare.remote(
+            task.to_dict(), config.to_json(), quartets, decide_below))
         if "error" in out:
             raise TesselError(out["error"])
         return out["costs"], out["control"]

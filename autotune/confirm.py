@@ -37,11 +37,14 @@ from typing import Any
 import numpy as np
 
 from autotune.block_rule import block_rule
+from autotune.measure import ratio_noise
 from autotune.task import Task
 from tessel_errors import TesselError
 from tuning_logs import CONFIRM_TUNER, ErrorKind, MeasureRecord, TuningDatabase, canonical_json
 
-QUARTETS = 30     # ABBA quartets per comparison (about 0.3 s of timing at 10 ms each)
+# ABBA quartets per comparison (about 0.3 s of timing at 10 ms each), fewer where the
+# verdict is clear at an earlier look (autotune.measure.settled)
+QUARTETS = 30
 MIN_GAIN = 0.005  # a win must also clear this: the model's context is not the worker's
 
 
@@ -78,17 +81,12 @@ def judge(costs: Sequence[float], control: Sequence[float], config_json: str = "
         >>> judge([0.99, 1.01, 0.98, 1.02], [1.0, 1.0, 1.0, 1.0]).accepted
         False
     """
-    c, d = np.asarray(costs, float), np.asarray(control, float)
-    if len(c) == 0 or len(c) != len(d):
+    if len(costs) == 0 or len(costs) != len(control):
         raise TesselError(f"judge: need as many candidate as default times, and at least "
-                          f"one; got {len(c)} and {len(d)}")
-    ratio = float(np.median(c)) / max(float(np.median(d)), 1e-12)
-    r = c / np.maximum(d, 1e-12)
-    q1, q3 = np.percentile(r, [25, 75])
-    # sigma ~ IQR / 1.349 for a normal spread; the median's standard error ~ 1.2533 sigma
-    # / sqrt(n); two of them, so a lucky run of quartets rarely passes
-    noise = 2 * 1.2533 * float(q3 - q1) / 1.349 / math.sqrt(len(r))
-    return Verdict(config_json, ratio, noise, len(r), ratio + noise < 1.0 - min_gain)
+                          f"one; got {len(costs)} and {len(control)}")
+    # two standard errors, so that a lucky run of quartets rarely passes
+    ratio, noise = ratio_noise(costs, control)
+    return Verdict(config_json, ratio, noise, len(costs), ratio + noise < 1.0 - min_gain)
 
 
 def _confirm_record(task: Task, config_json: str, seconds: float, note: str,
@@ -151,7 +149,8 @@ def confirm_best(task: Task, db: TuningDatabase, runner: Any, k: int = 2,
         why = rule.why(cfg) if rule is not None else ""
         if not why:
             try:
-                costs, control = runner.compare(task, cfg, quartets)
+                costs, control = runner.compare(task, cfg, quartets,
+                                                decide_below=1.0 - min_gain)
             except TesselError as e:  # it ran once, fails now: a loss
                 why = str(e)
         if why:

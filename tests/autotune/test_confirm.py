@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from autotune import FakeRunner, MeasureInput, RandomTuner, Task, tune
-from autotune.confirm import candidates, confirm_best, judge
+from autotune.confirm import QUARTETS, candidates, confirm_best, judge
+from autotune.measure import LOOK, ratio_noise, run_quartets, settled
 from autotune.task_scheduler import TaskScheduler
 from relay_ir.backend.tuned import find_tuned
 from tessel_errors import TesselError
@@ -143,7 +144,7 @@ def test_a_candidate_that_fails_when_compared_is_rejected(tmp_path: Path) -> Non
     times = OutlierTimes(seed=0)
 
     class Failing(FakeRunner):
-        def compare(self, task, config, quartets=30):
+        def compare(self, task, config, quartets=30, decide_below=None):
             raise TesselError("compare: it crashed this time")
 
     with TuningDatabase(tmp_path / "t.db") as db:
@@ -178,6 +179,80 @@ def test_judge_needs_a_win_beyond_the_noise() -> None:
     assert not judge([0.997] * 30, [1.0] * 30).accepted  # under MIN_GAIN
     with pytest.raises(TesselError, match="as many candidate as default"):
         judge([1.0], [1.0, 2.0])
+
+
+@pytest.mark.parametrize("true", [0.8, 1.3])
+def test_a_clear_verdict_ends_the_comparison_at_the_first_look(tmp_path: Path,
+                                                                true: float) -> None:
+    times = OutlierTimes(seed=5, lucky=0.0)
+    cfg = MM.config(3)
+    times.true[MM.default_config().index], times.true[cfg.index] = MS, true * MS
+    times.order += [MM.default_config().index, cfg.index]
+    with TuningDatabase(tmp_path / "t.db") as db:
+        db.add(MeasureRecord(MM.workload_key, MM.template, MM.target, MM.device_key,
+                             cfg.to_json(), (0.5 * MS,)))
+        [v] = confirm_best(MM, db, FakeRunner(times), k=1)
+    assert v.quartets == LOOK  # not QUARTETS: 2% noise decides a 20% or 30% gap by then
+    assert v.accepted == (true < 1)
+
+
+def test_a_close_call_is_timed_for_every_quartet(tmp_path: Path) -> None:
+    times = OutlierTimes(seed=5, lucky=0.0)
+    cfg = MM.config(3)
+    times.true[MM.default_config().index], times.true[cfg.index] = MS, 0.99 * MS
+    times.order += [MM.default_config().index, cfg.index]
+    with TuningDatabase(tmp_path / "t.db") as db:
+        db.add(MeasureRecord(MM.workload_key, MM.template, MM.target, MM.device_key,
+                             cfg.to_json(), (0.5 * MS,)))
+        [v] = confirm_best(MM, db, FakeRunner(times), k=1)
+    assert v.quartets == QUARTETS
+
+
+def test_settled_needs_a_look_and_twice_the_final_margin() -> None:
+    fast = [0.8, 0.81, 0.79, 0.8, 0.82] * 2
+    assert not settled(fast[:LOOK - 1], [1.0] * (LOOK - 1), 0.995)  # before the first look
+    assert settled(fast, [1.0] * LOOK, 0.995)
+    assert settled([1.6 * x for x in fast], [1.0] * LOOK, 0.995)
+    # a win by judge's margin at the end, not by twice it: not settled early
+    near = [0.95, 0.99, 0.97, 0.955, 0.985] * 2
+    r, noise = ratio_noise(near, [1.0] * LOOK)
+    assert r + noise < 0.995 < r + 2 * noise
+    assert judge(near, [1.0] * LOOK).accepted and not settled(near, [1.0] * LOOK, 0.995)
+
+
+def test_quartets_stop_at_a_look_once_clear_and_never_before_the_count_otherwise() -> None:
+    def run(ratios: list[float], n: int, below: float | None) -> int:
+        costs: list[float] = []
+        control: list[float] = []
+
+        def step(k: int) -> None:
+            for _ in range(k):
+                costs.append(ratios[len(costs) % len(ratios)])
+                control.append(1.0)
+
+        run_quartets(step, costs, control, n, below)
+        return len(costs)
+
+    clear, close = [0.80, 0.81, 0.79, 0.82], [0.99, 1.0, 0.98, 1.01]
+    bursty = [0.6, 1.0, 1.4, 1.0]  # spread over 10%: more quartets, up to 4x
+    assert run(clear, 30, 0.995) == LOOK
+    assert run(clear, 30, None) == 30
+    assert run(close, 30, 0.995) == 30
+    assert run(bursty, 30, None) == 120
+    assert run(bursty, 30, 0.995) == 120
+
+
+def test_the_local_runner_compares_to_a_threshold_in_looks() -> None:
+    from autotune import LocalRunner
+
+    task = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+    # one element per step, nothing packed or unrolled: many times the default's time
+    slow = task.config(8428)
+    assert '"tile_x": [-1, 1, 1]' in slow.to_json()
+    with LocalRunner(timeout=20, min_repeat_ms=1.0) as runner:
+        costs, control = runner.compare(task, slow, quartets=30, decide_below=0.995)
+    assert len(costs) == len(control) and len(costs) % LOOK == 0
+    assert not judge(costs, control).accepted
 
 
 def test_the_local_runner_compares_a_candidate_with_the_default_in_quartets() -> None:
