@@ -124,6 +124,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
             return _tune_scheduled(args, tasks, weights, db, runner, alternates)
         per_task = args.trials_per_task or args.trials
         confirm = args.confirm if args.confirm is not None else (2 if args.model else 0)
+        if options["control"]:
+            # the records' units from the defaults timed together (the scheduler does so
+            # too): each task's first control otherwise, and on a cluster each slot's own
+            runner.calibrate(tasks)
         for n, task in enumerate(tasks):
             tuner = make_tuner(args.tuner, task, seed=args.seed)
             t0 = time.time()

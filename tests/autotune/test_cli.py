@@ -273,3 +273,26 @@ def test_a_scheduled_tasks_summary_gives_gflops_of_the_applied_time_not_the_fast
     st = TaskState(task, 1, tuner=None, trials=8, best=[2e-5], progress=lucky)
     row = _scheduled_row(st, "random")
     assert row[5:7] == [f"{task.flop / 2e-5 / 1e9:.2f}", "0.0200"]
+
+
+def test_tune_op_with_control_calibrates_the_units_first(monkeypatch, tmp_path: Path) -> None:
+    from autotune.cli import main
+    from autotune.measure import LocalRunner
+
+    calls: list[list[str]] = []
+    real = LocalRunner.calibrate
+
+    def spy(self, tasks, rounds=15):
+        calls.append([t.workload_key for t in tasks])
+        return real(self, tasks, rounds=2)
+
+    monkeypatch.setattr(LocalRunner, "calibrate", spy)
+    db = str(tmp_path / "t.db")
+    assert main(["tune", "--op", "matmul:32x32x32", "--op", "matmul:16x16x16",
+                 "--trials", "2", "--tuner", "random", "--control", "--db", db,
+                 "--no-progress", "--min-repeat-ms", "1", "--repeat", "1"]) == 0
+    assert len(calls) == 1 and len(calls[0]) == 2  # both tasks, once, before tuning
+    calls.clear()
+    assert main(["tune", "--op", "matmul:32x32x32", "--trials", "2", "--tuner",
+                 "random", "--db", db, "--no-progress", "--min-repeat-ms", "1"]) == 0
+    assert calls == []  # without control there are no units to set
