@@ -90,9 +90,15 @@ PAD_GUARD = False
 # records of benchmarks.task_scheduler) the per-step guard and prefetch outweigh the step's
 # one or two FMAs, and the convs ran 1.4-6x slower (256@14 3x3 2181 -> 6177 us, 256@14 ->
 # 512 stride 2 1209 -> 7297, one core); untuned the gain was 0-5% (ResNet-18 none in the
-# lead's A/B, ResNet-50 about 3%). To turn on by default it needs a bound of work per
-# prefetching step
+# lead's A/B, ResNet-50 about 3%). Steps of fewer than MIN_PREFETCH_STEP_FMAS now go
+# without: the same tuned database then ran 1.011x (40.81 against 40.36 ms). Still off:
+# untuned, with the bound, one thread, CPU time, interleaved in one process (load 2.1-2.6),
+# prefetch / none: ResNet-18 1.001, AVX2 1.008; ResNet-50 0.988 and 1.018, AVX2 1.000
 PREFETCH_WEIGHTS = False
+# the fewest vector FMAs a prefetching step may have (see _prefetch_next_chunk): the
+# defaults' steps have 64 (AVX2, 8 channels x 4 columns x 2 vectors) to 448; steps of one
+# input channel (16-28 FMAs) made ResNet-18 9.8% slower, tuned steps of 2-4 FMAs 1.4-6x
+MIN_PREFETCH_STEP_FMAS = 64
 
 # ---------------------------------------------------------------------------------------
 # Choosing the blocks
@@ -424,7 +430,8 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         s[CC].reorder(cn, cco, blk, cho, cwo, *[red[i] for i in order], chi, cwi, cbo, cbi)
     if par is not None and PREFETCH_WEIGHTS:
         _prefetch_next_chunk(s, CC, par if scope != "plane" else cho, OH // reg_h,
-                             red[order[2]], red[3], cfg.target)
+                             red[order[2]], red[3], cfg.target,
+                             tile_fmas=reg_h * reg_n * (oc_bn // vec))
     if cfg["unroll_kw"].val:
         s[CC].unroll(red[2])
     s[CC].unroll(chi)
@@ -442,7 +449,7 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
 
 
 def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_block: Any,
-                         at_channel: Any, target: Target) -> None:
+                         at_channel: Any, target: Target, tile_fmas: int) -> None:
     """Prefetch the next oc chunk's kernel block into L2 while this chunk is computed.
 
     In a model no conv's weights are in cache when it starts (the others' evicted them),
@@ -473,7 +480,13 @@ def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_blo
     if shape[0] < 2 or 2 * chunk_bytes > target.l2_bytes * 3 // 4:
         return
     # a step's slice is ic_bn x oc_bn floats: its lines and one more (it may straddle one)
-    at = at_block if shape[4] * shape[5] * 4 <= 63 * 64 else at_channel
+    per_channel = shape[4] * shape[5] * 4 > 63 * 64
+    at = at_channel if per_channel else at_block
+    # the step's vector FMAs (the register tile's, per input channel of the step) must
+    # outweigh its guard and prefetches: tuned configs of one channel by one or two
+    # columns (2-4 FMAs a step) ran 1.4-6x slower with them (see PREFETCH_WEIGHTS)
+    if tile_fmas * (1 if per_channel else shape[4]) < MIN_PREFETCH_STEP_FMAS:
+        return
     s[CC].prefetch(kv, at, dim=0, shift=1, level=2, spread=(rows, n_rows))
 
 

@@ -350,6 +350,22 @@ def test_the_prefetch_is_left_out_where_it_cannot_help(target: str, co: int, loo
     assert ("prefetch(" in str(lowering.lower(s, ts))) == prefetch
 
 
+@pytest.mark.usefixtures("guard_and_prefetch")
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_step_of_few_fmas_is_not_given_a_prefetch(target: str) -> None:
+    # one input channel by one column a step (tuned AVX2 ResNet-18 confirmed such configs):
+    # the step's guard and prefetch would outweigh its 2-4 FMAs
+    args = _multi_args(target)
+    space = config_space("conv2d_NCHWc.x86", args, MULTI_ATTRS, target)
+    few = _with(space, target, args, MULTI_ATTRS, acc_scope="tile", tile_ic=[-1, 1],
+                tile_ow=[-1, 1])
+    s, ts = instantiate("conv2d_NCHWc.x86", args, MULTI_ATTRS, cfg=few, target=target)
+    assert "prefetch(" not in str(lowering.lower(s, ts))
+    default = _with(space, target, args, MULTI_ATTRS, acc_scope="tile")
+    s, ts = instantiate("conv2d_NCHWc.x86", args, MULTI_ATTRS, cfg=default, target=target)
+    assert "prefetch(" in str(lowering.lower(s, ts))
+
+
 # padded data blocked by a multiple of the config's channel block: read through a guard
 GUARDED = [  # (size, kernel, stride, padding (top, left, bottom, right), data block x ic_bn,
     #          knobs)
