@@ -5,7 +5,8 @@ Runtime and PyTorch eager and TorchScript frozen (benchmarks.onnx_torch ports, i
 is installed), all on Tessel's thread count. Outputs are checked against ONNX Runtime
 first; then --rounds interleaved rounds (each runs every system once per model), the
 median over rounds of each round's median, ratios to ONNX Runtime, and per model the
-convs with the largest gap to ONNX Runtime's profile (benchmarks.layer_profile).
+convs with the largest gap to ONNX Runtime's profile (benchmarks.layer_profile), then the
+same summed per distinct conv with each conv's time alone and warm beside it.
 
     python -m benchmarks.models                      # all four at 224x224
     python -m benchmarks.models --models resnet18 --db r18.db --repeat 5
@@ -171,7 +172,14 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     """
     import tempfile
 
-    from benchmarks.layer_profile import gap_table, match, ort_convs, tessel_convs
+    from benchmarks.layer_profile import (
+        gap_table,
+        match,
+        ort_convs,
+        shape_table,
+        tessel_convs,
+        warm_convs,
+    )
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+",
@@ -221,7 +229,11 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         with tempfile.TemporaryDirectory() as tmp:
             theirs = ort_convs(_ort_profile(got["model"], got["feeds"], args.repeat, tmp))
         ours = tessel_convs(got["lib"], got["feeds"], args.repeat)
-        print(gap_table(match(ours, theirs), args.top))
+        pairs = match(ours, theirs)
+        print(gap_table(pairs, args.top))
+        # per distinct conv, summed over its occurrences, with each conv's time alone (warm):
+        # a conv at ORT's time alone but not in the model waits on memory, not on its kernel
+        print(shape_table(pairs, warm_convs(got["lib"], got["feeds"], args.repeat), args.top))
     return out
 
 

@@ -401,6 +401,19 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         CO = shape_of(conv)[1] * oc_bn
         rows = taps == 1 and OH * OW > CO and len(O.shape) == 5
         fallback_value(cfg, "loop_order", "rows_oc" if rows else "oc_rows")
+        # Alternatives to these defaults measured inside ResNet-50 (one Sapphire Rapids
+        # core, CPU time, every conv of a shape changed at once, builds interleaved in one
+        # process, load 2-4) that did not win beyond the noise (3-5% a conv): plane scope
+        # for the 14x14 1x1 and 3x3 convs, row scope for 256@14 3x3, tile_oc 64 (28
+        # accumulators) for the 7x7 or the 56x56 1x1 convs, oc_rows for the expanding 1x1
+        # convs; 128@56 3x3 stride 2 ran 145 GFLOP/s alone in every config (tile_ic 32, 7 x
+        # 64, 2 x 7, rows_oc, unroll_kw, row scope), 0.88x stride 1 at the same OW. One
+        # gain: a 2-row tile (tile_oh 2, tile_ow 7) made 256@56 -> 64 8.5% faster (five
+        # runs), its 3 MiB input read once for 64 FMAs an element waiting on memory, two
+        # rows streaming twice the pages at once; 0-2.5% on the other reducing 1x1 convs,
+        # too little to change the default. What the model loses to ORT is mostly memory:
+        # its convs took 58 ms in the model against 50 ms each alone and warm
+        # (benchmarks.layer_profile.warm_convs)
     reg_n = int(cfg["tile_ow"].size[-1])
     reg_h = int(cfg["tile_oh"].size[-1])
     scope = cfg["acc_scope"].val

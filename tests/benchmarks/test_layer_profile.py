@@ -57,3 +57,38 @@ def test_convs_whose_output_and_weight_sizes_agree_are_told_apart_by_their_input
               LayerTime("pw", 75264, 3456, 110.0, 144 * 56 * 56)]
     assert [(t.name, o.name) for t, o in match(ours, theirs)] == [("project", "pw"),
                                                                    ("depthwise", "dw")]
+
+
+def test_warm_convs_times_every_conv_of_the_model_alone() -> None:
+    from benchmarks.layer_profile import warm_convs
+
+    model = resnet18(image=32, width=16, classes=10)
+    x = seeded_rng().standard_normal((1, 3, 32, 32)).astype(np.float32)
+    mod, params = from_onnx(model)
+    lib = relay_ir.build(mod, params=params)
+    ours = tessel_convs(lib, {"input": x}, repeat=1)
+    warm = warm_convs(lib, {"input": x}, repeat=2)
+    assert [(t.name, t.key) for t in warm] == [(t.name, t.key) for t in ours]
+    assert all(t.us > 0 for t in warm)
+
+
+def test_shape_table_sums_each_distinct_conv_and_ranks_by_the_summed_gap() -> None:
+    from benchmarks.layer_profile import LayerTime, shape_table
+
+    # two occurrences of one conv 1.2x ORT, one of another 2x but a smaller gap in all
+    pairs = [(LayerTime("a1", 8, 9, 120.0, 4), LayerTime("x1", 8, 9, 100.0, 4)),
+             (LayerTime("a2", 8, 9, 120.0, 4), LayerTime("x2", 8, 9, 100.0, 4)),
+             (LayerTime("b", 2, 3, 20.0, 1), LayerTime("y", 2, 3, 10.0, 1)),
+             (LayerTime("c", 5, 5, 1.0), None)]
+    warm = [LayerTime("a1", 8, 9, 90.0, 4), LayerTime("a2", 8, 9, 100.0, 4),
+            LayerTime("b", 2, 3, 10.0, 1)]
+    rows = shape_table(pairs, warm).splitlines()
+    assert rows[0].split() == ["conv", "(out,", "weight,", "in)", "n", "tessel", "us", "ort",
+                               "us", "gap", "us", "ratio", "alone", "us", "alone/ort"]
+    assert rows[1].split() == ["(8,", "9,", "4)", "2", "240.0", "200.0", "40.0", "1.20",
+                               "190.0", "0.95"]
+    assert rows[2].split() == ["(2,", "3,", "1)", "1", "20.0", "10.0", "10.0", "2.00", "10.0",
+                               "1.00"]
+    assert rows[3].split() == ["all", "3", "convs", "260.0", "210.0", "50.0", "1.24", "200.0",
+                               "0.95"]
+    assert len(shape_table(pairs, top=1).splitlines()) == 3
