@@ -111,6 +111,20 @@ within 5% of the best: 1.50 (equal from 288, the scheduler from 192), then 1.00 
 from 192); (b) > 1.33, then > 1.00. The 5% line lies inside the seeds' spread, so the
 ratio of measurements swings 1.0-3.0; what holds in every timing is that from 96 on the
 scheduler's model is 2-5% faster than equal shares' at the same budget.
+The same three seeds' runs resumed to 768 (`--budgets 48 96 192 288 384 576 768 --seeds 3
+--keep` a copy of that folder: each run goes on from its database; 294-559 s a run at load
+3.0-4.6, confirmation deciding at 10-quartet looks, b7e6645), timed twice (`--repeat
+40`), medians over the seeds, ms at 48 / 96 / 192 / 288 / 384 / 576 / 768:
+- load 3.0-3.7, noise floor 0.7%, untuned 45.22: equal 45.09 / 43.17 / 42.05 / 40.85 /
+  40.98 / 41.01 / 40.93, scheduler 44.85 / 41.86 / 40.76 / 40.15 / 39.86 / 40.07 / 40.29;
+- --time-only, load 0.7-2.6, noise floor 0.6%, untuned 44.77: equal 44.95 / 43.26 / 41.75
+  / 40.67 / 41.19 / 40.46 / 40.53, scheduler 44.98 / 41.53 / 40.10 / 39.70 / 39.70 /
+  39.65 / 39.86.
+Best 11.9% and 11.4% under untuned. (a) within 5% of the best: equal shares from 288 in
+both, the scheduler from 192, then 96: 1.50, then 3.00; (b) 95% of the best improvement:
+the scheduler from 384, then 288; equal shares at no budget up to 768 in either (> 2.00,
+> 2.67): equal shares level off 2-3% above the scheduler's model (40.5-41.0 ms from 288
+on) and 768 measurements do not close it.
 """
 
 from __future__ import annotations
