@@ -5,6 +5,11 @@ For a loop over `v` with constant bounds, each guard conjunct that is linear in 
 the rest bounded by loops inside it, holds on an interval of `v`; on the intersection of
 those intervals (the main part) the conjuncts are dropped. Head and tail keep the guards;
 a one-iteration piece gets `v` substituted, which lets the inner loops partition in turn.
+Only guards around little work count (a guard around a loop nest is one test per run of
+it; hoist_guards has moved each conjunct out as far as it goes), and inside a head or
+tail, a loop around much work is not partitioned again on the guards that made it one:
+a conv's border column tile keeps its per-(column, kw) guard rather than copying its
+unrolled micro-kernel once more per kw that reaches into the padding.
 
     >>> import tensor_expr as te, lowering
     >>> from schedule import create_schedule
@@ -29,31 +34,14 @@ from __future__ import annotations
 import dataclasses
 
 from lowering import ir
+from lowering.passes.hoist_guards import SMALL_WORK, as_negative, conjuncts, work
 from lowering.passes.remove_no_op import substitute_stmt
 from tensor_expr import expr as E
 from tensor_expr.arith import Analyzer, simplify
 from tensor_expr.arith.linear import linearize
+from tensor_expr.visitor import collect_vars
 
 _MAX_PIECES_DEPTH = 4  # partitioned loops nested at most this deep (code size)
-
-
-def _conjuncts(e: E.PrimExpr) -> list[E.PrimExpr]:
-    if isinstance(e, E.And):
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
-
-
-def _as_negative(c: E.PrimExpr) -> E.PrimExpr | None:
-    """An integer L with `c` equivalent to `L < 0`."""
-    if isinstance(c, (E.LT, E.LE, E.GT, E.GE)) and c.a.dtype.startswith("int"):
-        if isinstance(c, E.LT):
-            return c.a - c.b
-        if isinstance(c, E.LE):
-            return c.a - c.b - 1
-        if isinstance(c, E.GT):
-            return c.b - c.a
-        return c.b - c.a - 1
-    return None
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -68,6 +56,8 @@ class _Partition(ir.StmtMutator):
         # here: remove_no_op inlines them later): their vars are constants for the loops
         # inside, e.g. the row of a conv's accumulator tile in its padding guard
         self.units: list[tuple[E.Var, int]] = []
+        # the vars of the loops whose border piece is being partitioned (see visit_For)
+        self.frozen: set[int] = set()
 
     def visit_For(self, s: ir.For) -> ir.Stmt:
         if isinstance(s.min, E.IntImm) and isinstance(s.extent, E.IntImm) \
@@ -81,9 +71,10 @@ class _Partition(ir.StmtMutator):
                 or self.depth >= _MAX_PIECES_DEPTH or s.kind is ir.ForKind.THREAD_BINDING:
             return self.generic_visit(s)
         lo, hi = s.min.value, s.min.value + s.extent.value
-        conds: list[E.PrimExpr] = []
-        ir.post_order_visit_stmt(s.body, lambda n: conds.extend(_conjuncts(n.condition))
-                                 if isinstance(n, ir.IfThenElse) else None)
+        conds = _worth_peeling(s.body)
+        if self.frozen and work(s.body) >= SMALL_WORK:
+            conds = [c for c in conds if not any(id(v) in self.frozen
+                                                 for v in collect_vars(c))]
         if not conds:
             return self.generic_visit(s)
         inner = _inner_analyzer(s.body)
@@ -118,9 +109,25 @@ class _Partition(ir.StmtMutator):
             true_ids = {id(c) for c, al, _ in known if al[0] <= a and b <= al[1]}
             false_ids = {id(c) for c, _, nv in known if nv[0] <= a and b <= nv[1]}
             body = _Rewrite(true_ids, false_ids).visit(s.body)
-            if b - a == 1 and s.kind is not ir.ForKind.VECTORIZED:
+            # a border piece keeps the guards that made it one: loops of much work inside
+            # it are not partitioned on them again (a conv's border column tile would copy
+            # its micro-kernel once more per kw that reaches into the padding); loops of
+            # little work still are
+            border = len(true_ids) + len(false_ids) < len(known)
+            one = b - a == 1 and s.kind is not ir.ForKind.VECTORIZED
+            if border:
+                self.frozen.add(id(s.var))
+            if one:  # its var a constant for the loops inside (substituted below)
+                self.units.append((s.var, a))
+            try:
+                body = self.visit(body)
+            finally:
+                self.frozen.discard(id(s.var))
+                if one:
+                    self.units.pop()
+            if one:
                 body = substitute_stmt(body, s.var, E.const(a, s.var.dtype))
-            pieces.append((a, b, self.visit(body)))
+            pieces.append((a, b, body))
         self.depth -= 1
         if s.kind is ir.ForKind.PARALLEL:
             return _one_parallel_loop(s, pieces)
@@ -128,6 +135,22 @@ class _Partition(ir.StmtMutator):
                         dataclasses.replace(s, min=E.const(a, s.min.dtype),
                                             extent=E.const(b - a, s.extent.dtype), body=body)
                         for a, b, body in pieces])
+
+
+def _worth_peeling(s: ir.Stmt) -> list[E.PrimExpr]:
+    """The guard conjuncts under `s` worth a copy of a loop body: those of guards around
+    little work (fewer than SMALL_WORK statement runs: a store, a short row). A guard
+    around more is one test per that much work, cheaper than a copy of it per border:
+    hoist_guards puts a conv's row guard around its taps of one kh, a loop nest that
+    holds the unrolled micro-kernel."""
+    conds: list[E.PrimExpr] = []
+
+    def f(n: ir.Stmt) -> None:
+        if isinstance(n, ir.IfThenElse) and work(n) < SMALL_WORK:
+            conds.extend(conjuncts(n.condition))
+
+    ir.post_order_visit_stmt(s, f)
+    return conds
 
 
 def _one_parallel_loop(s: ir.For, pieces: list[tuple[int, int, ir.Stmt]]) -> ir.Stmt:
@@ -144,7 +167,7 @@ def _intervals(c: E.PrimExpr, v: E.Var, inner: Analyzer
                ) -> tuple[tuple[float, float], tuple[float, float]] | None:
     """([lo, hi) where conjunct c holds for all inner iterations, [lo, hi) where it holds
     for none), infinite ends as floats; None when c is not linear in v over inner loops."""
-    neg = _as_negative(c)
+    neg = as_negative(c)
     if neg is None:
         return None
     lin = linearize(neg)
@@ -192,7 +215,7 @@ class _Rewrite(ir.StmtMutator):
         self.true_ids, self.false_ids = true_ids, false_ids
 
     def visit_IfThenElse(self, s: ir.IfThenElse) -> ir.Stmt:
-        cs = _conjuncts(s.condition)
+        cs = conjuncts(s.condition)
         if any(id(c) in self.false_ids for c in cs):
             return self.visit(s.else_case) if s.else_case is not None else ir.SeqStmt(())
         then = self.visit(s.then_case)

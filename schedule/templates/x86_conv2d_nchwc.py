@@ -69,8 +69,8 @@ from schedule.templates.common import (
 from schedule.templates.conv_common import PAD, conv_attrs, conv_layouts, pad_hw
 from schedule.templates.registry import expect_args, placeholders, register_template
 from tensor_expr import tensor as T
-from tensor_expr.expr import IntImm, cast
 from tensor_expr.expr import all as te_all
+from tensor_expr.expr import cast
 from tensor_expr.tensor import Tensor
 from tessel_errors import ScheduleError
 from tessel_target import Target
@@ -192,6 +192,7 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     oc_bn = _block_knob(cfg, "tile_oc", CO, fixed_oc, oc0, max_block=4 * cfg.target.fp32_lanes)
     cfg.define_split("tile_ow", OW, num_outputs=2, max_factor=32)
     fallback_split(cfg, "tile_ow", [reg0])
+    register_rows(cfg, OH)
 
     # data -> NCHW[ic_bn]c, zero-padded (one injective stage)
     (sh, sw), (dh, dw) = a.strides, a.dilation
@@ -204,7 +205,10 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     shape5 = (N, C // ic_bn, H, W, ic_bn)
     # data blocked by a multiple of ic_bn is read as it is, the padding the reduction's
     # guard; other blocks and NCHW data have a layout stage anyway, which pads as it copies
-    guard = PAD_GUARD and dl != "NCHW" and a.padding != (0, 0, 0, 0) and ds[4] % ic_bn == 0
+    # (one output row per register tile: with more, the rows' guard lies inside the
+    # unrolled micro-kernel, which then built 2-8x slower, 1-2.5 s a 64@56 candidate)
+    guard = PAD_GUARD and dl != "NCHW" and a.padding != (0, 0, 0, 0) and \
+        ds[4] % ic_bn == 0 and int(cfg["tile_oh"].size[-1]) == 1
     if dl == "NCHW":
         dpad = pad_hw(data, 2, a.padding, shape=shape5, name="data_vec",
                       read=lambda n, c, h, w, b: data[n, c * ic_bn + b, h * step[0],
@@ -286,9 +290,11 @@ ACC_SCOPES = ("tile", "row", "plane")
 PLANE_PIXELS = 196
 
 
-def _register_rows(cfg: Any, OH: int) -> None:
+def register_rows(cfg: Any, OH: int) -> None:
     """The tile_oh knob: output rows in the register tile (a 2-D tile rows x tile_ow
-    columns), a divisor of OH up to 4; the fallback is 1 row."""
+    columns), a divisor of OH up to 4; the fallback is 1 row. Declared by the computes
+    of the templates that schedule with schedule_conv2d_nchwc (the padding guard reads
+    it): `register_rows(cfg, 56)`."""
     cfg.define_split("tile_oh", OH, num_outputs=2, max_factor=4)
     fallback_split(cfg, "tile_oh", [1])
 
@@ -364,7 +370,6 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     cfg.define_knob("unroll_kw", [True, False])
     cfg.define_reorder("reduce_order", [0, 1, 2, 3], policy="candidate",
                        candidates=[[0, 1, 2, 3], [1, 2, 0, 3], [1, 0, 2, 3]])
-    _register_rows(cfg, OH)
     cfg.define_knob("acc_scope", [a for a in ACC_SCOPES
                                   if a != "plane" or OH * OW <= PLANE_PIXELS])
     # oc chunks outside the rows (a chunk's weights stay in cache across the rows) or the
@@ -399,12 +404,8 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     reg_h = int(cfg["tile_oh"].size[-1])
     scope = cfg["acc_scope"].val
     rows_outer = cfg["loop_order"].val == "rows_oc" and scope != "plane"
-    # a padding guard needs the rows as a loop of their own for loop_partition to peel the
-    # border rows (a fused parallel loop holds the row as a remainder)
-    guarded = not isinstance(conv.op.body[0].condition, IntImm)
     par = schedule_output_tiles(s, O, CC, oc_bn, reg_n, reg_h=reg_h, acc_scope=scope,
-                                unpack_along_w=True, rows_outer=rows_outer,
-                                rows_apart=guarded)
+                                unpack_along_w=True, rows_outer=rows_outer)
     if rows_outer:  # the next chunk is the next parallel iteration: nothing to prefetch
         par = None
 
@@ -479,8 +480,7 @@ def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_blo
 
 def schedule_output_tiles(s: Schedule, O: Tensor, CC: Tensor, oc_bn: int, reg_n: int,
                           reg_h: int = 1, acc_scope: str = "tile",
-                          unpack_along_w: bool = False, rows_outer: bool = False,
-                          rows_apart: bool = False) -> Any:
+                          unpack_along_w: bool = False, rows_outer: bool = False) -> Any:
     """The output stage of a blocked conv: parallel over (n, oc chunk, oh), a tile of reg_h
     rows x reg_n columns per step with the accumulator `CC` computed at it (acc_scope
     "tile"), at the row ("row") or at the oc chunk ("plane"), vector stores along the
@@ -488,11 +488,7 @@ def schedule_output_tiles(s: Schedule, O: Tensor, CC: Tensor, oc_bn: int, reg_n:
     `unpack_along_w`: contiguous stores instead of a scatter, 64@56 1x1 stride 2 with NCHW
     out 118 -> 134 GFLOP/s). With `rows_outer` (tile and row scopes) the rows are the
     outer loop and the oc chunks inside it, so that an input row stays in cache across the
-    chunks. With `rows_apart` (a conv whose padding is a guard) the rows are never fused
-    into the parallel loop, so that loop_partition can peel the border rows: rows outer,
-    the rows are the parallel loop; else the (n, oc chunk) pairs are, the rows a serial
-    loop inside, and the rows loop is returned (the loop whose iterations share a chunk).
-    An NCHW output (4-D) is split into blocks of oc_bn channels first; shared by the fp32,
+    chunks. An NCHW output (4-D) is split into blocks of oc_bn channels first; shared by the fp32,
     int8 and depthwise templates."""
     if len(O.shape) == 4:
         n, c, h, w = s[O].op.axis
@@ -508,15 +504,6 @@ def schedule_output_tiles(s: Schedule, O: Tensor, CC: Tensor, oc_bn: int, reg_n:
     else:
         s[O].reorder(*outer, wo, hi, wi, cb)
         s[O].vectorize(cb if oc_bn > 1 else wi)
-    if rows_apart and acc_scope in ("tile", "row"):
-        if rows_outer:
-            s[O].parallel(ho)
-            rows = None
-        else:
-            parallel_fuse(s, O, [n, co])
-            rows = ho
-        s[CC].compute_at(s[O], wo if acc_scope == "tile" else outer[-1])
-        return rows
     if acc_scope == "tile":
         s[CC].compute_at(s[O], wo)
         return parallel_fuse(s, O, outer)
