@@ -174,3 +174,19 @@ def test_a_border_piece_is_not_partitioned_again_on_its_own_guard_around_much_wo
 def test_hoist_guards_on_a_function_returns_it_unchanged_without_guards():
     f = ir.PrimFunc("f", (B,), _for(i, 0, 4, _store(i)))
     assert hoist_guards(f) is f
+
+
+def test_a_border_tile_splits_its_unrolled_columns_on_the_taps_range_and_rolls_its_taps():
+    # tile t = 0 reaches into the padding only at column 0 (for k = 0): columns 1..15 run
+    # guard-free in the same unrolled loop; the unrolled taps around a loop are rolled
+    c, q = te.var("c"), te.var("q")
+    A = ir.Buffer("A", (te.const(64), te.const(4)), "float32")
+    store = ir.BufferStore(A, te.const(1.0), (c, q))
+    x = T * 16 + c + k
+    guard = te.all(x >= 1, x < 63)
+    cols = _for(c, 0, 16, ir.IfThenElse(guard, store), ir.ForKind.UNROLLED)
+    body = _for(T, 0, 4, _for(k, 0, 3, _for(q, 0, 4, cols), ir.ForKind.UNROLLED))
+    out = str(remove_no_op(simplify(loop_partition(ir.PrimFunc("f", (A,), body)))))
+    assert "for (c, 1, 15) unrolled" in out and "if ((k >= 1))" in out, out
+    assert out.count("for (k, 0, 3) unrolled") == 1, out  # the interior keeps it unrolled
+    assert out.count("for (k, 0, 3) {") == 2, out  # head and tail roll it
