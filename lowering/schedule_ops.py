@@ -22,6 +22,7 @@ from typing import Any
 
 from lowering import ir
 from lowering.bound import Consumer, Loop, footprint
+from lowering.passes.hoist_guards import hoist_guards
 from lowering.passes.loop_partition import loop_partition
 from lowering.passes.remove_no_op import remove_no_op
 from lowering.passes.simplify import simplify
@@ -45,6 +46,7 @@ def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main", *,
     func = schedule_to_func(sch, args, name)
     func = simplify(func)
     if partition:
+        func = hoist_guards(func)
         func = loop_partition(func)
     func = remove_no_op(func)
     func = simplify(func)

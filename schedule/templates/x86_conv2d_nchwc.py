@@ -15,20 +15,22 @@ packed by a stage) or "OIHWio" ([O/oc_bn, I/ic_bn, KH, KW, ic_bn, oc_bn]); `out_
 packed the kernel is the convolution alone.
 
 Padding: NCHW data and data in a block that is no multiple of tile_ic pass through a layout
-stage anyway, which pads as it copies; so does, by default, data blocked by a multiple of
-tile_ic (as a model's convs hand it on). With PAD_GUARD (off by default: the build cost and
-the parallel loop below) such data is read as it is: the reduction carries the guard "this
-tap lies inside the data" and the rows are never fused into the parallel loop, so that
-lowering's loop_partition peels the border rows and column tiles off a guard-free interior
-whose inner loop is the padded copy's (x86_depthwise_nchwc does the same). ResNet-18's 3x3
-convs on one Sapphire Rapids core, data in the model's block of 32, CPU time, load 1.9-3.4:
-64@56 1343 -> 1202 us, 64@56 -> 128 stride 2 640 -> 586, 128@28 1223 -> 1128, 256@14 1261
--> 1120, 512@7 1490 -> 1263; the whole model (TESSEL_NUM_THREADS=1 python -m
-benchmarks.models --models resnet18 --cpu-time, load 1.7-1.8, base and this alternating)
-22.18, 22.88 -> 19.92, 20.35 ms. The border pieces cost build time: 0.3-0.5 s -> 0.5-2.8 s
-a conv, ResNet-18's build 8.3-8.6 -> 17.9-18.2 s. The parallel loop of the tile and row
-scopes is then the (n, oc chunk) pairs, the rows serial inside (rows_oc: the rows
-parallel).
+stage anyway, which pads as it copies. Data blocked by a multiple of tile_ic (as a model's
+convs hand it on) is read as it is (PAD_GUARD, on): the reduction carries the guard "this
+tap lies inside the data"; lowering's hoist_guards turns its row part into the bounds of
+the kh loop (kh in [max(0, pt - h), min(KH, H + pt - h)) for stride and dilation 1), and
+loop_partition peels the first and last column tiles (a row of one tile: the kw taps)
+off a guard-free interior whose inner loop is the padded copy's: three micro-kernels a
+conv, the rows in the parallel loop (n, oc chunk, row) as without the guard. A register
+tile of several rows (tile_oh > 1) keeps the copy: its rows' guard would lie inside the
+unrolled micro-kernel. ResNet-18's 3x3 convs on one Sapphire Rapids core, model layouts
+(block 16), default configs, CPU time, two runs each, copy -> guard, load 2.2-2.5: 64@56
+1405, 1446 -> 1306, 1245 us, 64@56 -> 128 stride 2 727, 732 -> 733, 704, 128@28 1437,
+1412 -> 1333, 1334, 256@14 1484, 1444 -> 1281, 1296, 512@7 1624, 1582 -> 1489, 1475.
+Build time: a tuning candidate (16 random points the guard applies to, CPU time) 64@56
+median 0.19 -> 0.25 s (mean 0.23 -> 0.33) in AVX-512 code, 0.21 -> 0.28 AVX2, 256@14
+0.15 -> 0.21 and 0.16 -> 0.17: the two border tiles are the extra code; ResNet-18's whole
+build is no slower (its padding stages go). Whole models: see PAD_GUARD.
 
 "OIHWio" with a 4-D (OIHW) kernel spec is what a model with constant weights uses: the
 kernel argument arrives packed in the blocks the config chooses (tile_ic, tile_oc stay
@@ -69,22 +71,27 @@ from schedule.templates.common import (
 from schedule.templates.conv_common import PAD, conv_attrs, conv_layouts, pad_hw
 from schedule.templates.registry import expect_args, placeholders, register_template
 from tensor_expr import tensor as T
-from tensor_expr.expr import IntImm, cast
 from tensor_expr.expr import all as te_all
+from tensor_expr.expr import cast
 from tensor_expr.tensor import Tensor
 from tessel_errors import ScheduleError
 from tessel_target import Target
 
 CONV, PACK_DATA, PACK_KERNEL, UNPACK = "conv2d_NCHWc", "pack_data", "pack_kernel", "unpack"
 # Padded data blocked by a multiple of the config's channel block (NCHWc, NCHWxc) is read
-# as it is, the padding a guard of the reduction ("this tap lies inside the data") that
-# lowering's loop_partition peels off the interior, instead of a padded copy; False keeps
-# the copy (an A/B switch for benchmarks and tests). Off by default: one core 5-15% faster
-# per 3x3 conv (ResNet-18 0.91x ORT against 1.02x, CPU time), but a ResNet-18 build takes
-# 18 s against 8 (each border column tile repeats the unrolled micro-kernel: about 15
-# copies per conv, 1.6 s a tuning candidate against 0.25), and its parallel loop is only
-# (n, oc chunk): 2-16 iterations in ResNet-18, too few for a many-core host
-PAD_GUARD = False
+# as it is, the padding a guard of the reduction ("this tap lies inside the data"), instead
+# of a padded copy; False keeps the copy (an A/B switch for benchmarks and tests). Main (the
+# copy) against this, alternating processes, ratios to ONNX Runtime in the same run:
+# TESSEL_NUM_THREADS=1 python -m benchmarks.models --models resnet18 resnet50 mobilenet_v2
+# --cpu-time --rounds 3 --repeat 5 (load 3.2-4.3): ResNet-18 1.04x, 1.05x -> 0.97x, 1.02x,
+# ResNet-50 1.13x, 1.13x -> 1.08x, 1.08x, MobileNetV2 (no padded 3x3 conv2d) 0.95x, 0.87x
+# -> 0.90x, 0.98x; AVX2 code (--target "llvm -mcpu=haswell", one thread, load 3.3-4.0):
+# ResNet-18 46.8, 46.2 -> 43.1, 41.7 ms; two threads (--rounds 5 --repeat 10, load 3.6-4.8,
+# bimodal): ResNet-18 37.8, 37.0, 27.5 -> 30.1, 26.9, 23.9 ms (0.64x, 0.54x, 0.79x ->
+# 0.59x, 0.49x, 0.92x: ORT's own time moved 26-68 ms), ResNet-50 116.6, 111.0, 68.1 ->
+# 95.7, 93.4, 57.7 ms. (pad3's version, which kept the rows out of the parallel loop and
+# peeled about 15 micro-kernels a conv, doubled the build: ResNet-18 8 -> 18 s.)
+PAD_GUARD = True
 # Prefetch the next oc chunk's weights into L2 (_prefetch_next_chunk). Off by default: with
 # tuned configs of one input channel and one column per step (AVX2 ResNet-18, confirmed
 # records of benchmarks.task_scheduler) the per-step guard and prefetch outweigh the step's
@@ -198,6 +205,7 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     oc_bn = _block_knob(cfg, "tile_oc", CO, fixed_oc, oc0, max_block=4 * cfg.target.fp32_lanes)
     cfg.define_split("tile_ow", OW, num_outputs=2, max_factor=32)
     fallback_split(cfg, "tile_ow", [reg0])
+    register_rows(cfg, OH)
 
     # data -> NCHW[ic_bn]c, zero-padded (one injective stage)
     (sh, sw), (dh, dw) = a.strides, a.dilation
@@ -210,7 +218,10 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     shape5 = (N, C // ic_bn, H, W, ic_bn)
     # data blocked by a multiple of ic_bn is read as it is, the padding the reduction's
     # guard; other blocks and NCHW data have a layout stage anyway, which pads as it copies
-    guard = PAD_GUARD and dl != "NCHW" and a.padding != (0, 0, 0, 0) and ds[4] % ic_bn == 0
+    # (one output row per register tile: with more, the rows' guard lies inside the
+    # unrolled micro-kernel, which then built 2-8x slower, 1-2.5 s a 64@56 candidate)
+    guard = PAD_GUARD and dl != "NCHW" and a.padding != (0, 0, 0, 0) and \
+        ds[4] % ic_bn == 0 and int(cfg["tile_oh"].size[-1]) == 1
     if dl == "NCHW":
         dpad = pad_hw(data, 2, a.padding, shape=shape5, name="data_vec",
                       read=lambda n, c, h, w, b: data[n, c * ic_bn + b, h * step[0],
@@ -292,9 +303,11 @@ ACC_SCOPES = ("tile", "row", "plane")
 PLANE_PIXELS = 196
 
 
-def _register_rows(cfg: Any, OH: int) -> None:
+def register_rows(cfg: Any, OH: int) -> None:
     """The tile_oh knob: output rows in the register tile (a 2-D tile rows x tile_ow
-    columns), a divisor of OH up to 4; the fallback is 1 row."""
+    columns), a divisor of OH up to 4; the fallback is 1 row. Declared by the computes
+    of the templates that schedule with schedule_conv2d_nchwc (the padding guard reads
+    it): `register_rows(cfg, 56)`."""
     cfg.define_split("tile_oh", OH, num_outputs=2, max_factor=4)
     fallback_split(cfg, "tile_oh", [1])
 
@@ -370,7 +383,6 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     cfg.define_knob("unroll_kw", [True, False])
     cfg.define_reorder("reduce_order", [0, 1, 2, 3], policy="candidate",
                        candidates=[[0, 1, 2, 3], [1, 2, 0, 3], [1, 0, 2, 3]])
-    _register_rows(cfg, OH)
     cfg.define_knob("acc_scope", [a for a in ACC_SCOPES
                                   if a != "plane" or OH * OW <= PLANE_PIXELS])
     # oc chunks outside the rows (a chunk's weights stay in cache across the rows) or the
@@ -418,12 +430,8 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     reg_h = int(cfg["tile_oh"].size[-1])
     scope = cfg["acc_scope"].val
     rows_outer = cfg["loop_order"].val == "rows_oc" and scope != "plane"
-    # a padding guard needs the rows as a loop of their own for loop_partition to peel the
-    # border rows (a fused parallel loop holds the row as a remainder)
-    guarded = not isinstance(conv.op.body[0].condition, IntImm)
     par = schedule_output_tiles(s, O, CC, oc_bn, reg_n, reg_h=reg_h, acc_scope=scope,
-                                unpack_along_w=True, rows_outer=rows_outer,
-                                rows_apart=guarded)
+                                unpack_along_w=True, rows_outer=rows_outer)
     if rows_outer:  # the next chunk is the next parallel iteration: nothing to prefetch
         par = None
 
@@ -505,8 +513,7 @@ def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_blo
 
 def schedule_output_tiles(s: Schedule, O: Tensor, CC: Tensor, oc_bn: int, reg_n: int,
                           reg_h: int = 1, acc_scope: str = "tile",
-                          unpack_along_w: bool = False, rows_outer: bool = False,
-                          rows_apart: bool = False) -> Any:
+                          unpack_along_w: bool = False, rows_outer: bool = False) -> Any:
     """The output stage of a blocked conv: parallel over (n, oc chunk, oh), a tile of reg_h
     rows x reg_n columns per step with the accumulator `CC` computed at it (acc_scope
     "tile"), at the row ("row") or at the oc chunk ("plane"), vector stores along the
@@ -514,11 +521,7 @@ def schedule_output_tiles(s: Schedule, O: Tensor, CC: Tensor, oc_bn: int, reg_n:
     `unpack_along_w`: contiguous stores instead of a scatter, 64@56 1x1 stride 2 with NCHW
     out 118 -> 134 GFLOP/s). With `rows_outer` (tile and row scopes) the rows are the
     outer loop and the oc chunks inside it, so that an input row stays in cache across the
-    chunks. With `rows_apart` (a conv whose padding is a guard) the rows are never fused
-    into the parallel loop, so that loop_partition can peel the border rows: rows outer,
-    the rows are the parallel loop; else the (n, oc chunk) pairs are, the rows a serial
-    loop inside, and the rows loop is returned (the loop whose iterations share a chunk).
-    An NCHW output (4-D) is split into blocks of oc_bn channels first; shared by the fp32,
+    chunks. An NCHW output (4-D) is split into blocks of oc_bn channels first; shared by the fp32,
     int8 and depthwise templates."""
     if len(O.shape) == 4:
         n, c, h, w = s[O].op.axis
@@ -534,15 +537,6 @@ def schedule_output_tiles(s: Schedule, O: Tensor, CC: Tensor, oc_bn: int, reg_n:
     else:
         s[O].reorder(*outer, wo, hi, wi, cb)
         s[O].vectorize(cb if oc_bn > 1 else wi)
-    if rows_apart and acc_scope in ("tile", "row"):
-        if rows_outer:
-            s[O].parallel(ho)
-            rows = None
-        else:
-            parallel_fuse(s, O, [n, co])
-            rows = ho
-        s[CC].compute_at(s[O], wo if acc_scope == "tile" else outer[-1])
-        return rows
     if acc_scope == "tile":
         s[CC].compute_at(s[O], wo)
         return parallel_fuse(s, O, outer)

@@ -15,8 +15,10 @@ Padding is no copy: the reduction carries the guard "this tap lies inside the da
 (`where=`), and the parallel loop runs over row chunks or channel blocks (knob
 `parallel`), never fused with the rows, so lowering's loop_partition peels the border
 rows and column tiles, the only places the guard can fail, and the interior runs
-guard-free. A stride reads every stride-th column and row directly: no output computed
-and thrown away, no input copied. Knobs: tile_ow (columns in registers; default the
+guard-free (where a kh row of taps is 16 or more statements, lowering's hoist_guards
+makes the rows' guard the bounds of kh instead, and only the columns are peeled). A
+stride reads every stride-th column and row directly: no output computed and thrown
+away, no input copied. Knobs: tile_ow (columns in registers; default the
 target's vector registers less the taps' inputs), tile_oh (rows per parallel chunk),
 parallel ("rows" / "channels"), unroll_kw.
 

@@ -35,6 +35,7 @@ from schedule.templates.x86_conv2d_nchwc import (
     _block_knob,
     pack_oihw,
     pick_blocks,
+    register_rows,
     schedule_conv2d_nchwc,
 )
 from tensor_expr import tensor as T
@@ -64,6 +65,7 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     oc_bn = _block_knob(cfg, "tile_oc", COg, None, oc0, max_block=4 * cfg.target.fp32_lanes)
     cfg.define_split("tile_ow", OW, num_outputs=2, max_factor=32)
     fallback_split(cfg, "tile_ow", [reg0])
+    register_rows(cfg, OH)
     icb, ocb = Cg // ic_bn, COg // oc_bn  # blocks per group
 
     dpad = pad_hw(data, 2, a.padding, shape=(N, C // ic_bn, H, W, ic_bn), name="data_vec",

@@ -294,23 +294,29 @@ def _multi_args(target: str) -> list:
 
 
 @pytest.fixture
-def guard_and_prefetch(monkeypatch: Any) -> None:
-    """The padding guard and the weight prefetch on (both off by default: see
-    PAD_GUARD and PREFETCH_WEIGHTS in the template)."""
+def weight_prefetch(monkeypatch: Any) -> None:
+    """The weight prefetch on (off by default: see PREFETCH_WEIGHTS in the template)."""
     import schedule.templates.x86_conv2d_nchwc as template
 
-    monkeypatch.setattr(template, "PAD_GUARD", True)
     monkeypatch.setattr(template, "PREFETCH_WEIGHTS", True)
 
 
-def test_the_default_has_neither_the_padding_guard_nor_the_weight_prefetch() -> None:
+@pytest.fixture
+def no_guard(monkeypatch: Any) -> None:
+    """The padded copy for blocked data too (PAD_GUARD off: the A/B switch)."""
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    monkeypatch.setattr(template, "PAD_GUARD", False)
+
+
+def test_the_default_reads_blocked_data_through_the_guard_and_does_not_prefetch() -> None:
     args = [((1, 2, 8, 8, 16), "float32"), ((64, 32, 3, 3), "float32")]
     s, ts = instantiate("conv2d_NCHWc.x86", args, MULTI_ATTRS, target=AVX512)
     text = str(lowering.lower(s, ts))
-    assert "prefetch(" not in text and "allocate data_pad" in text, text
+    assert "prefetch(" not in text and "data_pad" not in text, text
 
 
-@pytest.mark.usefixtures("guard_and_prefetch")
+@pytest.mark.usefixtures("weight_prefetch")
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("scope", ["tile", "row", "plane"])
 def test_the_prefetch_fetches_the_next_oc_chunk_spread_over_rows_and_equals_numpy(
@@ -332,7 +338,7 @@ def test_the_prefetch_fetches_the_next_oc_chunk_spread_over_rows_and_equals_nump
     _check(target, args, MULTI_ATTRS, cfg, blocked(x, block), w, conv2d_nchw(x, w, 1, 1))
 
 
-@pytest.mark.usefixtures("guard_and_prefetch")
+@pytest.mark.usefixtures("weight_prefetch")
 @pytest.mark.parametrize("target, co, loop_order, prefetch", [
     (AVX512, 64, "oc_rows", True),
     (AVX512 + " -l2-kib=64", 64, "oc_rows", False),  # 2 chunks of 36 KiB > 3/4 of L2
@@ -375,8 +381,7 @@ GUARDED = [  # (size, kernel, stride, padding (top, left, bottom, right), data b
     (7, 3, 2, (1, 0, 2, 1), 2, {"acc_scope": "plane"}),
     (10, 3, 1, (0, 1, 1, 0), 1, {"acc_scope": "tile", "tile_ow": [-1, 3]}),
     (9, 5, 1, (2, 2, 2, 2), 2, {"acc_scope": "tile", "loop_order": "rows_oc"}),
-    (8, 3, 1, (1, 1, 1, 1), 1, {"acc_scope": "row", "loop_order": "rows_oc",
-                                "tile_oh": [-1, 2]}),
+    (8, 3, 1, (1, 1, 1, 1), 1, {"acc_scope": "row", "loop_order": "rows_oc"}),
     (10, 3, 1, (0, 0, 0, 0), 1, {"acc_scope": "tile"}),
 ]
 
@@ -386,7 +391,6 @@ def _conv_ref(x: np.ndarray, w: np.ndarray, stride: int, pad: tuple) -> np.ndarr
     return conv2d_nchw(np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr))), w, stride, 0)
 
 
-@pytest.mark.usefixtures("guard_and_prefetch")
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("hw, k, stride, pad, per, knobs", GUARDED)
 def test_padded_blocked_data_is_read_through_a_guard_and_equals_numpy(
@@ -407,6 +411,27 @@ def test_padded_blocked_data_is_read_through_a_guard_and_equals_numpy(
     _check(target, args, attrs, cfg, blocked(x, ic * per), w, _conv_ref(x, w, stride, pad))
 
 
+@pytest.mark.usefixtures("no_guard")
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("hw, k, stride, pad, per, knobs", GUARDED[:4])
+def test_the_padded_copy_of_blocked_data_still_equals_numpy(
+        target: str, hw: int, k: int, stride: int, pad: tuple, per: int,
+        knobs: dict) -> None:
+    # PAD_GUARD off: the A/B switch pads blocked data in a copy stage as NCHW data is
+    rng = seeded_rng()
+    ic = 16 if target == AVX512 else 8
+    x, w = rand(rng, (1, 2 * ic, hw, hw)), rand(rng, (2 * ic, 2 * ic, k, k))
+    args = [((1, 2 // per, hw, hw, ic * per), "float32"), ((2 * ic, 2 * ic, k, k), "float32")]
+    attrs = {"padding": pad, "strides": stride, "data_layout": "NCHWxc",
+             "kernel_layout": "OIHWio", "out_layout": "NCHWc"}
+    space = config_space("conv2d_NCHWc.x86", args, attrs, target)
+    cfg = _with(space, target, args, attrs, tile_ic=[-1, ic], tile_oc=[-1, ic], **knobs)
+    s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=target)
+    stages = _stage_names(lowering.lower(s, ts))
+    assert "data_pad" in stages or "data_vec" in stages, stages  # (re-blocked when per 2)
+    _check(target, args, attrs, cfg, blocked(x, ic * per), w, _conv_ref(x, w, stride, pad))
+
+
 def _stage_names(func: Any) -> set[str]:
     from lowering import ir as lir
 
@@ -416,7 +441,6 @@ def _stage_names(func: Any) -> set[str]:
     return found
 
 
-@pytest.mark.usefixtures("guard_and_prefetch")
 @pytest.mark.parametrize("layout, block, copy", [("NCHW", 0, True), ("NCHWxc", 4, True),
                                                  ("NCHWxc", 16, False), ("NCHWxc", 32, False),
                                                  ("NCHWc", 16, False)])
@@ -433,7 +457,6 @@ def test_the_guard_leaves_a_padding_copy_only_where_the_data_needs_a_layout_stag
     assert ("data_vec" in stages or "data_pad" in stages) == copy, stages
 
 
-@pytest.mark.usefixtures("guard_and_prefetch")
 @pytest.mark.parametrize("target, fmas, loads", [(AVX2, 64, 16), (AVX512, 28, 2)])
 def test_the_guarded_interior_keeps_the_micro_kernel_of_the_padded_copy(
         target: str, fmas: int, loads: int) -> None:
@@ -460,7 +483,6 @@ def test_the_guarded_interior_keeps_the_micro_kernel_of_the_padded_copy(
     assert (fmas, fmas // 2, loads, 0) in loops, sorted(set(loops))[:8]
 
 
-@pytest.mark.usefixtures("guard_and_prefetch")
 @pytest.mark.parametrize("knobs", [{"acc_scope": "tile"}, {"acc_scope": "row"},
                                    {"acc_scope": "tile", "loop_order": "rows_oc"},
                                    {"acc_scope": "plane"}])
@@ -474,3 +496,115 @@ def test_a_guarded_batch_of_two_equals_numpy(knobs: dict) -> None:
     space = config_space("conv2d_NCHWc.x86", args, attrs, AVX512)
     cfg = _with(space, AVX512, args, attrs, tile_ic=[-1, 8], tile_oc=[-1, 16], **knobs)
     _check(AVX512, args, attrs, cfg, blocked(x, 16), w, conv2d_nchw(x, w, 1, 1))
+
+
+def _dilated(w: np.ndarray, d: int) -> np.ndarray:
+    """The kernel with d - 1 zeros between taps: a conv with it is the dilated conv."""
+    o, c, kh, kw = w.shape
+    out = np.zeros((o, c, (kh - 1) * d + 1, (kw - 1) * d + 1), w.dtype)
+    out[:, :, ::d, ::d] = w
+    return out
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("hw, k, stride, dil, pad, knobs", [
+    (9, 3, 1, 2, (2, 2, 2, 2), {"acc_scope": "tile"}),
+    (11, 3, 2, 2, (1, 2, 2, 1), {"acc_scope": "row"}),
+    (7, 3, 1, 3, (3, 3, 3, 3), {"acc_scope": "plane"}),
+    (9, 3, 1, 1, (1, 1, 1, 1), {"acc_scope": "tile", "reduce_order": [1, 2, 0, 3]}),
+    (9, 3, 1, 1, (1, 1, 1, 1), {"acc_scope": "row", "reduce_order": [1, 0, 2, 3],
+                                "unroll_kw": True}),
+    (7, 5, 1, 1, (2, 2, 2, 2), {"acc_scope": "plane", "reduce_order": [1, 2, 0, 3],
+                                "unroll_kw": True}),
+    (13, 3, 1, 1, (1, 1, 1, 1), {"acc_scope": "tile", "loop_order": "rows_oc",
+                                 "reduce_order": [1, 0, 2, 3]}),
+    (5, 5, 1, 1, (3, 3, 3, 3), {"acc_scope": "tile", "tile_ow": [-1, 1]}),
+])
+def test_a_guarded_conv_with_dilation_and_each_reduce_order_equals_numpy(
+        target: str, hw: int, k: int, stride: int, dil: int, pad: tuple,
+        knobs: dict) -> None:
+    # odd row counts, padding up to a whole kernel (rows whose taps all lie in the padding)
+    rng = seeded_rng()
+    ic = 16 if target == AVX512 else 8
+    x, w = rand(rng, (1, 2 * ic, hw, hw)), rand(rng, (2 * ic, 2 * ic, k, k))
+    args = [((1, 2, hw, hw, ic), "float32"), ((2 * ic, 2 * ic, k, k), "float32")]
+    attrs = {"padding": pad, "strides": stride, "dilation": dil, "data_layout": "NCHWxc",
+             "kernel_layout": "OIHWio", "out_layout": "NCHWc"}
+    space = config_space("conv2d_NCHWc.x86", args, attrs, target)
+    cfg = _with(space, target, args, attrs, tile_ic=[-1, ic], tile_oc=[-1, ic], **knobs)
+    s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=target)
+    assert "data_pad" not in _stage_names(lowering.lower(s, ts))
+    _check(target, args, attrs, cfg, blocked(x, ic), w,
+           _conv_ref(x, _dilated(w, dil), stride, pad))
+
+
+def _parallel_extent(text: str) -> int:
+    m = re.search(r"for \([\w.]+, 0, (\d+)\) parallel", text)
+    assert m, text
+    return int(m.group(1))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("c, hw, knobs", [
+    (64, 56, {}), (64, 56, {"acc_scope": "row", "unroll_kw": True}),
+    (64, 56, {"loop_order": "rows_oc", "reduce_order": [1, 2, 0, 3]}),
+    (64, 56, {"tile_ow": [-1, 8]}), (128, 28, {}), (256, 14, {}),
+    (256, 14, {"acc_scope": "plane", "reduce_order": [1, 0, 2, 3]}), (512, 7, {}),
+])
+def test_a_guarded_conv_keeps_the_rows_parallel_and_at_most_three_micro_kernels(
+        target: str, c: int, hw: int, knobs: dict) -> None:
+    # ResNet-18's 3x3 convs in model layouts: the parallel loop is (n, oc chunk, row) as
+    # without the guard (the plane: (n, oc chunk)), the kh row of taps is the kh loop's
+    # bounds, and only border column tiles are copies of the micro-kernel (one ic_inner
+    # loop each)
+    block = 16 if target == AVX512 else 8
+    args = [((1, c // block, hw, hw, block), "float32"), ((c, c, 3, 3), "float32")]
+    attrs = {"padding": 1, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
+             "out_layout": "NCHWc"}
+    space = config_space("conv2d_NCHWc.x86", args, attrs, target)
+    cfg = _with(space, target, args, attrs, **knobs)
+    s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=target)
+    text = str(lowering.lower(s, ts))
+    assert "data_pad" not in text
+    chunks = c // int(cfg["tile_oc"].size[-1])
+    rows = 1 if cfg["acc_scope"].val == "plane" else hw
+    assert _parallel_extent(text) == chunks * rows, text
+    assert re.search(r"for \(kh, max\(0, ", text), text
+    assert 1 <= text.count("for (ic_inner") <= 3, text
+
+
+@pytest.mark.parametrize("scope", ["tile", "row", "plane"])
+def test_a_guarded_conv_gives_the_same_output_on_one_and_two_threads(
+        monkeypatch: Any, scope: str) -> None:
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 32, 7, 7)), rand(rng, (32, 32, 3, 3))
+    args = [((1, 2, 7, 7, 16), "float32"), ((32, 32, 3, 3), "float32")]
+    attrs = {"padding": 1, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
+             "out_layout": "NCHWc"}
+    space = config_space("conv2d_NCHWc.x86", args, attrs, AVX512)
+    cfg = _with(space, AVX512, args, attrs, acc_scope=scope, tile_oc=[-1, 16])
+    if _foreign_cpu(AVX512):
+        pytest.skip("the host cannot run AVX-512 code")
+    s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=AVX512)
+    wk = input_packers("conv2d_NCHWc.x86", args, ts[:2], attrs)[1](w)
+    outs = []
+    for threads in ("1", "2"):  # a kernel reads the thread count when it is loaded
+        monkeypatch.setenv("TESSEL_NUM_THREADS", threads)
+        k = lowering.build(s, ts, target=AVX512)
+        out = np.full([int(d.value) for d in ts[-1].shape], np.nan, "float32")
+        k(blocked(x, 16), wk, out)
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    close(unblocked(outs[0]), conv2d_nchw(x, w, 1, 1))
+
+
+def test_a_register_tile_of_several_rows_keeps_the_padded_copy() -> None:
+    # the rows' guard would lie inside the unrolled micro-kernel (built 2-8x slower)
+    args = [((1, 2, 8, 8, 16), "float32"), ((32, 32, 3, 3), "float32")]
+    attrs = {"padding": 1, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
+             "out_layout": "NCHWc"}
+    space = config_space("conv2d_NCHWc.x86", args, attrs, AVX512)
+    for rows, copy in ((1, False), (2, True)):
+        cfg = _with(space, AVX512, args, attrs, tile_oh=[-1, rows], tile_ic=[-1, 16])
+        s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=AVX512)
+        assert ("data_pad" in _stage_names(lowering.lower(s, ts))) == copy
