@@ -356,7 +356,7 @@ def test_the_prefetch_is_left_out_where_it_cannot_help(target: str, co: int, loo
     assert ("prefetch(" in str(lowering.lower(s, ts))) == prefetch
 
 
-@pytest.mark.usefixtures("guard_and_prefetch")
+@pytest.mark.usefixtures("weight_prefetch")
 @pytest.mark.parametrize("target", TARGETS)
 def test_a_step_of_few_fmas_is_not_given_a_prefetch(target: str) -> None:
     # one input channel by one column a step (tuned AVX2 ResNet-18 confirmed such configs):
