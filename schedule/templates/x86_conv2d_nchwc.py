@@ -89,8 +89,12 @@ CONV, PACK_DATA, PACK_KERNEL, UNPACK = "conv2d_NCHWc", "pack_data", "pack_kernel
 # ResNet-18 46.8, 46.2 -> 43.1, 41.7 ms; two threads (--rounds 5 --repeat 10, load 3.6-4.8,
 # bimodal): ResNet-18 37.8, 37.0, 27.5 -> 30.1, 26.9, 23.9 ms (0.64x, 0.54x, 0.79x ->
 # 0.59x, 0.49x, 0.92x: ORT's own time moved 26-68 ms), ResNet-50 116.6, 111.0, 68.1 ->
-# 95.7, 93.4, 57.7 ms. (pad3's version, which kept the rows out of the parallel loop and
-# peeled about 15 micro-kernels a conv, doubled the build: ResNet-18 8 -> 18 s.)
+# 95.7, 93.4, 57.7 ms. With the final loop_partition (load 0.8-2.0): one thread ResNet-18
+# 1.04x, 1.05x -> 0.99x, 0.98x, ResNet-50 1.09x, 1.14x -> 1.07x, 1.06x, MobileNetV2 0.94x,
+# 0.88x -> 0.88x, 0.98x (noise), AVX2 ResNet-18 45.6 -> 42.6 ms; two threads ResNet-18 in
+# the fast mode (ORT 14.0-14.4 ms, load 0.5-0.8) 1.13x -> 1.04x. ResNet-18's build (CPU
+# time) 8.7 -> 5.7 s, AVX2 5.9 -> 4.9 s: the padding stages go. (pad3's version, which kept
+# the rows out of the parallel loop and peeled about 15 micro-kernels a conv, doubled it.)
 PAD_GUARD = True
 # Prefetch the next oc chunk's weights into L2 (_prefetch_next_chunk). Off by default: with
 # tuned configs of one input channel and one column per step (AVX2 ResNet-18, confirmed
