@@ -125,6 +125,12 @@ both, the scheduler from 192, then 96: 1.50, then 3.00; (b) 95% of the best impr
 the scheduler from 384, then 288; equal shares at no budget up to 768 in either (> 2.00,
 > 2.67): equal shares level off 2-3% above the scheduler's model (40.5-41.0 ms from 288
 on) and 768 measurements do not close it.
+The same databases timed again after the padding guard became the default (pad4: untuned
+45.2 -> 43.7 ms) read best 6.8% under untuned, and some tuned models slower than untuned
+(scheduler seed 0 at 48: 47.75 ms against 43.88): records confirmed against the old
+default are stale once the template changes. One seed tuned afresh on that code (`--budgets
+96 192 288 --seeds 1`, load 1.6-1.7): untuned 21.28 ms, equal 21.28 / 20.57 / 19.89,
+scheduler 20.16 / 19.23 / 19.12 (10.2% under untuned).
 """
 
 from __future__ import annotations
