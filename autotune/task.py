@@ -90,8 +90,11 @@ class Task:
     @staticmethod
     def from_workload_key(key: str, target: str = "llvm") -> Task:
         """The task a workload key names: `Task.from_workload_key(t.workload_key)`."""
+        from schedule.templates.registry import VERSION_MARK
+
         try:
             template, args, attrs = key.split("|", 2)
+            template = template.split(VERSION_MARK)[0]  # a key of a versioned template
             return Task(template, [(tuple(s), d) for s, d in json.loads(args)],
                         json.loads(attrs), target)
         except (ValueError, TypeError) as e:

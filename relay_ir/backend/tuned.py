@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from schedule.space import ConfigEntity
-from schedule.templates import config_space, workload_key
+from schedule.templates import config_space, older_workload_keys, workload_key
 from tessel_errors import RelayError, TesselError
 from tessel_target import device_key
 from tuning_logs import MeasureRecord, TuningDatabase
@@ -106,6 +106,7 @@ class TuningScope:
     untuned: list[str] = field(default_factory=list)
     elsewhere: list[str] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)  # with records of an older template
 
     def config(self, template: str, specs: Sequence[Any], attrs: dict[str, Any],
                target: Any) -> ConfigEntity | None:
@@ -123,6 +124,9 @@ class TuningScope:
             if not self.any_device and \
                     find_tuned(self.db, template, specs, attrs, target, True) is not None:
                 self.elsewhere.append(key)
+            if any(self.db.history(k, limit=1)
+                   for k in older_workload_keys(template, specs, attrs)):
+                self.stale.append(key)
         return None
 
     def best_cost(self, template: str, specs: Sequence[Any], attrs: dict[str, Any],
@@ -152,6 +156,9 @@ class TuningScope:
             if self.elsewhere:
                 hint = (f"; {len(self.elsewhere)} of them have records of other devices, "
                         "which any_device=True (tessel compile --any-device) would apply")
+            if self.stale:
+                hint += (f"; {len(self.stale)} of them have records of an older version of "
+                         "their template, which no longer apply: tune them again")
             warnings.warn(
                 f"{len(self.untuned)} tunable task(s) have no tuning record {where} in "
                 f"{self.db.path}; they use the default schedule (tune them with "

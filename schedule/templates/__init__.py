@@ -149,6 +149,7 @@ from schedule.templates.registry import (
     get_template,
     input_packers,
     instantiate,
+    older_workload_keys,
     output_block_of,
     register_template,
     template_for,
@@ -156,6 +157,7 @@ from schedule.templates.registry import (
     workload_key,
 )
 
-__all__ = ["workload_key", "TEMPLATES", "Template", "Epilogue", "register_template", "instantiate",
+__all__ = ["workload_key", "older_workload_keys", "TEMPLATES", "Template", "Epilogue",
+           "register_template", "instantiate",
            "input_packers", "constant_weight_attrs", "output_block_of",
            "config_space", "get_template", "build_compute"]

@@ -63,6 +63,10 @@ class Template:
     # blocked (NCHWc) output in: a model plans the layouts between its convs from it
     # (relay_ir.backend.layout_plan); None where no knob decides it
     output_block: str | None = None
+    # raised when a change makes the template's kernels (its default among them) time
+    # otherwise: records are filed under the version (workload_key), so a build never
+    # applies a record confirmed against an older default
+    version: int = 1
 
 
 TEMPLATES: dict[str, Template] = {}
@@ -72,13 +76,14 @@ def register_template(name: str, target_kind: str = "llvm", compute: ComputeFn |
                       tunable: bool = True, packers: PackersFn | None = None,
                       constant_weight_attrs: dict[str, Any] | None = None,
                       available: Callable[[Any], bool] | None = None,
-                      output_block: str | None = None
+                      output_block: str | None = None, version: int = 1
                       ) -> Callable[[ScheduleFn], ScheduleFn]:
     """Register the decorated schedule function with its compute builder under `name`.
 
     `@register_template("dense.x86", target_kind="llvm", compute=dense_compute)`;
     `output_block="tile_oc"` names the knob that decides a blocked output's channel block
-    (see `output_block_of`).
+    (see `output_block_of`); `version` (from 1) goes up when the template's kernels change
+    how they time, so that older records no longer apply (see `workload_key`).
     """
     if compute is None:
         raise ScheduleError(f"template '{name}': register_template needs compute=<builder>")
@@ -89,7 +94,7 @@ def register_template(name: str, target_kind: str = "llvm", compute: ComputeFn |
         doc = (fn.__doc__ or "").strip().split("\n")[0]
         TEMPLATES[name] = Template(name, target_kind, compute, fn, tunable, doc, packers,
                                    tuple(sorted((constant_weight_attrs or {}).items())),
-                                   available, output_block)
+                                   available, output_block, version)
         return fn
 
     return deco
@@ -337,4 +342,31 @@ def workload_key(template_name: str, args: Sequence[ArgSpec],
     spec = json.dumps([[[int(d) for d in shape], str(dtype)] for shape, dtype in args],
                       separators=(",", ":"))
     attr = json.dumps(attrs or {}, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return f"{template_name}|{spec}|{attr}"
+    tpl = TEMPLATES.get(template_name)
+    version = tpl.version if tpl is not None else 1
+    # a template past version 1 files its records apart from the older versions': those
+    # were confirmed against another default (after the padding guard became
+    # conv2d_NCHWc.x86's default, tuned AVX2 ResNet-18 databases ran up to 9% slower
+    # than untuned)
+    name = template_name if version == 1 else f"{template_name}{VERSION_MARK}{version}"
+    return f"{name}|{spec}|{attr}"
+
+
+VERSION_MARK = "#v"  # between a template's name and its version in a workload key
+
+
+def older_workload_keys(template_name: str, args: Sequence[ArgSpec],
+                        attrs: dict[str, Any] | None = None) -> list[str]:
+    """The keys the records of the template's older versions are filed under (none at
+    version 1): what relay_ir.build looks for to say that a database needs tuning again.
+
+        >>> older_workload_keys("matmul.x86", [((8, 4), "float32"), ((4, 8), "float32")])
+        []
+    """
+    tpl = TEMPLATES.get(template_name)
+    current = workload_key(template_name, args, attrs)
+    if tpl is None or tpl.version == 1:
+        return []
+    tail = current.split("|", 1)[1]
+    return [f"{template_name}|{tail}"] + [f"{template_name}{VERSION_MARK}{v}|{tail}"
+                                          for v in range(2, tpl.version)]

@@ -575,4 +575,4 @@ def _packers(ins: Sequence[Tensor], args: Sequence[Any], attrs: dict[str, Any]
 
 register_template("conv2d_NCHWc.x86", "llvm", compute=_compute, packers=_packers,
                   constant_weight_attrs={"kernel_layout": "OIHWio"},
-                  output_block="tile_oc")(schedule_conv2d_nchwc)
+                  output_block="tile_oc", version=2)(schedule_conv2d_nchwc)

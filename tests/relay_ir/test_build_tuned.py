@@ -293,3 +293,32 @@ def test_a_tuned_conv_packs_its_constant_weight_in_the_recorded_blocks(tmp_path:
     assert {s[4:] for s in packed} == {blocks(task.config(index))}
     want = relay_ir.interpret(resnet_block(), x, w1, w2)
     np.testing.assert_allclose(lib.run(x=x), want, rtol=1e-4, atol=1e-5)
+
+
+def test_records_of_an_older_template_version_are_not_applied_and_the_warning_says_so(
+        tmp_path: Path) -> None:
+    from autotune import Task
+    from relay_ir.backend.tuned import find_tuned
+    from schedule.templates import older_workload_keys
+
+    # conv2d_NCHWc.x86 is at version 2 (the padding guard became its default): a record
+    # confirmed against the version-1 default could run slower than today's default
+    task = Task("conv2d_NCHWc.x86", [((1, 32, 8, 8), "float32"), ((32, 32, 3, 3), "float32")],
+                {"padding": [1, 1, 1, 1]}, "llvm")
+    [old_key] = older_workload_keys(task.template, task.args, task.attrs)
+    assert old_key != task.workload_key and "#v2|" in task.workload_key
+    config = task.default_config().to_json()
+    with TuningDatabase(tmp_path / "t.db") as db:
+        db.add(MeasureRecord(old_key, task.template, task.target, task.device_key, config,
+                             (1e-4,)))
+        assert find_tuned(db, task.template, task.args, task.attrs, task.target) is None
+        scope = TuningScope(db)
+        assert scope.config(task.template, task.args, task.attrs, task.target) is None
+        assert scope.stale == [task.workload_key]
+        with pytest.warns(UserWarning, match="older version of their template.*tune them "
+                                             "again"):
+            scope.warn()
+        db.add(MeasureRecord(task.workload_key, task.template, task.target, task.device_key,
+                             config, (1e-4,)))
+        got = find_tuned(db, task.template, task.args, task.attrs, task.target)
+        assert got is not None and got.config.index == task.default_config().index

@@ -84,3 +84,19 @@ def test_config_of_another_template_is_rejected() -> None:
     point = config_space("dense.x86", DENSE).get(0)
     with pytest.raises(ScheduleError, match="config has no knob|does not have"):
         instantiate("conv2d_nchw.x86", CONV, {"padding": 1}, point)
+
+
+def test_a_versioned_template_files_its_records_under_its_version() -> None:
+    from autotune import Task
+    from schedule.templates import TEMPLATES, older_workload_keys, workload_key
+
+    args = [((1, 32, 8, 8), "float32"), ((32, 32, 3, 3), "float32")]
+    assert TEMPLATES["conv2d_NCHWc.x86"].version == 2
+    key = workload_key("conv2d_NCHWc.x86", args, {})
+    assert key.startswith("conv2d_NCHWc.x86#v2|")
+    assert older_workload_keys("conv2d_NCHWc.x86", args, {}) == [
+        key.replace("#v2|", "|", 1)]
+    assert Task.from_workload_key(key).template == "conv2d_NCHWc.x86"
+    # a template at version 1 keeps the keys it always had
+    assert workload_key("dense.x86", [((4, 16), "float32")] * 2).startswith("dense.x86|")
+    assert older_workload_keys("dense.x86", [((4, 16), "float32")] * 2) == []
