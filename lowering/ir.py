@@ -270,3 +270,22 @@ class StmtMutator:
             if nv is not v:
                 changes[f.name] = nv
         return dataclasses.replace(s, **changes) if changes else s  # type: ignore[type-var]
+
+
+def has_loop(s: Stmt, kind: ForKind) -> bool:
+    """Whether `s` holds a loop of `kind`.
+
+        >>> import tensor_expr as te
+        >>> i = te.var("i")
+        >>> has_loop(For(i, te.const(0), te.const(4), ForKind.SERIAL, Evaluate(i)),
+        ...          ForKind.SERIAL)
+        True
+    """
+    found = False
+
+    def f(n: Stmt) -> None:
+        nonlocal found
+        found = found or (isinstance(n, For) and n.kind is kind)
+
+    post_order_visit_stmt(s, f)
+    return found

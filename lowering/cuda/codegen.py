@@ -214,22 +214,11 @@ def _where(s: lir.Stmt) -> str:
     return f"a {type(s).__name__}"
 
 
-def _has_binding(s: lir.Stmt) -> bool:
-    found = False
-
-    def f(x: lir.Stmt) -> None:
-        nonlocal found
-        found = found or (isinstance(x, lir.For) and x.kind is lir.ForKind.THREAD_BINDING)
-
-    lir.post_order_visit_stmt(s, f)
-    return found
-
-
 def _serial_work(s: lir.Stmt) -> bool:
     """True when `s` has no data-parallel loop: no loop var reaches a store's index (a 0-d
     result, or a reduction into one element), so one thread does it all."""
-    if _has_binding(s) or not isinstance(s, (lir.For, lir.BufferStore, lir.SeqStmt,
-                                             lir.IfThenElse, lir.LetStmt)):
+    if lir.has_loop(s, lir.ForKind.THREAD_BINDING) or not isinstance(
+            s, (lir.For, lir.BufferStore, lir.SeqStmt, lir.IfThenElse, lir.LetStmt)):
         return False
     loops: set[int] = set()
     stores: list[lir.BufferStore] = []
@@ -303,7 +292,7 @@ class _Host:
             hint = "bind it (or an outer loop) to blockIdx/threadIdx" if isinstance(
                 s, lir.For) else "put it inside a loop bound to blockIdx/threadIdx"
             inside = " (its loops bind threads only further in: bind the outer ones)" \
-                if _has_binding(s) else ""
+                if lir.has_loop(s, lir.ForKind.THREAD_BINDING) else ""
             raise CodegenError(
                 f"{_where(s)} of '{self.func.name}' is outside every thread-bound loop, so "
                 f"it would run on the host{inside}: {hint}; for a CUDA target every loop "

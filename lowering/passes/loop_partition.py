@@ -167,20 +167,9 @@ class _Roll(ir.StmtMutator):
 
     def visit_For(self, s: ir.For) -> ir.Stmt:
         body = self.visit(s.body)
-        if s.kind is ir.ForKind.UNROLLED and _holds_serial(body):
+        if s.kind is ir.ForKind.UNROLLED and ir.has_loop(body, ir.ForKind.SERIAL):
             return dataclasses.replace(s, kind=ir.ForKind.SERIAL, body=body)
         return s if body is s.body else dataclasses.replace(s, body=body)
-
-
-def _holds_serial(s: ir.Stmt) -> bool:
-    found = False
-
-    def f(n: ir.Stmt) -> None:
-        nonlocal found
-        found = found or (isinstance(n, ir.For) and n.kind is ir.ForKind.SERIAL)
-
-    ir.post_order_visit_stmt(s, f)
-    return found
 
 
 def _worth_peeling(s: ir.Stmt) -> list[E.PrimExpr]:

@@ -391,24 +391,43 @@ def _conv_ref(x: np.ndarray, w: np.ndarray, stride: int, pad: tuple) -> np.ndarr
     return conv2d_nchw(np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr))), w, stride, 0)
 
 
+class _GuardedCase:
+    """One GUARDED conv on blocked data with the config's blocks `ic` (16 AVX-512, 8
+    AVX2): its lowered stages' names, and `check()` against numpy on fresh inputs."""
+
+    def __init__(self, target: str, hw: int, k: int, stride: int, pad: tuple, per: int,
+                 knobs: dict) -> None:
+        rng = seeded_rng()
+        ic = 16 if target == AVX512 else 8
+        self.x, self.w = rand(rng, (1, 2 * ic, hw, hw)), rand(rng, (2 * ic, 2 * ic, k, k))
+        self.args = [((1, 2 // per, hw, hw, ic * per), "float32"),
+                     ((2 * ic, 2 * ic, k, k), "float32")]
+        self.attrs = {"padding": pad, "strides": stride, "data_layout": "NCHWxc",
+                      "kernel_layout": "OIHWio", "out_layout": "NCHWc"}
+        space = config_space("conv2d_NCHWc.x86", self.args, self.attrs, target)
+        self.cfg = _with(space, target, self.args, self.attrs, tile_ic=[-1, ic],
+                         tile_oc=[-1, ic], **knobs)
+        s, ts = instantiate("conv2d_NCHWc.x86", self.args, self.attrs, cfg=self.cfg,
+                            target=target)
+        self.stages = _stage_names(lowering.lower(s, ts))
+        self.target, self.block, self.stride, self.pad = target, ic * per, stride, pad
+
+    def check(self) -> None:
+        _check(self.target, self.args, self.attrs, self.cfg, blocked(self.x, self.block),
+               self.w, _conv_ref(self.x, self.w, self.stride, self.pad))
+
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("hw, k, stride, pad, per, knobs", GUARDED)
 def test_padded_blocked_data_is_read_through_a_guard_and_equals_numpy(
         target: str, hw: int, k: int, stride: int, pad: tuple, per: int,
         knobs: dict) -> None:
     # no padded copy: the reduction's guard, peeled off the interior by loop_partition
-    rng = seeded_rng()
-    ic = 16 if target == AVX512 else 8
-    x, w = rand(rng, (1, 2 * ic, hw, hw)), rand(rng, (2 * ic, 2 * ic, k, k))
-    args = [((1, 2 // per, hw, hw, ic * per), "float32"), ((2 * ic, 2 * ic, k, k), "float32")]
-    attrs = {"padding": pad, "strides": stride, "data_layout": "NCHWxc",
-             "kernel_layout": "OIHWio", "out_layout": "NCHWc"}
-    space = config_space("conv2d_NCHWc.x86", args, attrs, target)
-    cfg = _with(space, target, args, attrs, tile_ic=[-1, ic], tile_oc=[-1, ic], **knobs)
-    s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=target)
-    stages = _stage_names(lowering.lower(s, ts))
+    case = _GuardedCase(target, hw, k, stride, pad, per, knobs)
+    stages = case.stages
     assert not any("pad" in n or n == "data_vec" for n in stages), stages
-    _check(target, args, attrs, cfg, blocked(x, ic * per), w, _conv_ref(x, w, stride, pad))
+    case.check()
 
 
 @pytest.mark.usefixtures("no_guard")
@@ -418,18 +437,10 @@ def test_the_padded_copy_of_blocked_data_still_equals_numpy(
         target: str, hw: int, k: int, stride: int, pad: tuple, per: int,
         knobs: dict) -> None:
     # PAD_GUARD off: the A/B switch pads blocked data in a copy stage as NCHW data is
-    rng = seeded_rng()
-    ic = 16 if target == AVX512 else 8
-    x, w = rand(rng, (1, 2 * ic, hw, hw)), rand(rng, (2 * ic, 2 * ic, k, k))
-    args = [((1, 2 // per, hw, hw, ic * per), "float32"), ((2 * ic, 2 * ic, k, k), "float32")]
-    attrs = {"padding": pad, "strides": stride, "data_layout": "NCHWxc",
-             "kernel_layout": "OIHWio", "out_layout": "NCHWc"}
-    space = config_space("conv2d_NCHWc.x86", args, attrs, target)
-    cfg = _with(space, target, args, attrs, tile_ic=[-1, ic], tile_oc=[-1, ic], **knobs)
-    s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=target)
-    stages = _stage_names(lowering.lower(s, ts))
+    case = _GuardedCase(target, hw, k, stride, pad, per, knobs)
+    stages = case.stages
     assert "data_pad" in stages or "data_vec" in stages, stages  # (re-blocked when per 2)
-    _check(target, args, attrs, cfg, blocked(x, ic * per), w, _conv_ref(x, w, stride, pad))
+    case.check()
 
 
 def _stage_names(func: Any) -> set[str]:
