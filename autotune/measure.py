@@ -328,7 +328,7 @@ def _slot(kernel: Any, arrays: list[np.ndarray], number: int, flush: bool) -> fl
     """Seconds per call of one timed slot: `number` calls back to back, or one call after
     a cache flush."""
     if flush:
-        _flush_buffer()[:] += 1
+        evict(arrays)
         number = 1
     t0 = time.perf_counter()
     for _ in range(number):
@@ -535,7 +535,8 @@ _FLUSH: list[np.ndarray] = []
 
 
 def _flush_buffer() -> np.ndarray:
-    """Bytes enough to push everything out of the caches: twice the last-level cache."""
+    """Bytes enough to push everything out of the caches: twice the last-level cache (for
+    hosts without clflush only: see evict)."""
     if not _FLUSH:
         size = 32 << 20
         try:
@@ -547,15 +548,27 @@ def _flush_buffer() -> np.ndarray:
     return _FLUSH[0]
 
 
+def evict(arrays: list[Any]) -> None:
+    """Make a kernel's call cold as inside a model: every argument but the first (the data
+    its producer has just written) evicted from the caches, line by line (TVM's
+    cache_flush_cpu_non_first_arg). Where clflush is missing, a buffer of twice the
+    last-level cache is written instead (evicting the data too): on a VM that reports a
+    480 MiB L3 that cost about 100 ms a call, clflush of a conv's weights and output 1-15
+    ms."""
+    from lowering.llvm.cache_flush import flush_arrays
+
+    if not flush_arrays(arrays[1:]):
+        _flush_buffer()[:] += 1
+
+
 def _cold_costs(kernel: Any, arrays: list[np.ndarray], repeat: int, min_repeat_s: float
                 ) -> list[float]:
-    """Seconds of single calls, each after the caches were flushed (as in a model, where
-    the layers before have evicted this one's weights); at least `repeat` calls and
-    `min_repeat_s` of kernel time, in `repeat` groups averaged."""
-    flush = _flush_buffer()
+    """Seconds of single calls, each after `evict` (as in a model, where the layers before
+    have evicted this one's weights); at least `repeat` calls and `min_repeat_s` of kernel
+    time, in `repeat` groups averaged."""
     calls: list[float] = []
     while len(calls) < repeat or (sum(calls) < min_repeat_s and len(calls) < 10 * repeat):
-        flush += 1  # every cache line written: the kernel's data is evicted
+        evict(arrays)
         t0 = time.perf_counter()
         kernel(*arrays)
         calls.append(time.perf_counter() - t0)
@@ -781,9 +794,9 @@ class LocalRunner:
     `min_repeat_ms`); fresh random inputs per candidate. A candidate whose first call takes
     over `slow_cutoff` times the best mean this runner has measured for the task is timed
     once (its record says so): repeats would only refine the time of a loser. With
-    `cache_flush`, every timed call follows a flush of the caches (as TVM's
-    enable_cpu_cache_flush): the time a layer takes inside a model, whose other layers have
-    evicted its weights, rather than with everything hot (in ResNet-18 the hot and cold
+    `cache_flush`, every timed call follows `evict` (every argument but the first out of
+    the caches, as TVM's enable_cpu_cache_flush): the time a layer takes inside a model,
+    whose other layers have evicted its weights, rather than with everything hot (in ResNet-18 the hot and cold
     times of one conv differ up to 2x, and do not rank configs alike). The timing worker's
     address space is capped at `memory_limit` bytes (see `Worker`): a candidate that
     allocates without bound costs an error record.

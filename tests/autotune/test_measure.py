@@ -157,9 +157,31 @@ def test_a_runner_with_cache_flush_measures_each_candidate() -> None:
         [(r.error_kind, r.error_msg, r.costs) for r in res]
 
 
-def test_every_cold_call_follows_a_write_of_the_whole_flush_buffer() -> None:
+def test_every_cold_call_follows_an_eviction_of_every_argument_but_the_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import lowering.llvm.cache_flush as cache_flush
+    from autotune.measure import _cold_costs
+
+    data, weight, out = (np.random.rand(64).astype("float32") for _ in range(3))
+    events: list[object] = []
+
+    def spy(arrays: list[np.ndarray]) -> bool:
+        events.append([id(a) for a in arrays])
+        return True
+
+    monkeypatch.setattr(cache_flush, "flush_arrays", spy)
+    costs = _cold_costs(lambda *a: events.append("call"), [data, weight, out], repeat=3,
+                        min_repeat_s=0.0)
+    assert len(costs) == 3
+    assert events == [[id(weight), id(out)], "call"] * 3
+
+
+def test_without_clflush_a_cold_call_follows_a_write_of_the_whole_flush_buffer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import lowering.llvm.cache_flush as cache_flush
     from autotune.measure import _cold_costs, _flush_buffer
 
+    monkeypatch.setattr(cache_flush, "flush_arrays", lambda arrays: False)
     buf = _flush_buffer()
     seen: list[tuple[int, int]] = []
 
