@@ -15,6 +15,7 @@ per-layer goal: every distinct conv, tuned, at or above ONNX Runtime's speed).
     python -m benchmarks.models --models resnet18 --image 32 --width 8 --repeat 1 --rounds 1
     ATEN_CPU_CAPABILITY=avx2 python -m benchmarks.models --target "llvm -mcpu=haswell"  # AVX2
     TESSEL_NUM_THREADS=1 python -m benchmarks.models --models resnet50 --cpu-time
+    python -m benchmarks.models --models resnet18 --alternate   # two threads, calls in turn
 
 --cpu-time times each run by the process's CPU time, on one thread: on a shared machine
 under load, two-thread wall times measure the scheduler more than the kernels (ONNX
@@ -77,6 +78,31 @@ def median_seconds(fn: Callable[[], Any], repeat: int, warmup: int = 2,
         fn()
         runs.append(clock() - t0)
     return statistics.median(runs)
+
+
+def alternating_medians(fns: dict[str, Callable[[], Any]], repeat: int, pause: float,
+                        warmup: int = 2, clock: Callable[[], float] = time.perf_counter
+                        ) -> dict[str, float]:
+    """Each system's median over `repeat` calls, the systems' calls taken in turn (a call
+    of each, `pause` seconds before each call, then the next turn): a machine whose speed
+    changes over seconds changes it for all of them alike. On this project's 2-vCPU VMs
+    two-thread throughput switches between two cores' and one core's speed for seconds at
+    a time, so medians of runs one system after another compared modes, not systems.
+
+        >>> alternating_medians({"a": lambda: None, "b": lambda: None}, 3, 0.0).keys()
+        dict_keys(['a', 'b'])
+    """
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    runs: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            time.sleep(pause)  # let the previous runtime's workers go idle
+            t0 = clock()
+            fn()
+            runs[k].append(clock() - t0)
+    return {k: statistics.median(v) for k, v in runs.items()}
 
 
 def ort_session(model: Any, threads: int, spin: bool = True) -> Any:
@@ -190,6 +216,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--pause", type=float, default=0.3)
+    ap.add_argument("--alternate", action="store_true",
+                    help="take the systems' calls in turn (a call each, pause/10 before "
+                         "each) instead of each system's repeats in a row: for more than "
+                         "one thread on a machine whose speed changes over seconds")
     ap.add_argument("--top", type=int, default=10, help="rows of the per-conv gap table")
     ap.add_argument("--image", type=int, default=224, help="input side (not resnet50)")
     ap.add_argument("--width", type=int, default=None, help="first-stage channels")
@@ -216,6 +246,12 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     for r in range(args.rounds):  # interleaved: every system once per model per round
         print(f"round {r + 1}: load average {os.getloadavg()[0]:.2f}", flush=True)
         for m, got in models.items():
+            if args.alternate:
+                got_s = alternating_medians(got["runners"], args.repeat, args.pause / 10,
+                                            clock=clock)
+                for k, sec in got_s.items():
+                    per_round[m].setdefault(k, []).append(sec)
+                continue
             for k, fn in got["runners"].items():
                 time.sleep(args.pause)  # let the previous runtime's workers go idle
                 per_round[m].setdefault(k, []).append(median_seconds(fn, args.repeat,
