@@ -84,7 +84,8 @@ class BuildResult:
     error_msg: str = ""
     build_s: float = 0.0
     features: list[float] | None = None
-    # the compiled candidate: object file and codegen facts (entry symbol, messages, ...)
+    # the compiled candidate: object file and codegen facts (entry symbol, messages, ...;
+    # "func": the lowered function as lowering.ir_json, which the object was made from)
     object_code: bytes | None = None
     generated: dict[str, Any] | None = None
 
@@ -247,9 +248,13 @@ def _do_build(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, 
         task.build(cfg)  # a buffer past its SRAM scope is a build error
     elif opts.get("compile"):
         from lowering.build_module import compile_object
+        from lowering.ir_json import to_json
 
         generated, out["object_code"] = compile_object(func, task.target)
-        out["generated"] = dataclasses.asdict(generated)
+        # the lowered function rides along (a few kB): the timing worker reads it back in
+        # about 1 ms instead of lowering the config again (26-35 ms a 64@56 conv candidate,
+        # in the worker that measures one candidate at a time)
+        out["generated"] = {**dataclasses.asdict(generated), "func": to_json(func)}
     out["build_s"] = time.perf_counter() - t0
     return out
 
@@ -262,11 +267,14 @@ def _kernel(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> tuple[Any, l
     if opts.get("object_code") is None:
         return lowering.build(s, tensors, target=task.target, name="main"), tensors
     from lowering.build_module import load_object
+    from lowering.ir_json import from_json
     from lowering.llvm.codegen import Generated
 
-    func = lowering.lower(s, tensors, name="main")
-    return load_object(func, task.target, Generated(**opts["generated"]),
-                       opts["object_code"]), tensors
+    generated = dict(opts["generated"])
+    doc = generated.pop("func", None)
+    func = from_json(doc, "the builder's lowered function") if doc is not None else \
+        lowering.lower(s, tensors, name="main")
+    return load_object(func, task.target, Generated(**generated), opts["object_code"]), tensors
 
 
 def _do_run(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, Any]:
@@ -796,10 +804,10 @@ class LocalRunner:
     once (its record says so): repeats would only refine the time of a loser. With
     `cache_flush`, every timed call follows `evict` (every argument but the first out of
     the caches, as TVM's enable_cpu_cache_flush): the time a layer takes inside a model,
-    whose other layers have evicted its weights, rather than with everything hot (in ResNet-18 the hot and cold
-    times of one conv differ up to 2x, and do not rank configs alike). The timing worker's
-    address space is capped at `memory_limit` bytes (see `Worker`): a candidate that
-    allocates without bound costs an error record.
+    whose other layers have evicted its weights, rather than with everything hot (in
+    ResNet-18 the hot and cold times of one conv differ up to 2x, and do not rank configs
+    alike). The timing worker's address space is capped at `memory_limit` bytes (see
+    `Worker`): a candidate that allocates without bound costs an error record.
 
     With `control` (CPU tasks), each candidate is timed beside the task's default config in
     ABBA quartets (default, candidate, candidate, default; 3 x `repeat` quartets of slots

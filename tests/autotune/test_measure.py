@@ -376,3 +376,27 @@ def test_depthwise_and_stem_tasks_are_timed_and_checked_in_the_models_layouts(
         assert len(timed.args[0][0]) == (5 if template.startswith("depthwise") else 4)
         res = runner.run([MeasureInput(task, cfg) for cfg in cfgs])
     assert all(r.ok for r in res), [(r.error_kind, r.error_msg) for r in res]
+
+
+def test_the_timing_worker_loads_the_builders_lowered_function_without_lowering_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import lowering
+    from autotune.measure import _do_build, _kernel
+
+    task = Task("matmul.x86", [((32, 48), "float32"), ((48, 16), "float32")])
+    cfg = task.config(3)
+    built = _do_build(task, cfg, {"compile": True})
+    assert "func" in built["generated"]
+
+    def no_lowering(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the timing worker lowered the config again")
+
+    monkeypatch.setattr(lowering, "lower", no_lowering)
+    kernel, _ = _kernel(task, cfg, {"object_code": built["object_code"],
+                                    "generated": built["generated"]})
+    rng = np.random.default_rng()
+    a = rng.standard_normal((32, 48)).astype("float32")
+    b = rng.standard_normal((48, 16)).astype("float32")
+    c = np.zeros((32, 16), "float32")
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
