@@ -21,7 +21,14 @@ rounds' medians, with the load average of the machine.
 
 The one-node models take and give NCHW, so Tessel's time includes packing the input into
 channel blocks and unpacking the output, which inside a model the layout plan avoids
-(benchmarks.models' per-layer table times the convs as the model runs them).
+(benchmarks.models' per-layer table times the convs as the model runs them). The same
+holds for --db: a model's tuning (`tessel tune model.onnx`) times each conv in the
+model's blocked layouts and records the best config there; applied here, around NCHW
+packing, the config's blocks also set what the packing stages cost, so this column
+understates a model-tuned database (ResNet-18 tuned in its model, one Sapphire Rapids
+core, load 3.4: the 1x1 stride-2 64@56 -> 128 0.49x ONNX Runtime here, untuned 1.13x).
+For tuned convs against ONNX Runtime use `benchmarks.models --db`, whose tuned per-shape
+table times each conv as the tuned model runs it.
 """
 
 from __future__ import annotations
