@@ -43,6 +43,15 @@ trial 13 within 5%, 14 for 95% of the improvement), warm 9.49 (2, 3); seed 1 col
 (a) within 5% of cold's final: cold 12, warm 9 trials per task (cold / warm 1.33); (b)
 95% of cold's improvement: cold 14, warm 12 (1.17). A modest saving, one seed in three
 against it.
+
+With 5 seeds (the same AVX2 command, `--seeds 5`, 16 min at load 3.5-5.3, session 11):
+untuned 22.05 ms; final estimates after 24 trials per task cold 19.33 / 14.94 / 19.28 /
+16.28 / 17.75 ms, warm 18.05 / 20.32 / 16.86 / 18.77 / 17.69 (medians 17.75 and 18.05).
+Trials per task to (a) within 5% of cold's final: cold 4 / 19 / 3 / 9 / 11, warm 5 / never
+/ 2 / never / 13 (medians 9 and 13: cold / warm 0.69); to (b) 95% of its improvement: cold
+11 / 19 / 23 / 9 / 23, warm 7 / never / 2 / never / 17 (19 and 17: 1.12). So no robust
+saving: warm never reached cold's final in two seeds of five, and one seed's own search
+moves the final estimate by 13% either way, more than the transfer changes it.
 """
 
 from __future__ import annotations
