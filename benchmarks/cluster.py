@@ -47,38 +47,55 @@ from autotune import make_tuner, parse_op_spec, tune
 from autotune.measure import LocalRunner, MeasureInput
 from tuning_logs import TuningDatabase
 
+ROLES = ("driver", "workers", "slots", "ray")  # where the CPU time of a job goes
 
-def tree_cpu_s() -> float:
-    """CPU seconds this process and all its descendants alive now have used (a local Ray
-    node's raylet, GCS, slots and their workers, or a local runner's workers); 0 without
-    /proc.
 
-        >>> tree_cpu_s() >= 0
+def _role(pid: int, cmdline: bytes) -> str:
+    if pid == os.getpid():
+        return "driver"
+    if b"spawn_main" in cmdline or b"resource_tracker" in cmdline:
+        return "workers"  # build and timing workers (and multiprocessing's tracker)
+    if cmdline.startswith(b"ray::MeasureSlot"):
+        return "slots"
+    return "ray"  # raylet, GCS, Ray's agents and idle workers
+
+
+def tree_cpu_s() -> dict[str, float]:
+    """CPU seconds used so far by this process and each of its descendants alive now, by
+    role (ROLES: this driver, measuring workers, Ray's slot actors, Ray's own processes);
+    {} without /proc.
+
+        >>> set(tree_cpu_s()) <= set(ROLES)
         True
     """
     tick = os.sysconf("SC_CLK_TCK")
-    procs: dict[int, tuple[int, float]] = {}
+    procs: dict[int, tuple[int, float, bytes]] = {}
     for p in Path("/proc").glob("[0-9]*"):
         try:
             fields = (p / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (p / "cmdline").read_bytes()
         except OSError:  # gone meanwhile
             continue
-        procs[int(p.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
-    me, total = os.getpid(), 0.0
-    for pid, (_, cpu) in procs.items():
+        procs[int(p.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick,
+                              cmdline)
+    me, out = os.getpid(), {}
+    for pid, (_, cpu, cmdline) in procs.items():
         q = pid
         while q in procs and q != me:
             q = procs[q][0]
-        total += cpu if q == me else 0.0
-    return total
+        if q == me:
+            role = _role(pid, cmdline)
+            out[role] = out.get(role, 0.0) + cpu
+    return out
 
 
 def _job(runner: object, task: object, n: int, folder: Path, name: str
-         ) -> tuple[float, float, int]:
+         ) -> tuple[float, dict[str, float], int]:
     with TuningDatabase(folder / f"{name}.db") as db:
         c0, t0 = tree_cpu_s(), time.perf_counter()
         tune(task, make_tuner("grid", task), n, db, runner, batch_size=8)
-        wall, cpu = time.perf_counter() - t0, tree_cpu_s() - c0
+        wall, c1 = time.perf_counter() - t0, tree_cpu_s()
+        cpu = {r: c1.get(r, 0.0) - c0.get(r, 0.0) for r in ROLES}
         return wall, cpu, len(db.history(task.workload_key))
 
 
@@ -115,12 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{opts.op}, {opts.candidates} candidates, {os.cpu_count()} cores, load average "
           f"{os.getloadavg()[0]:.2f}")
     for name, wall, cpu, n in rows:
+        total = sum(cpu.values())
         print(f"{name:32s} {wall:7.2f} s  {n / wall:6.2f} records/s  {wall / n * 1e3:7.1f} "
-              f"ms/candidate  CPU {cpu:6.2f} s ({cpu / n * 1e3:6.1f} ms/candidate)")
+              f"ms/candidate  CPU {total / n * 1e3:6.1f} ms/candidate (" + ", ".join(
+                  f"{r} {cpu[r] / n * 1e3:.1f}" for r in ROLES) + ")")
     (_, local_wall, local_cpu, _), (_, ray1_wall, ray1_cpu, _) = rows[0], rows[1]
+    extra = {r: (ray1_cpu[r] - local_cpu[r]) / opts.candidates * 1e3 for r in ROLES}
     print(f"Ray overhead per candidate (1 slot vs local): wall "
           f"{(ray1_wall - local_wall) / opts.candidates * 1e3:.1f} ms, CPU "
-          f"{(ray1_cpu - local_cpu) / opts.candidates * 1e3:.1f} ms; 2 slots / 1 slot wall "
+          f"{sum(extra.values()):.1f} ms (" + ", ".join(f"{r} {v:+.1f}" for r, v in
+                                                extra.items()) + "); 2 slots / 1 slot wall "
           f"time {rows[2][1] / ray1_wall:.2f}")
     return 0
 
