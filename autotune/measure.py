@@ -664,7 +664,7 @@ class Worker:
     As multiprocessing's spawn does, the child first re-runs the parent's main script (as
     `__mp_main__`), so templates a script registers reach it; `rerun_main=False` skips
     that where the main script is someone else's: a Ray slot's is Ray's worker script,
-    and re-running it imported Ray into each worker (0.3 s of CPU and 45 MB a start; see
+    and re-running it imported Ray into each worker (0.3 s of CPU and 55 MB a start; see
     benchmarks/cluster.py).
 
         >>> w = Worker(rerun_main=False)  # started by its first call

@@ -1,6 +1,9 @@
 """One tuning job measured three ways in one run: LocalRunner (one build worker, as one
 slot), and a local Ray cluster with 1 and with 2 measuring slots; wall time, records per
-second, and Ray's overhead per candidate (1-slot Ray against the local runner).
+second, CPU time by role (this driver, the build and timing workers, Ray's slot actors,
+Ray's own processes: raylet, GCS, agents, idle workers), and Ray's overhead per candidate
+(1-slot Ray against the local runner) in wall and CPU time. Every runner measures one
+candidate outside the grid before the clock, so its workers are started untimed.
 
     python -m benchmarks.cluster                       # matmul 64^3, 24 candidates
     python -m benchmarks.cluster --op matmul:128x128x128 --candidates 48
@@ -31,8 +34,38 @@ Tessel starts a Ray node, autotune.cluster.WORKER_ENV) Ray 0.67 and 0.66 s again
 and 0.64 (18-39 ms of overhead). With one busy loop beside, neither setting lost much (a
 slot at nice 15 still finds a core). With a core free (no busy loop, load about 2) both
 read 178-182 ms against 161-170: 8-20 ms, most of it as slower builds in the slot's
-worker (148-152 ms against 136-143), cause not found; a bare round trip to the slot is
-0.7-0.9 ms.
+worker (148-152 ms against 136-143); a bare round trip to the slot is 0.7-0.9 ms.
+
+The slower builds, found: multiprocessing's spawn re-runs the parent's main script in each
+child, and a slot's main is Ray's worker script, so every build and timing worker of a
+slot imported Ray (846 modules against 148, 70 MB resident against 16, 59k objects for
+the GC against 14k). That cost 0.3 s of CPU a worker start (0.65 against 0.36 s, three
+starts each), paid at a slot's first candidate and after every crash or timeout, and
+builds ran about 3.5% longer in the larger process (thread CPU time of a build, median of
+96: 134.0 against 129.5 ms in the slot; 133.5 against 129.1 ms with Ray imported into a
+local worker). In the old form of this benchmark, the workers started inside the clock,
+the two starts alone were 12 ms a candidate. A slot's workers no longer re-run it
+(LocalRunner's `rerun_main`), and a slot makes each task once instead of once a
+candidate (its config space was built again each time: 2 ms of the slot's CPU a
+candidate). Same command, the benchmark as now (workers started before the clock) run
+against main before and after the fix, alternating, four rounds each, load 4.8-6.3 (the
+other helper's jobs; wall times swing by 50 ms a candidate with them, so CPU time is the
+figure): Ray's CPU overhead per candidate read 9.8, 13.1, 6.0, 23.3 ms before (median
+11.5), 1.9, 7.5, -2.9, 12.5 after (median 4.7); the slot actor's own CPU 4.8-5.0 ms
+before, 2.7-3.3 after.
+
+What is left, on paper (CPU a candidate, 1 slot against the local runner): the driver
++1.0-1.5 ms (submitting a call, waiting, the result), the slot actor 2.7-3.3 ms (Ray
+running the call, the LocalRunner around the workers), Ray's own processes 4.2-6.5 ms.
+That last is Ray's background at about 3% of one core whatever the work (idle, a node
+with one slot: raylet 0.7%, an idle worker 0.5%, GCS 0.4%, the slot 0.4%, the driver
+0.3%, agents 0.1%; 2.4% in all), so it shrinks as a share of longer candidates and is
+spread over a node's cores; it is Ray's, out of our reach but for fewer processes. On a
+cluster, only the driver's part is serial: about 3 ms of its CPU a candidate (1.2 of it
+the tuning loop's, as with the local runner) bounds it near 300 candidates a second, so
+N nodes of one kind measure about candidates x (build + run + 1 ms) / N for N well past
+50 at 150 ms a candidate; a round trip to a slot (0.7-0.9 ms bare) adds to each
+candidate's latency, not to a node's CPU.
 """
 
 from __future__ import annotations
