@@ -36,6 +36,7 @@ import contextlib
 import hashlib
 import inspect
 import json
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -146,6 +147,10 @@ def host_hidden() -> Iterator[None]:
 
 def _digest(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    if re.search(r" at 0x[0-9a-fA-F]+", text):  # an object's repr: another run, another pin
+        raise ValueError("a fingerprint holds an object's address (an attr or an argument "
+                         "printed by repr); give it a plain value: "
+                         + text[max(0, text.find(" at 0x") - 80):][:160])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -123,3 +123,9 @@ def test_the_pin_command_rewrites_what_it_is_told_and_keeps_the_rest(monkeypatch
     assert P.load_golden() == {"matmul.x86": pins["matmul.x86"],
                                "dense.x86": pins["dense.x86"]}
     assert P.main(["no_such.x86"]) == 2
+
+
+def test_a_fingerprint_refuses_an_object_address() -> None:
+    # an attr printed by repr ("<... at 0x7f...>") would pin one run's memory layout
+    with pytest.raises(ValueError, match="object's address"):
+        P._digest([["compute", "C", "", [["fn", str(object())]]]])
