@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.measure import MeasureInput, MeasureResult, timed_as
+from autotune.measure import MeasureInput, MeasureResult, cached_task, timed_as
 from autotune.task import Task
 from tessel_errors import DeviceError, TesselError
 from tuning_logs import ErrorKind
@@ -72,12 +72,20 @@ def _ray() -> Any:
 
 
 class MeasureSlot:
-    """The body of a measuring slot actor: one LocalRunner, one candidate at a time."""
+    """The body of a measuring slot actor: one LocalRunner, one candidate at a time.
+
+    Its workers do not re-run the actor's main script, Ray's worker (LocalRunner's
+    `rerun_main`: that imported Ray into every build and timing worker, 0.3 s of CPU a
+    start, and builds ran about 3% slower in the larger process); a slot gets templates
+    from outside Tessel through `imports`. A task arrives as its dict with each candidate
+    and is made once per slot (measure.cached_task): made afresh, its config space was built
+    again for every candidate (6 ms each, matmul 128^3).
+    """
 
     def __init__(self, options: dict[str, Any]) -> None:
         from autotune.measure import LocalRunner
 
-        self.runner = LocalRunner(**options)
+        self.runner = LocalRunner(**{"rerun_main": False, **options})
 
     def pid(self) -> int:
         """The actor's process id (tests kill it to play a lost node)."""
@@ -89,9 +97,7 @@ class MeasureSlot:
 
     def measure(self, task: dict[str, Any], config: str) -> dict[str, Any]:
         """Build and time one candidate; the result as plain data."""
-        from autotune.task import Task
-
-        t = Task.from_dict(task)
+        t = cached_task(task)
         [r] = self.runner.run([MeasureInput(t, t.config_from_json(config))])
         return {"costs": list(r.costs), "error_kind": r.error_kind.value,
                 "error_msg": r.error_msg, "build_s": r.build_s, "run_s": r.run_s,
@@ -100,9 +106,7 @@ class MeasureSlot:
     def compare(self, task: dict[str, Any], config: str, quartets: int,
                 decide_below: float | None = None) -> dict[str, Any]:
         """LocalRunner.compare on this slot: {"costs", "control"} or {"error"}."""
-        from autotune.task import Task
-
-        t = Task.from_dict(task)
+        t = cached_task(task)
         try:
             costs, control = self.runner.compare(t, t.config_from_json(config), quartets,
                                                  decide_below)
@@ -112,9 +116,7 @@ class MeasureSlot:
 
     def calibrate(self, tasks: list[dict[str, Any]], rounds: int) -> dict[str, float]:
         """LocalRunner.calibrate on this slot: {workload@target: seconds}."""
-        from autotune.task import Task
-
-        return self.runner.calibrate([Task.from_dict(t) for t in tasks], rounds)
+        return self.runner.calibrate([cached_task(t) for t in tasks], rounds)
 
     def use_units(self, units: dict[str, float]) -> None:
         """LocalRunner.use_units on this slot (its kind's calibration, taken elsewhere)."""

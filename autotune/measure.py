@@ -17,14 +17,17 @@ by the runner in one more spawned worker, one candidate at a time. A worker that
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import math
 import multiprocessing as mp
 import os
+import sys
+import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,7 +100,14 @@ _TASKS: dict[str, Task] = {}
 _REFS: dict[str, Any] = {}
 
 
-def _task(d: dict[str, Any]) -> Task:
+def cached_task(d: dict[str, Any]) -> Task:
+    """The task a `Task.to_dict()` result describes, made once per process (a Task caches
+    its config space, which a template builds anew for every fresh Task).
+
+        >>> d = Task("matmul.x86", [((8, 8), "float32"), ((8, 8), "float32")]).to_dict()
+        >>> cached_task(d) is cached_task(dict(d))
+        True
+    """
     t = Task.from_dict(d)
     key = f"{t.workload_key}@{t.target}"
     if key not in _TASKS:
@@ -624,13 +634,13 @@ def _worker_main(conn: Any, imports: Sequence[str], memory_limit: int | None = N
         kind, task_d, cfg_json, opts = msg
         if kind == "defaults":
             try:
-                conn.send(("ok", _do_defaults([_task(d) for d in task_d], opts)))
+                conn.send(("ok", _do_defaults([cached_task(d) for d in task_d], opts)))
             except Exception as e:
                 conn.send(("error", {"error": ErrorKind.RUNTIME_ERROR.value,
                                      "msg": f"{type(e).__name__}: {e}"}))
             continue
         try:
-            task = _task(task_d)
+            task = cached_task(task_d)
             cfg = task.config_from_json(cfg_json)
             out = _do_build(task, cfg, opts) if kind == "build" else _do_run(task, cfg, opts)
             conn.send(("ok", out))
@@ -640,17 +650,55 @@ def _worker_main(conn: Any, imports: Sequence[str], memory_limit: int | None = N
             conn.send(("error", {"error": err.value, "msg": f"{type(e).__name__}: {e} ({tb})"}))
 
 
+_MAIN_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _main_not_rerun() -> Iterator[None]:
+    """While a spawned child starts, __main__ looks interactive (no file, no spec): spawn
+    then does not re-run the parent's main script in the child."""
+    # multiprocessing's spawn re-runs the parent's main script in each child (as
+    # __mp_main__) when __main__ has a file or a module spec; it reads them in
+    # Process.start, so hiding them around start() is enough, and the lock keeps two
+    # builder lanes starting workers at once from restoring each other's state.
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    with _MAIN_LOCK:
+        saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+        main.__dict__.pop("__file__", None)
+        main.__spec__ = None
+        try:
+            yield
+        finally:
+            main.__dict__.pop("__spec__", None)
+            main.__dict__.update(saved)
+
+
 class Worker:
     """A spawned child process that serves build / run jobs; killed and replaced on a crash
     or a timeout. `Worker(imports=["my_templates"])` imports modules first (to register
     templates that live outside Tessel). Its address space is capped at `memory_limit`
-    bytes (default `default_memory_limit()`; 0 for no cap)."""
+    bytes (default `default_memory_limit()`; 0 for no cap).
+
+    As multiprocessing's spawn does, the child first re-runs the parent's main script (as
+    `__mp_main__`), so templates a script registers reach it; `rerun_main=False` skips
+    that where the main script is someone else's: a Ray slot's is Ray's worker script,
+    and re-running it imported Ray into each worker (0.3 s of CPU and 55 MB a start; see
+    benchmarks/cluster.py).
+
+        >>> w = Worker(rerun_main=False)  # started by its first call
+        >>> w.rerun_main
+        False
+    """
 
     def __init__(self, imports: Sequence[str] = (), start_timeout: float = 120.0,
-                 memory_limit: int | None = None) -> None:
+                 memory_limit: int | None = None, rerun_main: bool = True) -> None:
         self.imports = list(imports)
         self.start_timeout = start_timeout
         self.memory_limit = default_memory_limit() if memory_limit is None else memory_limit
+        self.rerun_main = rerun_main
         self._proc: Any = None
         self._conn: Any = None
 
@@ -659,7 +707,8 @@ class Worker:
         parent, child = ctx.Pipe()
         self._proc = ctx.Process(target=_worker_main,
                                  args=(child, self.imports, self.memory_limit), daemon=True)
-        self._proc.start()
+        with contextlib.nullcontext() if self.rerun_main else _main_not_rerun():
+            self._proc.start()
         child.close()
         self._conn = parent
         if not parent.poll(self.start_timeout):
@@ -731,16 +780,17 @@ def default_build_workers() -> int:
 class LocalBuilder:
     """Builds candidates in `n_parallel` spawned workers (default: one per core): schedule,
     lowering and, with `compile` (default), LLVM code generation and O3 into object code
-    that the runner loads. A candidate whose build overruns `timeout` is killed."""
+    that the runner loads. A candidate whose build overruns `timeout` is killed.
+    `rerun_main`: see `Worker`."""
 
     def __init__(self, n_parallel: int | None = None, timeout: float = 10.0,
                  imports: Sequence[str] = (), features: bool = False,
-                 compile: bool = True) -> None:
+                 compile: bool = True, rerun_main: bool = True) -> None:
         self.timeout = timeout
         self.features = features
         self.compile = compile
         n = default_build_workers() if n_parallel is None else n_parallel
-        self.workers = [Worker(imports) for _ in range(max(1, n))]
+        self.workers = [Worker(imports, rerun_main=rerun_main) for _ in range(max(1, n))]
 
     def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
         """One BuildResult per input, in order."""
@@ -829,7 +879,8 @@ class LocalRunner:
     whether a build may apply it. All arrays are 64-byte aligned, as a compiled model's
     (see `_aligned`).
     With `model_layout`, an NCHWc conv is built and timed in the blocked layouts a model
-    runs it in (`timed_task`); its records stay the logical task's.
+    runs it in (`timed_task`); its records stay the logical task's. `rerun_main`: whether
+    its workers re-run the main script (see `Worker`).
     """
 
     def __init__(self, timeout: float = 10.0, number: int = 1, repeat: int = 3,
@@ -838,7 +889,7 @@ class LocalRunner:
                  ref_timeout: float = 120.0, builder: LocalBuilder | None = None,
                  slow_cutoff: float | None = 10.0, cache_flush: bool = False,
                  memory_limit: int | None = None, control: bool = False,
-                 model_layout: bool = False) -> None:
+                 model_layout: bool = False, rerun_main: bool = True) -> None:
         self.timeout = timeout
         self.slow_cutoff = slow_cutoff
         self._best: dict[str, float] = {}
@@ -849,8 +900,9 @@ class LocalRunner:
         self.model_layout = model_layout
         self.check_trials = check_trials
         self.ref_timeout = ref_timeout
-        self.builder = builder or LocalBuilder(n_parallel_build, timeout, imports)
-        self.worker = Worker(imports, memory_limit=memory_limit)
+        self.builder = builder or LocalBuilder(n_parallel_build, timeout, imports,
+                                               rerun_main=rerun_main)
+        self.worker = Worker(imports, memory_limit=memory_limit, rerun_main=rerun_main)
         self._checked: dict[str, int] = {}
         self._seed = 0
 

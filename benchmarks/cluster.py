@@ -1,6 +1,9 @@
 """One tuning job measured three ways in one run: LocalRunner (one build worker, as one
 slot), and a local Ray cluster with 1 and with 2 measuring slots; wall time, records per
-second, and Ray's overhead per candidate (1-slot Ray against the local runner).
+second, CPU time by role (this driver, the build and timing workers, Ray's slot actors,
+Ray's own processes: raylet, GCS, agents, idle workers), and Ray's overhead per candidate
+(1-slot Ray against the local runner) in wall and CPU time. Every runner measures one
+candidate outside the grid before the clock, so its workers are started untimed.
 
     python -m benchmarks.cluster                       # matmul 64^3, 24 candidates
     python -m benchmarks.cluster --op matmul:128x128x128 --candidates 48
@@ -31,8 +34,38 @@ Tessel starts a Ray node, autotune.cluster.WORKER_ENV) Ray 0.67 and 0.66 s again
 and 0.64 (18-39 ms of overhead). With one busy loop beside, neither setting lost much (a
 slot at nice 15 still finds a core). With a core free (no busy loop, load about 2) both
 read 178-182 ms against 161-170: 8-20 ms, most of it as slower builds in the slot's
-worker (148-152 ms against 136-143), cause not found; a bare round trip to the slot is
-0.7-0.9 ms.
+worker (148-152 ms against 136-143); a bare round trip to the slot is 0.7-0.9 ms.
+
+The slower builds, found: multiprocessing's spawn re-runs the parent's main script in each
+child, and a slot's main is Ray's worker script, so every build and timing worker of a
+slot imported Ray (846 modules against 148, 70 MB resident against 16, 59k objects for
+the GC against 14k). That cost 0.3 s of CPU a worker start (0.65 against 0.36 s, three
+starts each), paid at a slot's first candidate and after every crash or timeout, and
+builds ran about 3.5% longer in the larger process (thread CPU time of a build, median of
+96: 134.0 against 129.5 ms in the slot; 133.5 against 129.1 ms with Ray imported into a
+local worker). In the old form of this benchmark, the workers started inside the clock,
+the two starts alone were 12 ms a candidate. A slot's workers no longer re-run it
+(LocalRunner's `rerun_main`), and a slot makes each task once instead of once a
+candidate (its config space was built again each time: 2 ms of the slot's CPU a
+candidate). Same command, the benchmark as now (workers started before the clock) run
+against main before and after the fix, alternating, four rounds each, load 4.8-6.3 (the
+other helper's jobs; wall times swing by 50 ms a candidate with them, so CPU time is the
+figure): Ray's CPU overhead per candidate read 9.8, 13.1, 6.0, 23.3 ms before (median
+11.5), 1.9, 7.5, -2.9, 12.5 after (median 4.7); the slot actor's own CPU 4.8-5.0 ms
+before, 2.7-3.3 after.
+
+What is left, on paper (CPU a candidate, 1 slot against the local runner): the driver
++1.0-1.5 ms (submitting a call, waiting, the result), the slot actor 2.7-3.3 ms (Ray
+running the call, the LocalRunner around the workers), Ray's own processes 4.2-6.5 ms.
+That last is Ray's background at about 3% of one core whatever the work (idle, a node
+with one slot: raylet 0.7%, an idle worker 0.5%, GCS 0.4%, the slot 0.4%, the driver
+0.3%, agents 0.1%; 2.4% in all), so it shrinks as a share of longer candidates and is
+spread over a node's cores; it is Ray's, out of our reach but for fewer processes. On a
+cluster, only the driver's part is serial: about 3 ms of its CPU a candidate (1.2 of it
+the tuning loop's, as with the local runner) bounds it near 300 candidates a second, so
+N nodes of one kind measure about candidates x (build + run + 1 ms) / N for N well past
+50 at 150 ms a candidate; a round trip to a slot (0.7-0.9 ms bare) adds to each
+candidate's latency, not to a node's CPU.
 """
 
 from __future__ import annotations
@@ -44,20 +77,63 @@ import time
 from pathlib import Path
 
 from autotune import make_tuner, parse_op_spec, tune
-from autotune.measure import LocalRunner
+from autotune.measure import LocalRunner, MeasureInput
 from tuning_logs import TuningDatabase
 
+ROLES = ("driver", "workers", "slots", "ray")  # where the CPU time of a job goes
 
-def _job(runner: object, task: object, n: int, folder: Path, name: str) -> tuple[float, int]:
+
+def _role(pid: int, cmdline: bytes) -> str:
+    if pid == os.getpid():
+        return "driver"
+    if b"spawn_main" in cmdline or b"resource_tracker" in cmdline:
+        return "workers"  # build and timing workers (and multiprocessing's tracker)
+    if cmdline.startswith(b"ray::MeasureSlot"):
+        return "slots"
+    return "ray"  # raylet, GCS, Ray's agents and idle workers
+
+
+def tree_cpu_s() -> dict[str, float]:
+    """CPU seconds used so far by this process and each of its descendants alive now, by
+    role (ROLES: this driver, measuring workers, Ray's slot actors, Ray's own processes);
+    {} without /proc.
+
+        >>> set(tree_cpu_s()) <= set(ROLES)
+        True
+    """
+    tick = os.sysconf("SC_CLK_TCK")
+    procs: dict[int, tuple[int, float, bytes]] = {}
+    for p in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (p / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (p / "cmdline").read_bytes()
+        except OSError:  # gone meanwhile
+            continue
+        procs[int(p.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick,
+                              cmdline)
+    me, out = os.getpid(), {}
+    for pid, (_, cpu, cmdline) in procs.items():
+        q = pid
+        while q in procs and q != me:
+            q = procs[q][0]
+        if q == me:
+            role = _role(pid, cmdline)
+            out[role] = out.get(role, 0.0) + cpu
+    return out
+
+
+def _job(runner: object, task: object, n: int, folder: Path, name: str
+         ) -> tuple[float, dict[str, float], int]:
     with TuningDatabase(folder / f"{name}.db") as db:
-        t0 = time.perf_counter()
+        c0, t0 = tree_cpu_s(), time.perf_counter()
         tune(task, make_tuner("grid", task), n, db, runner, batch_size=8)
-        wall = time.perf_counter() - t0
-        return wall, len(db.history(task.workload_key))
+        wall, c1 = time.perf_counter() - t0, tree_cpu_s()
+        cpu = {r: c1.get(r, 0.0) - c0.get(r, 0.0) for r in ROLES}
+        return wall, cpu, len(db.history(task.workload_key))
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the table of wall times and the overhead per candidate."""
+    """Print the table of wall and CPU times and the overhead per candidate."""
     from autotune.cluster import RayRunner, start_local_cluster
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -66,12 +142,15 @@ def main(argv: list[str] | None = None) -> int:
     opts = ap.parse_args(argv)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     task = parse_op_spec(opts.op, "llvm")
+    # one candidate the grid does not reach, measured before the clock: every runner's
+    # build and timing workers are started (and its first output checks done) untimed
+    warm = [MeasureInput(task, task.config(len(task.space) - 1))]
     options = {"timeout": 30, "repeat": 3, "min_repeat_ms": 5.0}
     rows = []
     with tempfile.TemporaryDirectory() as d:
         folder = Path(d)
         with LocalRunner(n_parallel_build=1, **options) as local:
-            local.run([])  # workers started before the clock, as Ray's slots below
+            local.run(warm)
             rows.append(("local runner, 1 build worker", *_job(local, task, opts.candidates,
                                                                folder, "local")))
         import ray
@@ -79,18 +158,23 @@ def main(argv: list[str] | None = None) -> int:
         for slots in (1, 2):
             start_local_cluster([task.device_key], slots=slots)
             with RayRunner("auto", **options) as runner:
-                ray.get([s.pid.remote() for s in runner.slots_for(task.device_key)])
+                runner.run(warm * slots)  # one to each slot
                 rows.append((f"ray, {slots} slot(s)", *_job(runner, task, opts.candidates,
                                                             folder, f"ray{slots}")))
             ray.shutdown()
     print(f"{opts.op}, {opts.candidates} candidates, {os.cpu_count()} cores, load average "
           f"{os.getloadavg()[0]:.2f}")
-    for name, wall, n in rows:
+    for name, wall, cpu, n in rows:
+        total = sum(cpu.values())
         print(f"{name:32s} {wall:7.2f} s  {n / wall:6.2f} records/s  {wall / n * 1e3:7.1f} "
-              "ms/candidate")
-    local_wall, ray1_wall = rows[0][1], rows[1][1]
-    print(f"Ray overhead per candidate (1 slot vs local): "
-          f"{(ray1_wall - local_wall) / opts.candidates * 1e3:.1f} ms; 2 slots / 1 slot wall "
+              f"ms/candidate  CPU {total / n * 1e3:6.1f} ms/candidate (" + ", ".join(
+                  f"{r} {cpu[r] / n * 1e3:.1f}" for r in ROLES) + ")")
+    (_, local_wall, local_cpu, _), (_, ray1_wall, ray1_cpu, _) = rows[0], rows[1]
+    extra = {r: (ray1_cpu[r] - local_cpu[r]) / opts.candidates * 1e3 for r in ROLES}
+    print(f"Ray overhead per candidate (1 slot vs local): wall "
+          f"{(ray1_wall - local_wall) / opts.candidates * 1e3:.1f} ms, CPU "
+          f"{sum(extra.values()):.1f} ms (" + ", ".join(f"{r} {v:+.1f}" for r, v in
+                                                extra.items()) + "); 2 slots / 1 slot wall "
           f"time {rows[2][1] / ray1_wall:.2f}")
     return 0
 

@@ -52,6 +52,22 @@ Trials per task to (a) within 5% of cold's final: cold 4 / 19 / 3 / 9 / 11, warm
 11 / 19 / 23 / 9 / 23, warm 7 / never / 2 / never / 17 (19 and 17: 1.12). So no robust
 saving: warm never reached cold's final in two seeds of five, and one seed's own search
 moves the final estimate by 13% either way, more than the transfer changes it.
+
+Six seeds in one run (the same command with `--seeds 6`, after conv2d_NCHWc.x86's padding
+guard became its default, version 2; load 3.4-5.3, 18 min; ResNet-18's 12 tasks as the
+source, untuned 44.7 ms): cold's final estimates 24.0, 37.2, 33.6, 36.4, 36.2, 38.7 ms,
+warm's 39.8, 39.6, 29.9, 26.2, 34.2, 33.8. Trials per task, (a) within 5% of cold's
+final: cold 13, 2, 16, 17, 6, 10, warm never, never, 2, 2, 2, 10; (b) 95% of cold's
+improvement: cold 13, 15, 16, 19, 10, 21, warm never, never, 2, 3, 2, 16. Medians: (a)
+cold 11.5, warm 6 (cold / warm 1.92); (b) 15.5 against 9.5 (1.63). Warm ends faster in
+four seeds, slower in two (seed 0's cold 24.0 ms lies far below the other seeds' 33.6-38.7:
+one lucky run can make warm "never" reach it). The saving holds in the median and in
+four seeds of six, but a seed's own exploration still moves the result (cold's finals
+spread 24-39 ms) by more than transfer does.
+
+The two runs above ran at the same time on the same 2-core machine, from the same seeds:
+medians 0.69 / 1.12 in one and 1.92 / 1.63 in the other. Under load the measurements, not
+the seeds, decide which way transfer looks; a saving is not shown robustly.
 """
 
 from __future__ import annotations

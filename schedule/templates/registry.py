@@ -84,6 +84,13 @@ def register_template(name: str, target_kind: str = "llvm", compute: ComputeFn |
     `output_block="tile_oc"` names the knob that decides a blocked output's channel block
     (see `output_block_of`); `version` (from 1) goes up when the template's kernels change
     how they time, so that older records no longer apply (see `workload_key`).
+
+    tests/schedule/test_template_versions.py fails when what a template decides (its
+    compute, config space, fallback or the schedule of fixed points of its space, for the
+    canonical tasks of tests/schedule/pin_templates.py) changed while `version` did not:
+    raise `version` if a config now does something else, then re-pin the fingerprints with
+    `python3 -m tests.schedule.pin_templates NAME` (only re-pin when no config changed
+    what it does, e.g. a renamed stage).
     """
     if compute is None:
         raise ScheduleError(f"template '{name}': register_template needs compute=<builder>")

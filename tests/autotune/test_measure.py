@@ -233,6 +233,46 @@ def test_a_worker_caps_its_address_space_by_default() -> None:
     assert Worker().memory_limit == default_memory_limit() >= 4 << 30
 
 
+_MAIN_SCRIPT = """
+import os, sys
+if __name__ == "__mp_main__":  # multiprocessing's spawn re-running this script in a child
+    with open(os.environ["MAIN_MARK"], "a") as f:
+        f.write("rerun\\n")
+if __name__ == "__main__":
+    from autotune import Task
+    from autotune.measure import Worker
+    t = Task("matmul.x86", [((8, 8), "float32"), ((8, 8), "float32")])
+    for rerun in (False, True):
+        os.environ["MAIN_MARK"] = sys.argv[1] + str(rerun)
+        w = Worker(rerun_main=rerun)
+        status, _ = w.call(("build", t.to_dict(), t.config(0).to_json(), {}), 60)
+        w.close()
+        main = sys.modules["__main__"]
+        print(rerun, status, main.__file__ == __file__, main.__spec__ is None)
+"""
+
+
+def test_a_worker_with_rerun_main_off_does_not_run_the_parents_main_script(tmp_path) -> None:
+    # a Ray slot's main script is Ray's worker: re-run in each worker it imported Ray
+    import os
+    import subprocess
+    import sys
+
+    import autotune
+
+    script = tmp_path / "main_script.py"
+    script.write_text(_MAIN_SCRIPT)
+    root = str(Path(autotune.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "mark-")], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    # both built; the script's __main__ is as it was after each start
+    assert out.stdout.split("\n")[:2] == ["False ok True True", "True ok True True"]
+    assert not (tmp_path / "mark-False").exists()
+    assert (tmp_path / "mark-True").read_text() == "rerun\n"
+
+
 def test_control_times_candidate_and_default_in_abba_quartets(monkeypatch) -> None:
     import autotune.measure as m
 
