@@ -97,7 +97,15 @@ def tessel_convs(lib: Any, feeds: dict[str, Any], repeat: int = 10) -> list[Laye
 def warm_convs(lib: Any, feeds: dict[str, Any], repeat: int = 10) -> list[LayerTime]:
     """The conv kernels of a compiled model as tessel_convs lists them, each timed alone:
     `repeat` calls in a row (after one) on the arrays of one model run, so that its weight,
-    data and output are as warm as the caches hold them (median seconds, in us)."""
+    data and output are as warm as the caches hold them (median seconds, in us).
+
+    As warm as they get: on a Sapphire Rapids core the second call of a conv right after
+    another kernel ran 12% slower (ResNet-50's 53 convs summed; 25% for the 7x7 convs with
+    4 MiB of weights) than its third and later calls, as if the last-level cache kept a
+    line of weights only once it had been read twice; in a model every weight is read
+    once per run, so "alone" is a bound the model does not reach. A conv that writes its
+    output over its residual input (relay_ir.backend.inplace) reads its own last output
+    as the residual on the repeats: the same work on other numbers."""
     plan = lib.plan
     arrays = [feeds[name] for name, _, _ in lib.input_specs]
     env = plan.execute(arrays)
