@@ -126,6 +126,49 @@ def warm_convs(lib: Any, feeds: dict[str, Any], repeat: int = 10) -> list[LayerT
             for t, sec in zip(tessel_convs(lib, feeds, 1), times, strict=True)]
 
 
+PRIMES = ("none", "weights", "data")
+
+
+def primed_convs(lib: Any, feeds: dict[str, Any], prime: str = "none", repeat: int = 3
+                 ) -> list[LayerTime]:
+    """The conv kernels of a compiled model as tessel_convs lists them, each timed in the
+    cache state a model run leaves it: the steps before it run first, in order (so its
+    weights were last read a whole model run ago), then `prime` reads, twice, the conv's
+    constant inputs ("weights") or its other inputs and its output ("data") or nothing
+    ("none"), then the conv runs once, timed (median of `repeat`, in us). "none" is the
+    conv's time in the model; what "weights" and "data" take off it is what those arrays'
+    coming from memory costs it there. Runs about len(steps) / 2 model runs per prime and
+    repeat.
+
+        >>> cold = primed_convs(lib, feeds, "weights")     # doctest: +SKIP
+    """
+    if prime not in PRIMES:
+        raise ValueError(f"prime must be one of {', '.join(PRIMES)}, got {prime!r}")
+    plan = lib.plan
+    env = plan.execute([feeds[name] for name, _, _ in lib.input_specs])
+    calls = [(plan.kernels[s.kernel], [env[v] for v in s.inputs] + [env[v] for v in s.outputs])
+             for s in plan.steps]
+    convs = [k for k, s in enumerate(plan.steps) if "conv" in s.group]
+    runs: dict[int, list[float]] = {k: [] for k in convs}
+    for _ in range(max(1, repeat)):
+        for k in convs:
+            for fn, args in calls[:k]:
+                fn(args)
+            s = plan.steps[k]
+            consts = [plan.values[v].kind == "const" for v in s.inputs] + [False] * len(s.outputs)
+            touched = [a for a, c in zip(calls[k][1], consts)
+                       if (prime == "weights") == c] if prime != "none" else []
+            for _ in range(2):
+                for a in touched:
+                    a.sum()  # reads every line of the array
+            fn, args = calls[k]
+            t0 = time.perf_counter()
+            fn(args)
+            runs[k].append(time.perf_counter() - t0)
+    return [dataclasses.replace(t, us=statistics.median(runs[k]) * 1e6)
+            for t, k in zip(tessel_convs(lib, feeds, 1), convs, strict=True)]
+
+
 def match(tessel: list[LayerTime], ort: list[LayerTime]
           ) -> list[tuple[LayerTime | None, LayerTime | None]]:
     """Pairs (tessel, ort) matched by key and order (see the module docstring); an
@@ -157,11 +200,13 @@ def gap_table(pairs: list[tuple[LayerTime | None, LayerTime | None]], top: int =
 
 
 def shape_table(pairs: list[tuple[LayerTime | None, LayerTime | None]],
-                warm: list[LayerTime] | None = None, top: int = 10) -> str:
+                warm: list[LayerTime] | None = None, top: int = 10,
+                columns: dict[str, list[LayerTime]] | None = None) -> str:
     """The matched convs summed per distinct conv (key: output, weight, input sizes), the
     `top` with the largest Tessel - ORT time over all their occurrences first; with
-    `warm` (warm_convs of the same model), each shape's time alone beside it. Its last
-    line: every matched conv together.
+    `warm` (warm_convs of the same model), each shape's time alone beside it; each of
+    `columns` (a heading: times of the same convs, e.g. primed_convs) summed the same way
+    after it. Its last line: every matched conv together.
 
         >>> a = [(LayerTime("t1", 8, 9, 30.0), LayerTime("o1", 8, 9, 20.0)),
         ...      (LayerTime("t2", 8, 9, 30.0), LayerTime("o2", 8, 9, 20.0)),
@@ -171,33 +216,38 @@ def shape_table(pairs: list[tuple[LayerTime | None, LayerTime | None]],
         (8, 9, 0)               2        60.0    40.0    20.0   1.50
         all 3 convs                      65.0    50.0    15.0   1.30
     """
-    warm_of = {t.name: t.us for t in warm or []}
+    columns = columns or {}
+    named = [{t.name: t.us for t in warm or []}] + [
+        {t.name: t.us for t in ts} for ts in columns.values()]
     rows: dict[tuple[int, int, int], list[float]] = {}
     for t, o in pairs:
         if t is None or o is None:
             continue
-        r = rows.setdefault(t.key, [0, 0.0, 0.0, 0.0])
+        r = rows.setdefault(t.key, [0, 0.0, 0.0] + [0.0] * len(named))
         r[0] += 1
         r[1] += t.us
         r[2] += o.us
-        r[3] += warm_of.get(t.name, math.nan)
+        for c, times in enumerate(named):
+            r[3 + c] += times.get(t.name, math.nan)
     w = bool(warm)
     head = (f"{'conv (out, weight, in)':<30} {'n':>2} {'tessel us':>10} {'ort us':>9} "
             f"{'gap us':>8} {'ratio':>6}")
-    lines = [head + (f" {'alone us':>9} {'alone/ort':>9}" if w else "")]
+    lines = [head + (f" {'alone us':>9} {'alone/ort':>9}" if w else "")
+             + "".join(f" {name:>14}" for name in columns)]
 
     def line(label: str, n: str, r: list[float]) -> str:
         text = (f"{label:<30} {n:>2} {r[1]:>10.1f} {r[2]:>9.1f} {r[1] - r[2]:>8.1f} "
                 f"{r[1] / max(r[2], 1e-9):>6.2f}")
-        return text + (f" {r[3]:>9.1f} {r[3] / max(r[2], 1e-9):>9.2f}" if w else "")
+        text += f" {r[3]:>9.1f} {r[3] / max(r[2], 1e-9):>9.2f}" if w else ""
+        return text + "".join(f" {x:>14.1f}" for x in r[4:])
 
     ranked = sorted(rows.items(), key=lambda kv: kv[1][2] - kv[1][1])
     for key, r in ranked[:top]:
         lines.append(line(str(key), str(int(r[0])), r))
-    total = [sum(r[k] for r in rows.values()) for k in range(4)]
+    total = [sum(r[k] for r in rows.values()) for k in range(3 + len(named))]
     lines.append(line(f"all {int(total[0])} convs", "", total))
     return "\n".join(lines)
 
 
-__all__ = ["LayerTime", "gap_table", "match", "ort_convs", "shape_table", "tessel_convs",
-           "warm_convs"]
+__all__ = ["LayerTime", "gap_table", "match", "ort_convs", "primed_convs", "shape_table",
+           "tessel_convs", "warm_convs"]

@@ -6,7 +6,8 @@ is installed), all on Tessel's thread count. Outputs are checked against ONNX Ru
 first; then --rounds interleaved rounds (each runs every system once per model), the
 median over rounds of each round's median, ratios to ONNX Runtime, and per model the
 convs with the largest gap to ONNX Runtime's profile (benchmarks.layer_profile), then the
-same summed per distinct conv with each conv's time alone and warm beside it.
+same summed per distinct conv with each conv's time alone and warm beside it (with
+--primed, also in the model's order with its weights or its data read just before it).
 
     python -m benchmarks.models                      # all four at 224x224
     python -m benchmarks.models --models resnet18 --db r18.db --repeat 5
@@ -173,9 +174,11 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     import tempfile
 
     from benchmarks.layer_profile import (
+        PRIMES,
         gap_table,
         match,
         ort_convs,
+        primed_convs,
         shape_table,
         tessel_convs,
         warm_convs,
@@ -189,6 +192,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--pause", type=float, default=0.3)
     ap.add_argument("--top", type=int, default=10, help="rows of the per-conv gap table")
+    ap.add_argument("--primed", action="store_true",
+                    help="per distinct conv also its time after the steps before it, with "
+                         "its weights or its data read just before (layer_profile."
+                         "primed_convs): what each costs coming from memory")
     ap.add_argument("--image", type=int, default=224, help="input side (not resnet50)")
     ap.add_argument("--width", type=int, default=None, help="first-stage channels")
     ap.add_argument("--tolerance", type=float, default=1e-3)
@@ -233,7 +240,11 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         print(gap_table(pairs, args.top))
         # per distinct conv, summed over its occurrences, with each conv's time alone (warm):
         # a conv at ORT's time alone but not in the model waits on memory, not on its kernel
-        print(shape_table(pairs, warm_convs(got["lib"], got["feeds"], args.repeat), args.top))
+        columns = {f"{p} warm us" if p != "none" else "in order us":
+                   primed_convs(got["lib"], got["feeds"], p, 3)
+                   for p in (PRIMES if args.primed else ())}
+        print(shape_table(pairs, warm_convs(got["lib"], got["feeds"], args.repeat), args.top,
+                          columns))
     return out
 
 
