@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 import relay_ir
+from benchmarks.envvar import temporary_env
 from benchmarks.models import _model, median_seconds, ort_session
 from lowering.kernel import num_threads
 from relay_ir.backend.executor import GraphPlan
@@ -34,18 +35,11 @@ def plans_of(lib: Any, arenas: int) -> dict[str, list[GraphPlan]]:
     """`arenas` graph plans of `lib`'s kernels per memory plan (PLANS), each with its own
     arena (allocated at its first run)."""
     p = lib.plan
-    before = os.environ.get("TESSEL_PLAN_INPLACE")
     out: dict[str, list[GraphPlan]] = {}
-    try:
-        for name in PLANS:
-            os.environ["TESSEL_PLAN_INPLACE"] = "1" if name == "in place" else "0"
+    for name in PLANS:
+        with temporary_env("TESSEL_PLAN_INPLACE", "1" if name == "in place" else "0"):
             out[name] = [GraphPlan(p.kernels, p.values, p.steps, p.inputs, p.outputs)
                          for _ in range(arenas)]
-    finally:
-        if before is None:
-            os.environ.pop("TESSEL_PLAN_INPLACE", None)
-        else:
-            os.environ["TESSEL_PLAN_INPLACE"] = before
     return out
 
 
