@@ -25,6 +25,13 @@ time is at ORT's but whose model time is not waits on memory (cold weights of th
 and 7x7 convs, 1-9 MiB each; 3 MiB activations at 56x56), not on its micro-kernel.
 
     >>> print(shape_table(match(ours, theirs), warm_convs(lib, feeds)))  # doctest: +SKIP
+
+Which memory (`primed_convs`: each conv after the steps before it, as in a model run, with
+its weights or its data and output read just before it, or nothing): ResNet-50 on one
+Sapphire Rapids core (load 2.6-3.2), its 53 convs 59.1 ms in order (58.6 in the model's
+profile), 51.4 with their weights read first, 54.6 with their data, 48.8 alone, ORT's 54.6
+in its model: weights coming from memory are most of the gap (the 14x14 and 7x7 convs'
+1-9 MiB), the activations the rest.
 """
 
 from __future__ import annotations
@@ -97,7 +104,15 @@ def tessel_convs(lib: Any, feeds: dict[str, Any], repeat: int = 10) -> list[Laye
 def warm_convs(lib: Any, feeds: dict[str, Any], repeat: int = 10) -> list[LayerTime]:
     """The conv kernels of a compiled model as tessel_convs lists them, each timed alone:
     `repeat` calls in a row (after one) on the arrays of one model run, so that its weight,
-    data and output are as warm as the caches hold them (median seconds, in us)."""
+    data and output are as warm as the caches hold them (median seconds, in us).
+
+    As warm as they get: on a Sapphire Rapids core the second call of a conv right after
+    another kernel ran 12% slower (ResNet-50's 53 convs summed; 25% for the 7x7 convs with
+    4 MiB of weights) than its third and later calls, as if the last-level cache kept a
+    line of weights only once it had been read twice; in a model every weight is read
+    once per run, so "alone" is a bound the model does not reach. A conv that writes its
+    output over its residual input (relay_ir.backend.inplace) reads its own last output
+    as the residual on the repeats: the same work on other numbers."""
     plan = lib.plan
     arrays = [feeds[name] for name, _, _ in lib.input_specs]
     env = plan.execute(arrays)
@@ -116,6 +131,49 @@ def warm_convs(lib: Any, feeds: dict[str, Any], repeat: int = 10) -> list[LayerT
         times.append(statistics.median(runs))
     return [dataclasses.replace(t, us=sec * 1e6)
             for t, sec in zip(tessel_convs(lib, feeds, 1), times, strict=True)]
+
+
+PRIMES = ("none", "weights", "data")
+
+
+def primed_convs(lib: Any, feeds: dict[str, Any], prime: str = "none", repeat: int = 3
+                 ) -> list[LayerTime]:
+    """The conv kernels of a compiled model as tessel_convs lists them, each timed in the
+    cache state a model run leaves it: the steps before it run first, in order (so its
+    weights were last read a whole model run ago), then `prime` reads, twice, the conv's
+    constant inputs ("weights") or its other inputs and its output ("data") or nothing
+    ("none"), then the conv runs once, timed (median of `repeat`, in us). "none" is the
+    conv's time in the model; what "weights" and "data" take off it is what those arrays'
+    coming from memory costs it there. Runs about len(steps) / 2 model runs per prime and
+    repeat.
+
+        >>> cold = primed_convs(lib, feeds, "weights")     # doctest: +SKIP
+    """
+    if prime not in PRIMES:
+        raise ValueError(f"prime must be one of {', '.join(PRIMES)}, got {prime!r}")
+    plan = lib.plan
+    env = plan.execute([feeds[name] for name, _, _ in lib.input_specs])
+    calls = [(plan.kernels[s.kernel], [env[v] for v in s.inputs] + [env[v] for v in s.outputs])
+             for s in plan.steps]
+    convs = [k for k, s in enumerate(plan.steps) if "conv" in s.group]
+    runs: dict[int, list[float]] = {k: [] for k in convs}
+    for _ in range(max(1, repeat)):
+        for k in convs:
+            for fn, args in calls[:k]:
+                fn(args)
+            s = plan.steps[k]
+            consts = [plan.values[v].kind == "const" for v in s.inputs] + [False] * len(s.outputs)
+            touched = [a for a, c in zip(calls[k][1], consts)
+                       if (prime == "weights") == c] if prime != "none" else []
+            for _ in range(2):
+                for a in touched:
+                    a.sum()  # reads every line of the array
+            fn, args = calls[k]
+            t0 = time.perf_counter()
+            fn(args)
+            runs[k].append(time.perf_counter() - t0)
+    return [dataclasses.replace(t, us=statistics.median(runs[k]) * 1e6)
+            for t, k in zip(tessel_convs(lib, feeds, 1), convs, strict=True)]
 
 
 def match(tessel: list[LayerTime], ort: list[LayerTime]
@@ -149,11 +207,13 @@ def gap_table(pairs: list[tuple[LayerTime | None, LayerTime | None]], top: int =
 
 
 def shape_table(pairs: list[tuple[LayerTime | None, LayerTime | None]],
-                warm: list[LayerTime] | None = None, top: int = 10) -> str:
+                warm: list[LayerTime] | None = None, top: int = 10,
+                columns: dict[str, list[LayerTime]] | None = None) -> str:
     """The matched convs summed per distinct conv (key: output, weight, input sizes), the
     `top` with the largest Tessel - ORT time over all their occurrences first; with
-    `warm` (warm_convs of the same model), each shape's time alone beside it. Its last
-    line: every matched conv together.
+    `warm` (warm_convs of the same model), each shape's time alone beside it; each of
+    `columns` (a heading: times of the same convs, e.g. primed_convs) summed the same way
+    after it. Its last line: every matched conv together.
 
         >>> a = [(LayerTime("t1", 8, 9, 30.0), LayerTime("o1", 8, 9, 20.0)),
         ...      (LayerTime("t2", 8, 9, 30.0), LayerTime("o2", 8, 9, 20.0)),
@@ -163,33 +223,38 @@ def shape_table(pairs: list[tuple[LayerTime | None, LayerTime | None]],
         (8, 9, 0)               2        60.0    40.0    20.0   1.50
         all 3 convs                      65.0    50.0    15.0   1.30
     """
-    warm_of = {t.name: t.us for t in warm or []}
+    columns = columns or {}
+    named = [{t.name: t.us for t in warm or []}] + [
+        {t.name: t.us for t in ts} for ts in columns.values()]
     rows: dict[tuple[int, int, int], list[float]] = {}
     for t, o in pairs:
         if t is None or o is None:
             continue
-        r = rows.setdefault(t.key, [0, 0.0, 0.0, 0.0])
+        r = rows.setdefault(t.key, [0, 0.0, 0.0] + [0.0] * len(named))
         r[0] += 1
         r[1] += t.us
         r[2] += o.us
-        r[3] += warm_of.get(t.name, math.nan)
+        for c, times in enumerate(named):
+            r[3 + c] += times.get(t.name, math.nan)
     w = bool(warm)
     head = (f"{'conv (out, weight, in)':<30} {'n':>2} {'tessel us':>10} {'ort us':>9} "
             f"{'gap us':>8} {'ratio':>6}")
-    lines = [head + (f" {'alone us':>9} {'alone/ort':>9}" if w else "")]
+    lines = [head + (f" {'alone us':>9} {'alone/ort':>9}" if w else "")
+             + "".join(f" {name:>14}" for name in columns)]
 
     def line(label: str, n: str, r: list[float]) -> str:
         text = (f"{label:<30} {n:>2} {r[1]:>10.1f} {r[2]:>9.1f} {r[1] - r[2]:>8.1f} "
                 f"{r[1] / max(r[2], 1e-9):>6.2f}")
-        return text + (f" {r[3]:>9.1f} {r[3] / max(r[2], 1e-9):>9.2f}" if w else "")
+        text += f" {r[3]:>9.1f} {r[3] / max(r[2], 1e-9):>9.2f}" if w else ""
+        return text + "".join(f" {x:>14.1f}" for x in r[4:])
 
     ranked = sorted(rows.items(), key=lambda kv: kv[1][2] - kv[1][1])
     for key, r in ranked[:top]:
         lines.append(line(str(key), str(int(r[0])), r))
-    total = [sum(r[k] for r in rows.values()) for k in range(4)]
+    total = [sum(r[k] for r in rows.values()) for k in range(3 + len(named))]
     lines.append(line(f"all {int(total[0])} convs", "", total))
     return "\n".join(lines)
 
 
-__all__ = ["LayerTime", "gap_table", "match", "ort_convs", "shape_table", "tessel_convs",
-           "warm_convs"]
+__all__ = ["LayerTime", "gap_table", "match", "ort_convs", "primed_convs", "shape_table",
+           "tessel_convs", "warm_convs"]

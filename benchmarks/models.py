@@ -6,9 +6,10 @@ is installed), all on Tessel's thread count. Outputs are checked against ONNX Ru
 first; then --rounds interleaved rounds (each runs every system once per model), the
 median over rounds of each round's median, ratios to ONNX Runtime, and per model the
 convs with the largest gap to ONNX Runtime's profile (benchmarks.layer_profile), then the
-same summed per distinct conv with each conv's time alone and warm beside it; with --db
-the same two tables for the tuned build, its per-shape table in full (the issue's
-per-layer goal: every distinct conv, tuned, at or above ONNX Runtime's speed).
+same summed per distinct conv with each conv's time alone and warm beside it (with
+--primed, also in the model's order with its weights or its data read just before it);
+with --db the same two tables for the tuned build, its per-shape table in full (the
+issue's per-layer goal: every distinct conv, tuned, at or above ONNX Runtime's speed).
 
     python -m benchmarks.models                      # all four at 224x224
     python -m benchmarks.models --models resnet18 --db r18.db --repeat 5
@@ -201,9 +202,11 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     import tempfile
 
     from benchmarks.layer_profile import (
+        PRIMES,
         gap_table,
         match,
         ort_convs,
+        primed_convs,
         shape_table,
         tessel_convs,
         warm_convs,
@@ -221,6 +224,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
                          "each) instead of each system's repeats in a row: for more than "
                          "one thread on a machine whose speed changes over seconds")
     ap.add_argument("--top", type=int, default=10, help="rows of the per-conv gap table")
+    ap.add_argument("--primed", action="store_true",
+                    help="per distinct conv also its time after the steps before it, with "
+                         "its weights or its data read just before (layer_profile."
+                         "primed_convs): what each costs coming from memory")
     ap.add_argument("--image", type=int, default=224, help="input side (not resnet50)")
     ap.add_argument("--width", type=int, default=None, help="first-stage channels")
     ap.add_argument("--tolerance", type=float, default=1e-3)
@@ -275,8 +282,11 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
             # per distinct conv, summed over its occurrences, with each conv's time alone
             # (warm): a conv at ORT's time alone but not in the model waits on memory, not
             # on its kernel. Tuned, every shape: the issue asks each at or above ORT's speed
+            columns = {f"{p} warm us" if p != "none" else "in order us":
+                       primed_convs(lib, got["feeds"], p, 3)
+                       for p in (PRIMES if args.primed else ())}
             print(shape_table(pairs, warm_convs(lib, got["feeds"], args.repeat),
-                              args.top if label == "tessel" else len(pairs)))
+                              args.top if label == "tessel" else len(pairs), columns))
     return out
 
 

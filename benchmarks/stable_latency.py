@@ -10,11 +10,11 @@ offsets modulo the 4 KiB page.
 from __future__ import annotations
 
 import argparse
-import os
 
 import numpy as np
 
 import relay_ir
+from benchmarks.envvar import temporary_env
 from benchmarks.models import median_seconds
 from relay_ir.backend.memory_plan import PAGE
 from relay_ir.frontend.onnx import from_onnx
@@ -24,10 +24,10 @@ def spread(mod: object, params: object, builds: int, repeat: int, skew: bool
            ) -> list[tuple[float, list[int]]]:
     """(median seconds per inference, block offsets % 4096) of `builds` fresh builds,
     under skew on or off."""
-    os.environ["TESSEL_PLAN_SKEW"] = "1" if skew else "0"
     out = []
     for k in range(builds):
-        lib = relay_ir.build(mod, params=params)
+        with temporary_env("TESSEL_PLAN_SKEW", "1" if skew else "0"):
+            lib = relay_ir.build(mod, params=params)
         rng = np.random.default_rng(k)
         feeds = {n: rng.standard_normal(s).astype(dt) for n, s, dt in lib.input_specs}
         secs = median_seconds(lambda lib=lib, feeds=feeds: lib.run(**feeds), repeat)
@@ -49,18 +49,11 @@ def main(argv: list[str] | None = None) -> dict[str, list[tuple[float, list[int]
     from tests.e2e.onnx_models import resnet18
 
     mod, params = from_onnx(resnet18(image=a.image, width=a.width))
-    before = os.environ.get("TESSEL_PLAN_SKEW")
     res = {}
-    try:
-        for skew in (False, True):
-            res["on" if skew else "off"] = rows = spread(mod, params, a.builds, a.repeat, skew)
-            ts = [t for t, _ in rows]
-            print(f"skew {'on' if skew else 'off'}: spread max/min {max(ts) / min(ts):.3f}")
-    finally:
-        if before is None:
-            os.environ.pop("TESSEL_PLAN_SKEW", None)
-        else:
-            os.environ["TESSEL_PLAN_SKEW"] = before
+    for skew in (False, True):
+        res["on" if skew else "off"] = rows = spread(mod, params, a.builds, a.repeat, skew)
+        ts = [t for t, _ in rows]
+        print(f"skew {'on' if skew else 'off'}: spread max/min {max(ts) / min(ts):.3f}")
     return res
 
 

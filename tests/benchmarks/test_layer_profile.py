@@ -59,15 +59,19 @@ def test_convs_whose_output_and_weight_sizes_agree_are_told_apart_by_their_input
                                                                    ("depthwise", "dw")]
 
 
+def _tiny_resnet18() -> tuple[object, dict, list]:
+    """A compiled 16-channel ResNet-18 at 32x32, its feeds and its convs (tessel_convs)."""
+    x = seeded_rng().standard_normal((1, 3, 32, 32)).astype(np.float32)
+    mod, params = from_onnx(resnet18(image=32, width=16, classes=10))
+    lib = relay_ir.build(mod, params=params)
+    return lib, {"input": x}, tessel_convs(lib, {"input": x}, repeat=1)
+
+
 def test_warm_convs_times_every_conv_of_the_model_alone() -> None:
     from benchmarks.layer_profile import warm_convs
 
-    model = resnet18(image=32, width=16, classes=10)
-    x = seeded_rng().standard_normal((1, 3, 32, 32)).astype(np.float32)
-    mod, params = from_onnx(model)
-    lib = relay_ir.build(mod, params=params)
-    ours = tessel_convs(lib, {"input": x}, repeat=1)
-    warm = warm_convs(lib, {"input": x}, repeat=2)
+    lib, feeds, ours = _tiny_resnet18()
+    warm = warm_convs(lib, feeds, repeat=2)
     assert [(t.name, t.key) for t in warm] == [(t.name, t.key) for t in ours]
     assert all(t.us > 0 for t in warm)
 
@@ -92,3 +96,26 @@ def test_shape_table_sums_each_distinct_conv_and_ranks_by_the_summed_gap() -> No
     assert rows[3].split() == ["all", "3", "convs", "260.0", "210.0", "50.0", "1.24", "200.0",
                                "0.95"]
     assert len(shape_table(pairs, top=1).splitlines()) == 3
+
+
+def test_primed_convs_time_every_conv_in_the_model_order_for_each_prime() -> None:
+    from benchmarks.layer_profile import PRIMES, primed_convs
+
+    lib, feeds, ours = _tiny_resnet18()
+    for prime in PRIMES:
+        got = primed_convs(lib, feeds, prime, repeat=1)
+        assert [(t.name, t.key) for t in got] == [(t.name, t.key) for t in ours]
+        assert all(t.us > 0 for t in got)
+    with pytest.raises(ValueError, match="prime must be one of"):
+        primed_convs(lib, feeds, "bias")
+
+
+def test_shape_table_sums_extra_columns_per_shape() -> None:
+    from benchmarks.layer_profile import LayerTime, shape_table
+
+    pairs = [(LayerTime("a1", 8, 9, 120.0, 4), LayerTime("x1", 8, 9, 100.0, 4)),
+             (LayerTime("a2", 8, 9, 120.0, 4), LayerTime("x2", 8, 9, 100.0, 4))]
+    cold = [LayerTime("a1", 8, 9, 130.0, 4), LayerTime("a2", 8, 9, 110.0, 4)]
+    rows = shape_table(pairs, columns={"cold us": cold}).splitlines()
+    assert rows[0].split()[-2:] == ["cold", "us"]
+    assert rows[1].split()[-1] == "240.0" and rows[2].split()[-1] == "240.0"
