@@ -48,11 +48,13 @@ the two starts alone were 12 ms a candidate. A slot's workers no longer re-run i
 (LocalRunner's `rerun_main`), and a slot makes each task once instead of once a
 candidate (its config space was built again each time: 2 ms of the slot's CPU a
 candidate). Same command, the benchmark as now (workers started before the clock) run
-against main before and after the fix, alternating, four rounds each, load 4.8-6.3 (the
+against main before and after the fix, alternating, seven rounds each, load 3.7-6.3 (the
 other helper's jobs; wall times swing by 50 ms a candidate with them, so CPU time is the
-figure): Ray's CPU overhead per candidate read 9.8, 13.1, 6.0, 23.3 ms before (median
-11.5), 1.9, 7.5, -2.9, 12.5 after (median 4.7); the slot actor's own CPU 4.8-5.0 ms
-before, 2.7-3.3 after.
+figure): Ray's CPU overhead per candidate read 9.8, 13.1, 6.0, 23.3, 13.3, 19.4, 13.7 ms
+before (median 13.3), 1.9, 7.5, -2.9, 12.5, 14.2, -6.9, 16.0 after (median 7.5). By role:
+the slot actor's own CPU 4.8-5.8 ms before, 2.7-3.3 after (the task made once); the
+measuring workers' against the local runner's, median +1.3 ms before, -2.1 after (the
+builds' 3.5%, within this noise of +-10 ms); the driver and Ray's own processes alike.
 
 What is left, on paper (CPU a candidate, 1 slot against the local runner): the driver
 +1.0-1.5 ms (submitting a call, waiting, the result), the slot actor 2.7-3.3 ms (Ray
