@@ -57,8 +57,8 @@ measuring workers' against the local runner's, median +1.3 ms before, -2.1 after
 builds' 3.5%, within this noise of +-10 ms); the driver and Ray's own processes alike.
 
 What is left, on paper (CPU a candidate, 1 slot against the local runner): the driver
-+1.0-1.5 ms (submitting a call, waiting, the result), the slot actor 2.7-3.3 ms (Ray
-running the call, the LocalRunner around the workers), Ray's own processes 4.2-6.5 ms.
++1.0-1.7 ms (submitting a call, waiting, the result), the slot actor 2.7-3.3 ms (Ray
+running the call, the LocalRunner around the workers), Ray's own processes 4.2-7.3 ms.
 That last is Ray's background at about 3% of one core whatever the work (idle, a node
 with one slot: raylet 0.7%, an idle worker 0.5%, GCS 0.4%, the slot 0.4%, the driver
 0.3%, agents 0.1%; 2.4% in all), so it shrinks as a share of longer candidates and is
