@@ -48,15 +48,20 @@ the two starts alone were 12 ms a candidate. A slot's workers no longer re-run i
 (LocalRunner's `rerun_main`), and a slot makes each task once instead of once a
 candidate (its config space was built again each time: 2 ms of the slot's CPU a
 candidate). Same command, the benchmark as now (workers started before the clock) run
-against main before and after the fix, alternating, four rounds each, load 4.8-6.3 (the
+against main before and after the fix, alternating, seven rounds each, load 3.7-6.3 (the
 other helper's jobs; wall times swing by 50 ms a candidate with them, so CPU time is the
-figure): Ray's CPU overhead per candidate read 9.8, 13.1, 6.0, 23.3 ms before (median
-11.5), 1.9, 7.5, -2.9, 12.5 after (median 4.7); the slot actor's own CPU 4.8-5.0 ms
-before, 2.7-3.3 after.
+figure): Ray's CPU overhead per candidate read 9.8, 13.1, 6.0, 23.3, 13.3, 19.4, 13.7 ms
+before (median 13.3), 1.9, 7.5, -2.9, 12.5, 14.2, -6.9, 16.0 after (median 7.5). By role:
+the slot actor's own CPU 4.8-5.8 ms before, 2.7-3.3 after (the task made once); the
+measuring workers' against the local runner's, median +1.3 ms before, -2.1 after (the
+builds' 3.5%, within this noise of +-10 ms); the driver and Ray's own processes alike.
 
 What is left, on paper (CPU a candidate, 1 slot against the local runner): the driver
-+1.0-1.5 ms (submitting a call, waiting, the result), the slot actor 2.7-3.3 ms (Ray
-running the call, the LocalRunner around the workers), Ray's own processes 4.2-6.5 ms.
++1.0-1.7 ms (submitting a call, waiting, the result), the slot actor 2.7-3.3 ms (Ray
+running the call, the LocalRunner around the workers), Ray's own processes 4.2-7.3 ms. A
+bare call to a slot (300 `pid()` calls, load 4.3) takes 0.9 ms there and back and 0.5 ms
+of CPU on each side; the rest of the slot's is the LocalRunner and its share of Ray's
+background.
 That last is Ray's background at about 3% of one core whatever the work (idle, a node
 with one slot: raylet 0.7%, an idle worker 0.5%, GCS 0.4%, the slot 0.4%, the driver
 0.3%, agents 0.1%; 2.4% in all), so it shrinks as a share of longer candidates and is
