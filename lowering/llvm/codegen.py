@@ -253,14 +253,14 @@ class CodeGen(ExprEmitter):
                 self.b.store(value, ptr, align=align)
             else:
                 self.intrinsic("masked.store", ir.VoidType(),
-                               [value, ptr, ir.Constant(I32, align), vc.mask],
+                               [value, ptr, const(I32, align), vc.mask],
                                [value.type, PTR])
             return
         idx = self.splat(self.flat_index(s.buffer, s.indices), vc.lanes)
         ptrs = self.vgep(info.ptr, idx, mt)
         mask = vc.mask if vc.mask is not None else const(vec(I1, vc.lanes), 1)
         self.intrinsic("masked.scatter", ir.VoidType(),
-                       [value, ptrs, ir.Constant(I32, align), mask], [value.type, ptrs.type])
+                       [value, ptrs, const(I32, align), mask], [value.type, ptrs.type])
 
     def _s_Evaluate(self, s: lir.Evaluate) -> None:
         self.emit(s.value)
@@ -389,7 +389,7 @@ class CodeGen(ExprEmitter):
         self.memo = {}
         body(phi)
         self.memo = saved
-        nxt = self.b.add(phi, ir.Constant(I64, 1), flags=["nsw"])
+        nxt = self.b.add(phi, const(I64, 1), flags=["nsw"])
         phi.add_incoming(nxt, self.b.block)
         latch = self.b.branch(head)
         if hint:
@@ -453,9 +453,11 @@ class CodeGen(ExprEmitter):
     def _unrolled(self, s: lir.For, ext: int) -> None:
         lo = self.emit_index(s.min)
         for k in range(ext):
-            c = lo if k == 0 else self.b.add(lo, ir.Constant(I64, k), flags=["nsw"])
+            # (with a constant `lo` the add is dead; it is kept so that the IR text stays
+            # the same as before, LLVM drops it)
+            c = lo if k == 0 else self.b.add(lo, const(I64, k), flags=["nsw"])
             if isinstance(lo, ir.Constant):
-                c = ir.Constant(I64, lo.constant + k)
+                c = const(I64, lo.constant + k)
             old = self.bind_loop_var(s.var, c)
             self.stmt(s.body)
             self._restore(id(s.var), *old)
@@ -483,11 +485,11 @@ class CodeGen(ExprEmitter):
             return
 
         def chunk(c: ir.Value) -> None:
-            base = self.b.add(lo, self.b.mul(c, ir.Constant(I64, lanes), flags=["nsw"]),
+            base = self.b.add(lo, self.b.mul(c, const(I64, lanes), flags=["nsw"]),
                               flags=["nsw"])
             one_chunk(base)
 
-        self.loop(ir.Constant(I64, 0), ir.Constant(I64, ext // lanes), chunk, name="vec")
+        self.loop(const(I64, 0), const(I64, ext // lanes), chunk, name="vec")
 
 
 def _fix_loop_ids(text: str) -> str:

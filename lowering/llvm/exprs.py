@@ -82,11 +82,11 @@ class ExprEmitter:
         if isinstance(v.type, ir.VectorType):
             return v
         if isinstance(v, ir.Constant):
-            return ir.Constant(vec(v.type, lanes), [v.constant] * lanes)
+            return const(vec(v.type, lanes), v.constant)
         t = vec(v.type, lanes)
-        one = self.b.insert_element(ir.Constant(t, ir.Undefined), v, ir.Constant(I32, 0))
-        return self.b.shuffle_vector(one, ir.Constant(t, ir.Undefined),
-                                     ir.Constant(vec(I32, lanes), [0] * lanes))
+        undef = const(t, ir.Undefined)
+        one = self.b.insert_element(undef, v, const(I32, 0))
+        return self.b.shuffle_vector(one, undef, const(vec(I32, lanes), 0))
 
     def unify(self, *vals: ir.Value) -> list[ir.Value]:
         """Broadcast scalars when any operand is a vector."""
@@ -137,11 +137,11 @@ class ExprEmitter:
     # ------------------------------------------------------------------ leaves
     def _e_IntImm(self, e: E.IntImm) -> ir.Value:
         if e.dtype == "bool":
-            return ir.Constant(I1, int(bool(e.value)))
-        return ir.Constant(reg_type(e.dtype), e.value & ((1 << bits(e.dtype)) - 1))
+            return const(I1, int(bool(e.value)))
+        return const(reg_type(e.dtype), e.value & ((1 << bits(e.dtype)) - 1))
 
     def _e_FloatImm(self, e: E.FloatImm) -> ir.Value:
-        return ir.Constant(reg_type(e.dtype), float(e.value))
+        return const(reg_type(e.dtype), float(e.value))
 
     def _e_StringImm(self, e: E.StringImm) -> ir.Value:
         raise CodegenError(f"a string constant {e.value!r} cannot be a value in LLVM code")
@@ -359,7 +359,7 @@ class ExprEmitter:
         """`e` as an i64 (scalar or vector) with no-signed-wrap arithmetic: indices are
         computed wide so that they cannot overflow and LLVM can reason about them."""
         if isinstance(e, E.IntImm):
-            return ir.Constant(I64, e.value)
+            return const(I64, e.value)
         if isinstance(e, E.Var):
             w = self.env64.get(id(e))
             if w is not None:
@@ -399,7 +399,7 @@ class ExprEmitter:
             else:
                 total, term = self.unify(total, term)
                 total = self.b.add(total, term, flags=["nsw"])
-        return total if total is not None else ir.Constant(I64, 0)
+        return total if total is not None else const(I64, 0)
 
     def buffer(self, buf: lir.Buffer) -> BufInfo:
         """The BufInfo of `buf`, or a CodegenError when it is not in scope."""
@@ -431,13 +431,13 @@ class ExprEmitter:
                 v = self.b.load(ptr, typ=vt, align=align)
             else:
                 v = self.intrinsic("masked.load", vt,
-                                   [ptr, ir.Constant(I32, align), mask, const(vt, 0)],
+                                   [ptr, const(I32, align), mask, const(vt, 0)],
                                    [vt, PTR])
         else:
             idx = self.splat(self.flat_index(e.buffer, e.indices), n)
             ptrs = self.vgep(info.ptr, idx, mt)
             v = self.intrinsic("masked.gather", vt,
-                               [ptrs, ir.Constant(I32, align), mask, const(vt, 0)],
+                               [ptrs, const(I32, align), mask, const(vt, 0)],
                                [vt, vec(PTR, n)])
         return self._from_mem(v, e.buffer.dtype)
 
