@@ -78,6 +78,7 @@ class CodeGen(ExprEmitter):
         self.bufs: dict[int, BufInfo] = {}
         self.vec: VecCtx | None = None
         self.memo: dict[int, tuple[Any, ir.Value]] = {}
+        self.var_memo: dict[int, tuple[Any, frozenset[int]]] = {}
         self.in_parallel = False
         self.nthreads_sym = "__tessel_num_threads"
         g = ir.GlobalVariable(self.module, I32, self.nthreads_sym)
@@ -245,7 +246,8 @@ class CodeGen(ExprEmitter):
             self.b.store(self.to_mem(value, s.buffer.dtype), ptr, align=align)
             return
         value = self.to_mem(self.splat(value, vc.lanes), s.buffer.dtype)
-        c = flat_coeff(s.buffer, info.const_strides, s.indices, vc.var, vc.varying)
+        c = flat_coeff(s.buffer, info.const_strides, s.indices, vc.var, vc.varying,
+                       self.var_memo)
         if c == 1:
             ptr = self.b.gep(info.ptr, [self.lane0_index(s.buffer, s.indices)],
                              source_etype=mt)
@@ -432,7 +434,8 @@ class CodeGen(ExprEmitter):
             return
         if kind is lir.ForKind.VECTORIZED and ext is not None and self.vec is None:
             lanes = chunk_lanes(ext)
-            if lanes > 1 and vector_body_ok(s.body, s.var, self.const_strides):
+            if lanes > 1 and vector_body_ok(s.body, s.var, self.const_strides,
+                                                self.var_memo):
                 self._vectorized(s, ext, lanes)
                 return
         hint = {lir.ForKind.VECTORIZED: "vectorize", lir.ForKind.UNROLLED: "unroll"}

@@ -34,7 +34,7 @@ from lowering.llvm.types import (
     scalar_of,
     vec,
 )
-from lowering.llvm.vectorize import flat_coeff, uses_any
+from lowering.llvm.vectorize import VarMemo, flat_coeff, uses_any
 from tensor_expr import expr as E
 from tensor_expr.dtype import bits, is_float, is_uint
 from tessel_errors import CodegenError
@@ -74,6 +74,7 @@ class ExprEmitter:
     bufs: dict[int, BufInfo]
     vec: VecCtx | None
     memo: dict[int, tuple[Any, ir.Value]]
+    var_memo: VarMemo  # the Var ids each expression node reads (vectorize.var_ids)
     fmf: tuple[str, ...]
 
     # ------------------------------------------------------------------ helpers
@@ -95,7 +96,7 @@ class ExprEmitter:
 
     def is_varying(self, e: Any) -> bool:
         """True when `e` differs between lanes of the current vectorized loop."""
-        return self.vec is not None and uses_any(e, self.vec.varying)
+        return self.vec is not None and uses_any(e, self.vec.varying, self.var_memo)
 
     def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Value],
                   overload: list[ir.Type]) -> ir.Value:
@@ -423,7 +424,8 @@ class ExprEmitter:
         n = vc.lanes
         vt = vec(mt, n)
         mask = vc.mask if vc.mask is not None else const(vec(I1, n), 1)
-        c = flat_coeff(e.buffer, info.const_strides, e.indices, vc.var, vc.varying)
+        c = flat_coeff(e.buffer, info.const_strides, e.indices, vc.var, vc.varying,
+                       self.var_memo)
         if c == 1:
             base = self.lane0_index(e.buffer, e.indices)
             ptr = self.b.gep(info.ptr, [base], source_etype=mt)
