@@ -61,6 +61,10 @@ class VecCtx:
     lane0: ir.Value | None = None  # i64 value of the var in lane 0
 
 
+# (emitter class, expression class) -> the unbound _e_<Class> method: a dict lookup
+# instead of building the name and a getattr for each of the thousands of nodes
+_EMIT: dict[tuple[type, type], Any] = {}
+
 _INT_CMP = {E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.EQ: "==", E.NE: "!="}
 
 
@@ -91,6 +95,14 @@ class ExprEmitter:
 
     def unify(self, *vals: ir.Value) -> list[ir.Value]:
         """Broadcast scalars when any operand is a vector."""
+        if len(vals) == 2:  # the common case, without a generator
+            a, b = vals
+            ta, tb = a.type, b.type
+            va, vb = isinstance(ta, ir.VectorType), isinstance(tb, ir.VectorType)
+            if va == vb:
+                return [a, b]
+            n = ta.count if va else tb.count
+            return [a, self.splat(b, n)] if va else [self.splat(a, n), b]
         n = max(lanes_of(v.type) for v in vals)
         return [self.splat(v, n) for v in vals] if n else list(vals)
 
@@ -123,15 +135,20 @@ class ExprEmitter:
     # ------------------------------------------------------------------ entry
     def emit(self, e: Any) -> ir.Value:
         """The value of `e` (scalar, or vector when it varies across lanes)."""
-        e = E.as_expr(e)
+        if not isinstance(e, E.PrimExpr):
+            e = E.as_expr(e)
         hit = self.memo.get(id(e))
         if hit is not None:
             return hit[1]
-        method = getattr(self, "_e_" + type(e).__name__, None)
+        kind = type(e)
+        method = _EMIT.get((type(self), kind))
         if method is None:
-            raise CodegenError(f"the LLVM backend cannot emit expression '{e}' "
-                               f"({type(e).__name__}) in loop IR")
-        out = method(e)
+            method = getattr(type(self), "_e_" + kind.__name__, None)
+            if method is None:
+                raise CodegenError(f"the LLVM backend cannot emit expression '{e}' "
+                                   f"({kind.__name__}) in loop IR")
+            _EMIT[(type(self), kind)] = method
+        out = method(self, e)
         self.memo[id(e)] = (e, out)
         return out
 
