@@ -32,6 +32,7 @@ from llvmlite import ir
 from lowering import ir as lir
 from lowering.llvm import parallel
 from lowering.llvm.exprs import BufInfo, ExprEmitter, VecCtx
+from lowering.llvm.fastir import Builder, fast_scope
 from lowering.llvm.types import (
     I1,
     I32,
@@ -148,10 +149,11 @@ class CodeGen(ExprEmitter):
         """Emit into `fn`: fresh builder, entry block for allocas, fresh environment."""
         saved = (self.b if hasattr(self, "b") else None, getattr(self, "entry_b", None),
                  self.env, self.env64, self.bufs, self.memo, self.vec, self.fail)
+        fast_scope(fn)
         entry = fn.append_basic_block("entry")
         start = fn.append_basic_block("start")
-        self.entry_b = ir.IRBuilder(entry)
-        self.b = ir.IRBuilder(start)
+        self.entry_b = Builder(entry)
+        self.b = Builder(start)
         self.env, self.env64, self.bufs, self.memo, self.vec = {}, {}, {}, {}, None
         self.fail = self._fail_return
         try:
