@@ -81,8 +81,9 @@ def main() -> None:
     whole = [x + y + z for x, y, z in zip(r["lower"], r["generate"], r["emit"])]
     parts = "  ".join(f"{k} {statistics.median(v) * 1e3:6.1f}" for k, v in r.items())
     print(f"{where} [{a.target}] n={a.n} median CPU ms/candidate: {parts}  "
-          f"build {statistics.median(whole) * 1e3:6.1f}  mean generate "
-          f"{statistics.mean(r['generate']) * 1e3:6.1f}  (load {load:.2f})")
+          f"build {statistics.median(whole) * 1e3:6.1f}; means: generate "
+          f"{statistics.mean(r['generate']) * 1e3:6.1f} build {statistics.mean(whole) * 1e3:6.1f}"
+          f"  (load {load:.2f})")
 
 
 if __name__ == "__main__":
