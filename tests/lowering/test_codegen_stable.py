@@ -20,3 +20,30 @@ def test_generate_twice_same_text() -> None:
     label, func, target = entries[0]
     text = generate(func, target).text
     assert "define" in text and "fmul" in text, label
+
+
+def test_generate_restores_gc_state() -> None:
+    import gc
+
+    import pytest
+
+    import tensor_expr as te
+    from lowering.ir import Buffer, BufferStore, PrimFunc
+    from tessel_errors import CodegenError
+
+    A = Buffer("A", (4,), "float32")
+    unbound = te.var("k")
+    bad = PrimFunc("bad", (A,), BufferStore(A, te.const(1.0, "float32"), (unbound,)))
+    from tests.lowering.ir_examples import elementwise_2d
+
+    good = (None, elementwise_2d()[0], "llvm")
+    try:
+        for enabled in (True, False):
+            gc.enable() if enabled else gc.disable()
+            generate(good[1], good[2])
+            assert gc.isenabled() is enabled
+            with pytest.raises(CodegenError, match="not bound"):
+                generate(bad, "llvm")
+            assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
