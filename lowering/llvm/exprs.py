@@ -65,6 +65,8 @@ class VecCtx:
 # instead of building the name and a getattr for each of the thousands of nodes
 _EMIT: dict[tuple[type, type], Any] = {}
 
+_INDEX_OP = {E.Add: "add", E.Sub: "sub", E.Mul: "mul"}
+
 _INT_CMP = {E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.EQ: "==", E.NE: "!="}
 
 
@@ -385,8 +387,7 @@ class ExprEmitter:
             return self._widen(self.emit(e), e.dtype)
         if isinstance(e, (E.Add, E.Sub, E.Mul)) and e.dtype in ("int32", "int64"):
             a, b = self.unify(self.emit_index(e.a), self.emit_index(e.b))
-            op = {E.Add: self.b.add, E.Sub: self.b.sub, E.Mul: self.b.mul}[type(e)]
-            return op(a, b, flags=["nsw"])
+            return getattr(self.b, _INDEX_OP[type(e)])(a, b, flags=["nsw"])
         if isinstance(e, E.Cast) and e.dtype in ("int32", "int64") and e.value.dtype in (
             "int8", "int16", "int32", "int64"
         ):
