@@ -47,3 +47,22 @@ def test_generate_restores_gc_state() -> None:
             assert gc.isenabled() is enabled
     finally:
         gc.enable()
+
+
+def test_shared_constants_keep_their_text() -> None:
+    # the constant cache must not merge values that compare equal but print differently
+    from llvmlite import ir
+
+    from lowering.llvm.types import I1, I64, const, reg_type, vec
+
+    f32 = reg_type("float32")
+    for t in (f32, vec(f32, 8)):
+        assert str(const(t, -0.0)) == str(ir.Constant(t, [-0.0] * 8 if t != f32 else -0.0))
+        assert str(const(t, 0.0)) != str(const(t, -0.0))
+        assert const(t, 1.5) is const(t, 1.5)
+    nan = const(f32, float("nan"))
+    assert str(nan) == str(ir.Constant(f32, float("nan")))
+    assert str(const(I1, True)) == "i1 true" and str(const(I1, 1)) == "i1 1"
+    assert str(const(I64, 0)) == "i64 0"
+    assert str(const(vec(I64, 2), 3)) == "<2 x i64> <i64 3, i64 3>"
+    assert vec(I64, 4) is vec(I64, 4)
