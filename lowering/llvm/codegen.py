@@ -142,8 +142,7 @@ class CodeGen(ExprEmitter):
         attrs = '"prefer-vector-width"="512" nounwind'
         if self.target.fast_math:
             attrs += ' "no-nans-fp-math"="true" "unsafe-fp-math"="true"'
-        return re.sub(r"^(define [^\n]*\))", lambda m: m.group(1) + " " + attrs, text,
-                      flags=re.M)
+        return _after_define_lines(text, " " + attrs)
 
     @contextlib.contextmanager
     def function_scope(self, fn: ir.Function) -> Iterator[None]:
@@ -498,10 +497,43 @@ class CodeGen(ExprEmitter):
         self.loop(const(I64, 0), const(I64, ext // lanes), chunk, name="vec")
 
 
+def _after_define_lines(text: str, extra: str) -> str:
+    """`extra` after the last `)` of each line that starts with `define ` (what a
+    multi-line regex substitution of `^(define [^<newline>]*<close paren>)` did), without a
+    regex scan of every line of a module of megabytes: there are a few such lines."""
+    out: list[str] = []
+    pos = 0
+    if text.startswith("define "):
+        at = 0
+    else:
+        nxt = text.find("\ndefine ")
+        at = nxt + 1 if nxt >= 0 else -1
+    while at >= 0:
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        close = text.rfind(")", at, end)  # the regex's greedy [^\n]* ends at the last one
+        if close >= 0:
+            out.append(text[pos:close + 1])
+            out.append(extra)
+            pos = close + 1
+        nxt = text.find("\ndefine ", end)
+        at = nxt + 1 if nxt >= 0 else -1
+    out.append(text[pos:])
+    return "".join(out)
+
+
+_LOOP_SELF = re.compile(r'^(!\d+) = !\{\s*!"tessel\.loop\.self"\s*,', flags=re.M)
+
+
 def _fix_loop_ids(text: str) -> str:
     """Turn `!N = !{ !"tessel.loop.self", ...}` into LLVM's self-referential loop ids."""
-    return re.sub(r'^(!\d+) = !\{\s*!"tessel\.loop\.self"\s*,', r"\1 = distinct !{\1,",
-                  text, flags=re.M)
+    if '"tessel.loop.self"' not in text:
+        return text
+    # metadata lines (the only ones that start with "!") come last: scan from there
+    start = 0 if text.startswith("!") else text.find("\n!") + 1
+    if start == 0 and not text.startswith("!"):
+        return text
+    return text[:start] + _LOOP_SELF.sub(r"\1 = distinct !{\1,", text[start:])
 
 
 def generate(func: lir.PrimFunc, target: Any = "llvm") -> Generated:

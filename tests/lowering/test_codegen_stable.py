@@ -66,3 +66,25 @@ def test_shared_constants_keep_their_text() -> None:
     assert str(const(I64, 0)) == "i64 0"
     assert str(const(vec(I64, 2), 3)) == "<2 x i64> <i64 3, i64 3>"
     assert vec(I64, 4) is vec(I64, 4)
+
+
+def test_text_fixups_match_their_regex() -> None:
+    # the string-search versions of the two text fix-ups do what the regexes did
+    import re
+
+    from lowering.llvm.codegen import _after_define_lines, _fix_loop_ids
+
+    def old_attrs(t: str) -> str:
+        return re.sub(r"^(define [^\n]*\))", lambda m: m.group(1) + " X", t, flags=re.M)
+
+    def old_ids(t: str) -> str:
+        return re.sub(r'^(!\d+) = !\{\s*!"tessel\.loop\.self"\s*,', r"\1 = distinct !{\1,",
+                      t, flags=re.M)
+
+    texts = ["", "define i32 @f(ptr %a) {\n}", "x\ndefine void @g() ) y\n  define i32 @h()\n",
+             "define nothing here\ndefine i32 @k(i32 %x)", "a(b)\n\n!0 = !{ !\"tessel.loop.self\","
+             " !1}\n!1 = !{}\n!2 = !{!\"tessel.loop.self\" , !1}", "!3 = !{!\"tessel.loop.self\",}",
+             "call !4 = !{!\"tessel.loop.self\", !1}\n"]
+    for t in texts:
+        assert _after_define_lines(t, " X") == old_attrs(t), t
+        assert _fix_loop_ids(t) == old_ids(t), t
