@@ -44,11 +44,19 @@ def is_integral(dtype: str) -> bool:
 
 def bits(dtype: str) -> int:
     """Width of the type in bits (bool counts as 8, as stored in memory)."""
+    n = _BITS.get(dtype)
+    if n is not None:
+        return n
     if dtype == "bool":
         return 8
     if dtype == "handle":
         return 64
     return int("".join(ch for ch in dtype if ch.isdigit()))
+
+
+# code generators ask for widths thousands of times a kernel; the known names by table
+_BITS: dict[str, int] = {}
+_BITS.update({d: bits(d) for d in DTYPES})
 
 
 def promote(a: str, b: str) -> str:

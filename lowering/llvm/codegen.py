@@ -22,6 +22,7 @@ overlapping arrays), so that LLVM may keep values in registers across stores.
 from __future__ import annotations
 
 import contextlib
+import gc
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from llvmlite import ir
 from lowering import ir as lir
 from lowering.llvm import parallel
 from lowering.llvm.exprs import BufInfo, ExprEmitter, VecCtx
+from lowering.llvm.fastir import Builder, fast_scope
 from lowering.llvm.types import (
     I1,
     I32,
@@ -78,6 +80,7 @@ class CodeGen(ExprEmitter):
         self.bufs: dict[int, BufInfo] = {}
         self.vec: VecCtx | None = None
         self.memo: dict[int, tuple[Any, ir.Value]] = {}
+        self.var_memo: dict[int, tuple[Any, frozenset[int]]] = {}
         self.in_parallel = False
         self.nthreads_sym = "__tessel_num_threads"
         g = ir.GlobalVariable(self.module, I32, self.nthreads_sym)
@@ -139,18 +142,18 @@ class CodeGen(ExprEmitter):
         attrs = '"prefer-vector-width"="512" nounwind'
         if self.target.fast_math:
             attrs += ' "no-nans-fp-math"="true" "unsafe-fp-math"="true"'
-        return re.sub(r"^(define [^\n]*\))", lambda m: m.group(1) + " " + attrs, text,
-                      flags=re.M)
+        return _after_define_lines(text, " " + attrs)
 
     @contextlib.contextmanager
     def function_scope(self, fn: ir.Function) -> Iterator[None]:
         """Emit into `fn`: fresh builder, entry block for allocas, fresh environment."""
         saved = (self.b if hasattr(self, "b") else None, getattr(self, "entry_b", None),
                  self.env, self.env64, self.bufs, self.memo, self.vec, self.fail)
+        fast_scope(fn)
         entry = fn.append_basic_block("entry")
         start = fn.append_basic_block("start")
-        self.entry_b = ir.IRBuilder(entry)
-        self.b = ir.IRBuilder(start)
+        self.entry_b = Builder(entry)
+        self.b = Builder(start)
         self.env, self.env64, self.bufs, self.memo, self.vec = {}, {}, {}, {}, None
         self.fail = self._fail_return
         try:
@@ -245,7 +248,8 @@ class CodeGen(ExprEmitter):
             self.b.store(self.to_mem(value, s.buffer.dtype), ptr, align=align)
             return
         value = self.to_mem(self.splat(value, vc.lanes), s.buffer.dtype)
-        c = flat_coeff(s.buffer, info.const_strides, s.indices, vc.var, vc.varying)
+        c = flat_coeff(s.buffer, info.const_strides, s.indices, vc.var, vc.varying,
+                       self.var_memo)
         if c == 1:
             ptr = self.b.gep(info.ptr, [self.lane0_index(s.buffer, s.indices)],
                              source_etype=mt)
@@ -253,14 +257,14 @@ class CodeGen(ExprEmitter):
                 self.b.store(value, ptr, align=align)
             else:
                 self.intrinsic("masked.store", ir.VoidType(),
-                               [value, ptr, ir.Constant(I32, align), vc.mask],
+                               [value, ptr, const(I32, align), vc.mask],
                                [value.type, PTR])
             return
         idx = self.splat(self.flat_index(s.buffer, s.indices), vc.lanes)
         ptrs = self.vgep(info.ptr, idx, mt)
         mask = vc.mask if vc.mask is not None else const(vec(I1, vc.lanes), 1)
         self.intrinsic("masked.scatter", ir.VoidType(),
-                       [value, ptrs, ir.Constant(I32, align), mask], [value.type, ptrs.type])
+                       [value, ptrs, const(I32, align), mask], [value.type, ptrs.type])
 
     def _s_Evaluate(self, s: lir.Evaluate) -> None:
         self.emit(s.value)
@@ -389,7 +393,7 @@ class CodeGen(ExprEmitter):
         self.memo = {}
         body(phi)
         self.memo = saved
-        nxt = self.b.add(phi, ir.Constant(I64, 1), flags=["nsw"])
+        nxt = self.b.add(phi, const(I64, 1), flags=["nsw"])
         phi.add_incoming(nxt, self.b.block)
         latch = self.b.branch(head)
         if hint:
@@ -432,7 +436,8 @@ class CodeGen(ExprEmitter):
             return
         if kind is lir.ForKind.VECTORIZED and ext is not None and self.vec is None:
             lanes = chunk_lanes(ext)
-            if lanes > 1 and vector_body_ok(s.body, s.var, self.const_strides):
+            if lanes > 1 and vector_body_ok(s.body, s.var, self.const_strides,
+                                                self.var_memo):
                 self._vectorized(s, ext, lanes)
                 return
         hint = {lir.ForKind.VECTORIZED: "vectorize", lir.ForKind.UNROLLED: "unroll"}
@@ -453,9 +458,11 @@ class CodeGen(ExprEmitter):
     def _unrolled(self, s: lir.For, ext: int) -> None:
         lo = self.emit_index(s.min)
         for k in range(ext):
-            c = lo if k == 0 else self.b.add(lo, ir.Constant(I64, k), flags=["nsw"])
+            # (with a constant `lo` the add is dead; it is kept so that the IR text stays
+            # the same as before, LLVM drops it)
+            c = lo if k == 0 else self.b.add(lo, const(I64, k), flags=["nsw"])
             if isinstance(lo, ir.Constant):
-                c = ir.Constant(I64, lo.constant + k)
+                c = const(I64, lo.constant + k)
             old = self.bind_loop_var(s.var, c)
             self.stmt(s.body)
             self._restore(id(s.var), *old)
@@ -483,17 +490,50 @@ class CodeGen(ExprEmitter):
             return
 
         def chunk(c: ir.Value) -> None:
-            base = self.b.add(lo, self.b.mul(c, ir.Constant(I64, lanes), flags=["nsw"]),
+            base = self.b.add(lo, self.b.mul(c, const(I64, lanes), flags=["nsw"]),
                               flags=["nsw"])
             one_chunk(base)
 
-        self.loop(ir.Constant(I64, 0), ir.Constant(I64, ext // lanes), chunk, name="vec")
+        self.loop(const(I64, 0), const(I64, ext // lanes), chunk, name="vec")
+
+
+def _after_define_lines(text: str, extra: str) -> str:
+    """`extra` after the last `)` of each line that starts with `define ` (what a
+    multi-line regex substitution of `^(define [^<newline>]*<close paren>)` did), without a
+    regex scan of every line of a module of megabytes: there are a few such lines."""
+    out: list[str] = []
+    pos = 0
+    if text.startswith("define "):
+        at = 0
+    else:
+        nxt = text.find("\ndefine ")
+        at = nxt + 1 if nxt >= 0 else -1
+    while at >= 0:
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        close = text.rfind(")", at, end)  # the regex's greedy [^\n]* ends at the last one
+        if close >= 0:
+            out.append(text[pos:close + 1])
+            out.append(extra)
+            pos = close + 1
+        nxt = text.find("\ndefine ", end)
+        at = nxt + 1 if nxt >= 0 else -1
+    out.append(text[pos:])
+    return "".join(out)
+
+
+_LOOP_SELF = re.compile(r'^(!\d+) = !\{\s*!"tessel\.loop\.self"\s*,', flags=re.M)
 
 
 def _fix_loop_ids(text: str) -> str:
     """Turn `!N = !{ !"tessel.loop.self", ...}` into LLVM's self-referential loop ids."""
-    return re.sub(r'^(!\d+) = !\{\s*!"tessel\.loop\.self"\s*,', r"\1 = distinct !{\1,",
-                  text, flags=re.M)
+    if '"tessel.loop.self"' not in text:
+        return text
+    # metadata lines (the only ones that start with "!") come last: scan from there
+    start = 0 if text.startswith("!") else text.find("\n!") + 1
+    if start == 0 and not text.startswith("!"):
+        return text
+    return text[:start] + _LOOP_SELF.sub(r"\1 = distinct !{\1,", text[start:])
 
 
 def generate(func: lir.PrimFunc, target: Any = "llvm") -> Generated:
@@ -503,7 +543,16 @@ def generate(func: lir.PrimFunc, target: Any = "llvm") -> Generated:
         raise CodegenError(f"lowering.llvm generates code for 'llvm' targets, got '{t}'")
     if not isinstance(func, lir.PrimFunc):
         raise CodegenError(f"expected a PrimFunc, got {type(func).__name__}")
-    return CodeGen(func, t).generate()
+    # Tens of thousands of llvmlite objects (in reference cycles: instruction <-> block) are
+    # made here and none is garbage until the module is dropped; the cyclic collector's
+    # passes over them cost a quarter of the time. It runs again once we are done.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return CodeGen(func, t).generate()
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 __all__ = ["CodeGen", "Generated", "generate", "reg_type"]

@@ -34,7 +34,7 @@ from lowering.llvm.types import (
     scalar_of,
     vec,
 )
-from lowering.llvm.vectorize import flat_coeff, uses_any
+from lowering.llvm.vectorize import VarMemo, flat_coeff, uses_any
 from tensor_expr import expr as E
 from tensor_expr.dtype import bits, is_float, is_uint
 from tessel_errors import CodegenError
@@ -61,6 +61,12 @@ class VecCtx:
     lane0: ir.Value | None = None  # i64 value of the var in lane 0
 
 
+# (emitter class, expression class) -> the unbound _e_<Class> method: a dict lookup
+# instead of building the name and a getattr for each of the thousands of nodes
+_EMIT: dict[tuple[type, type], Any] = {}
+
+_INDEX_OP = {E.Add: "add", E.Sub: "sub", E.Mul: "mul"}
+
 _INT_CMP = {E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.EQ: "==", E.NE: "!="}
 
 
@@ -74,6 +80,7 @@ class ExprEmitter:
     bufs: dict[int, BufInfo]
     vec: VecCtx | None
     memo: dict[int, tuple[Any, ir.Value]]
+    var_memo: VarMemo  # the Var ids each expression node reads (vectorize.var_ids)
     fmf: tuple[str, ...]
 
     # ------------------------------------------------------------------ helpers
@@ -82,20 +89,28 @@ class ExprEmitter:
         if isinstance(v.type, ir.VectorType):
             return v
         if isinstance(v, ir.Constant):
-            return ir.Constant(vec(v.type, lanes), [v.constant] * lanes)
+            return const(vec(v.type, lanes), v.constant)
         t = vec(v.type, lanes)
-        one = self.b.insert_element(ir.Constant(t, ir.Undefined), v, ir.Constant(I32, 0))
-        return self.b.shuffle_vector(one, ir.Constant(t, ir.Undefined),
-                                     ir.Constant(vec(I32, lanes), [0] * lanes))
+        undef = const(t, ir.Undefined)
+        one = self.b.insert_element(undef, v, const(I32, 0))
+        return self.b.shuffle_vector(one, undef, const(vec(I32, lanes), 0))
 
     def unify(self, *vals: ir.Value) -> list[ir.Value]:
         """Broadcast scalars when any operand is a vector."""
+        if len(vals) == 2:  # the common case, without a generator
+            a, b = vals
+            ta, tb = a.type, b.type
+            va, vb = isinstance(ta, ir.VectorType), isinstance(tb, ir.VectorType)
+            if va == vb:
+                return [a, b]
+            n = ta.count if va else tb.count
+            return [a, self.splat(b, n)] if va else [self.splat(a, n), b]
         n = max(lanes_of(v.type) for v in vals)
         return [self.splat(v, n) for v in vals] if n else list(vals)
 
     def is_varying(self, e: Any) -> bool:
         """True when `e` differs between lanes of the current vectorized loop."""
-        return self.vec is not None and uses_any(e, self.vec.varying)
+        return self.vec is not None and uses_any(e, self.vec.varying, self.var_memo)
 
     def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Value],
                   overload: list[ir.Type]) -> ir.Value:
@@ -122,26 +137,31 @@ class ExprEmitter:
     # ------------------------------------------------------------------ entry
     def emit(self, e: Any) -> ir.Value:
         """The value of `e` (scalar, or vector when it varies across lanes)."""
-        e = E.as_expr(e)
+        if not isinstance(e, E.PrimExpr):
+            e = E.as_expr(e)
         hit = self.memo.get(id(e))
         if hit is not None:
             return hit[1]
-        method = getattr(self, "_e_" + type(e).__name__, None)
+        kind = type(e)
+        method = _EMIT.get((type(self), kind))
         if method is None:
-            raise CodegenError(f"the LLVM backend cannot emit expression '{e}' "
-                               f"({type(e).__name__}) in loop IR")
-        out = method(e)
+            method = getattr(type(self), "_e_" + kind.__name__, None)
+            if method is None:
+                raise CodegenError(f"the LLVM backend cannot emit expression '{e}' "
+                                   f"({kind.__name__}) in loop IR")
+            _EMIT[(type(self), kind)] = method
+        out = method(self, e)
         self.memo[id(e)] = (e, out)
         return out
 
     # ------------------------------------------------------------------ leaves
     def _e_IntImm(self, e: E.IntImm) -> ir.Value:
         if e.dtype == "bool":
-            return ir.Constant(I1, int(bool(e.value)))
-        return ir.Constant(reg_type(e.dtype), e.value & ((1 << bits(e.dtype)) - 1))
+            return const(I1, int(bool(e.value)))
+        return const(reg_type(e.dtype), e.value & ((1 << bits(e.dtype)) - 1))
 
     def _e_FloatImm(self, e: E.FloatImm) -> ir.Value:
-        return ir.Constant(reg_type(e.dtype), float(e.value))
+        return const(reg_type(e.dtype), float(e.value))
 
     def _e_StringImm(self, e: E.StringImm) -> ir.Value:
         raise CodegenError(f"a string constant {e.value!r} cannot be a value in LLVM code")
@@ -359,7 +379,7 @@ class ExprEmitter:
         """`e` as an i64 (scalar or vector) with no-signed-wrap arithmetic: indices are
         computed wide so that they cannot overflow and LLVM can reason about them."""
         if isinstance(e, E.IntImm):
-            return ir.Constant(I64, e.value)
+            return const(I64, e.value)
         if isinstance(e, E.Var):
             w = self.env64.get(id(e))
             if w is not None:
@@ -367,8 +387,7 @@ class ExprEmitter:
             return self._widen(self.emit(e), e.dtype)
         if isinstance(e, (E.Add, E.Sub, E.Mul)) and e.dtype in ("int32", "int64"):
             a, b = self.unify(self.emit_index(e.a), self.emit_index(e.b))
-            op = {E.Add: self.b.add, E.Sub: self.b.sub, E.Mul: self.b.mul}[type(e)]
-            return op(a, b, flags=["nsw"])
+            return getattr(self.b, _INDEX_OP[type(e)])(a, b, flags=["nsw"])
         if isinstance(e, E.Cast) and e.dtype in ("int32", "int64") and e.value.dtype in (
             "int8", "int16", "int32", "int64"
         ):
@@ -399,7 +418,7 @@ class ExprEmitter:
             else:
                 total, term = self.unify(total, term)
                 total = self.b.add(total, term, flags=["nsw"])
-        return total if total is not None else ir.Constant(I64, 0)
+        return total if total is not None else const(I64, 0)
 
     def buffer(self, buf: lir.Buffer) -> BufInfo:
         """The BufInfo of `buf`, or a CodegenError when it is not in scope."""
@@ -423,7 +442,8 @@ class ExprEmitter:
         n = vc.lanes
         vt = vec(mt, n)
         mask = vc.mask if vc.mask is not None else const(vec(I1, n), 1)
-        c = flat_coeff(e.buffer, info.const_strides, e.indices, vc.var, vc.varying)
+        c = flat_coeff(e.buffer, info.const_strides, e.indices, vc.var, vc.varying,
+                       self.var_memo)
         if c == 1:
             base = self.lane0_index(e.buffer, e.indices)
             ptr = self.b.gep(info.ptr, [base], source_etype=mt)
@@ -431,13 +451,13 @@ class ExprEmitter:
                 v = self.b.load(ptr, typ=vt, align=align)
             else:
                 v = self.intrinsic("masked.load", vt,
-                                   [ptr, ir.Constant(I32, align), mask, const(vt, 0)],
+                                   [ptr, const(I32, align), mask, const(vt, 0)],
                                    [vt, PTR])
         else:
             idx = self.splat(self.flat_index(e.buffer, e.indices), n)
             ptrs = self.vgep(info.ptr, idx, mt)
             v = self.intrinsic("masked.gather", vt,
-                               [ptrs, ir.Constant(I32, align), mask, const(vt, 0)],
+                               [ptrs, const(I32, align), mask, const(vt, 0)],
                                [vt, vec(PTR, n)])
         return self._from_mem(v, e.buffer.dtype)
 

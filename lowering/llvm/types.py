@@ -9,6 +9,7 @@ bool is i1 in registers and i8 in memory; float16 is `half`.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from llvmlite import ir
@@ -23,11 +24,15 @@ I64 = ir.IntType(64)
 PTR = ir.PointerType()
 VOID = ir.VoidType()
 
+_REG: dict[str, ir.Type] = {}  # filled below, once reg_type exists
 _FLOATS = {"float16": ir.HalfType(), "float32": ir.FloatType(), "float64": ir.DoubleType()}
 
 
 def reg_type(dtype: str) -> ir.Type:
     """The LLVM type of a value of `dtype` in a register."""
+    t = _REG.get(dtype)
+    if t is not None:
+        return t
     if dtype in _FLOATS:
         return _FLOATS[dtype]
     if dtype == "bool":
@@ -35,6 +40,11 @@ def reg_type(dtype: str) -> ir.Type:
     if dtype == "handle":
         return PTR
     return ir.IntType(bits(dtype))
+
+
+_REG.update({d: reg_type(d) for d in ("float16", "float32", "float64", "bool", "handle", "int8",
+                                 "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                                 "uint64")})
 
 
 def mem_type(dtype: str) -> ir.Type:
@@ -47,9 +57,38 @@ def elem_bytes(dtype: str) -> int:
     return max(1, bits(dtype) // 8)
 
 
+# Code generation builds the same few vector types and constants thousands of times a
+# kernel; sharing one object each skips the construction and lets llvmlite's per-object
+# string caches (a type's or constant's text) work across instructions. Both are immutable
+# in use. Keys hold the element type itself so that its id stays valid.
+_VEC: dict[tuple[int, int], tuple[ir.Type, ir.VectorType]] = {}
+_CONST: dict[tuple[Any, ...], tuple[ir.Type, ir.Constant]] = {}
+_CONST_MAX = 8192
+
+
 def vec(t: ir.Type, lanes: int) -> ir.Type:
     """`<lanes x t>`."""
-    return ir.VectorType(t, lanes)
+    key = (id(t), lanes)
+    hit = _VEC.get(key)
+    if hit is not None and hit[0] is t:
+        return hit[1]
+    v = ir.VectorType(t, lanes)
+    if len(_VEC) < _CONST_MAX:
+        _VEC[key] = (t, v)
+    return v
+
+
+def _const_key(t: ir.Type, value: Any) -> tuple[Any, ...] | None:
+    kind = type(value)
+    if kind is int or kind is bool:
+        return (id(t), kind, value)
+    if kind is float:
+        if value != value:  # NaN: never equal to itself, would never hit
+            return None
+        return (id(t), kind, value, math.copysign(1.0, value))  # keep -0.0 apart from 0.0
+    if value is ir.Undefined:
+        return (id(t), "undef")
+    return None
 
 
 def scalar_of(t: ir.Type) -> ir.Type:
@@ -64,9 +103,20 @@ def lanes_of(t: ir.Type) -> int:
 
 def const(t: ir.Type, value: Any) -> ir.Constant:
     """A constant of scalar or vector type `t` (vectors get `value` in every lane)."""
-    if isinstance(t, ir.VectorType):
-        return ir.Constant(t, [value] * t.count)
-    return ir.Constant(t, value)
+    key = _const_key(t, value)
+    if key is not None:
+        hit = _CONST.get(key)
+        if hit is not None and hit[0] is t:
+            return hit[1]
+    if isinstance(t, ir.VectorType) and value is not ir.Undefined:
+        c = ir.Constant(t, [value] * t.count)
+    else:
+        c = ir.Constant(t, value)
+    if key is not None:
+        if len(_CONST) >= _CONST_MAX:
+            _CONST.clear()
+        _CONST[key] = (t, c)
+    return c
 
 
 def alloca(b: ir.IRBuilder, t: ir.Type, name: str = "", align: int = 0) -> ir.Value:
