@@ -1,19 +1,23 @@
-"""One compiled model run under two memory plans: outputs written over a dying input where
-the kernel allows it (relay_ir.backend.inplace, the default) and not (TESSEL_PLAN_INPLACE=0),
-beside ONNX Runtime, interleaved in one process: the same kernels, only the arena differs.
+"""One compiled model run with a memory-layout switch of the graph executor on and off,
+beside ONNX Runtime, interleaved in one process: the same kernels, only where the data
+lie differs. --switch inplace: outputs written over a dying input where the kernel allows
+it (relay_ir.backend.inplace; TESSEL_PLAN_INPLACE); --switch constants: the constants in
+one arena in first-use order (executor.pack_constants; TESSEL_PACK_CONSTANTS).
 
-Each plan gets --arenas arenas of its own (a fresh allocation each; where an arena lands
-in memory moved one model's time by about 2% here), every round times each arena once,
-in alternating order; printed: the median per plan, its ratio to ORT's and to the plan
-without in-place, and each plan's peak bytes.
+Each setting gets --arenas graph plans of its own (fresh allocations each; where an arena
+lands in memory moved one model's time by about 2% here), every round times each once, in
+alternating order; printed: the median per setting, its ratio to ORT's and to the setting
+off, and each setting's peak bytes of intermediates.
 
     TESSEL_NUM_THREADS=1 python -m benchmarks.memory_plans --models resnet50 --cpu-time
+    TESSEL_NUM_THREADS=1 python -m benchmarks.memory_plans --switch constants --cpu-time
     python -m benchmarks.memory_plans --models resnet18 --image 32 --width 8 --rounds 1
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import time
@@ -28,18 +32,25 @@ from lowering.kernel import num_threads
 from relay_ir.backend.executor import GraphPlan
 from relay_ir.frontend.onnx import from_onnx
 
-PLANS = ("in place", "apart")
+PLANS = ("on", "off")
+SWITCHES = {"inplace": "TESSEL_PLAN_INPLACE", "constants": "TESSEL_PACK_CONSTANTS"}
 
 
-def plans_of(lib: Any, arenas: int) -> dict[str, list[GraphPlan]]:
-    """`arenas` graph plans of `lib`'s kernels per memory plan (PLANS), each with its own
-    arena (allocated at its first run)."""
+def plans_of(lib: Any, arenas: int, switch: str = "inplace") -> dict[str, list[GraphPlan]]:
+    """`arenas` graph plans of `lib`'s kernels with `switch` on and off (PLANS), each with
+    arenas of its own (intermediates allocated at its first run; with "constants", its own
+    copy of the constants too)."""
     p = lib.plan
     out: dict[str, list[GraphPlan]] = {}
     for name in PLANS:
-        with temporary_env("TESSEL_PLAN_INPLACE", "1" if name == "in place" else "0"):
-            out[name] = [GraphPlan(p.kernels, p.values, p.steps, p.inputs, p.outputs)
-                         for _ in range(arenas)]
+        with temporary_env(SWITCHES[switch], "1" if name == "on" else "0"):
+            out[name] = []
+            for _ in range(arenas):
+                values = p.values
+                if switch == "constants":  # each plan lays out constants of its own
+                    values = [dataclasses.replace(v, data=None if v.data is None
+                                                  else np.array(v.data)) for v in values]
+                out[name].append(GraphPlan(p.kernels, values, p.steps, p.inputs, p.outputs))
     return out
 
 
@@ -51,7 +62,7 @@ def compare(name: str, args: Any) -> dict[str, float]:
     rng = np.random.default_rng(0)
     feeds = {n: rng.standard_normal(s).astype(dt) for n, s, dt in lib.input_specs}
     arrays = [feeds[n] for n, _, _ in lib.input_specs]
-    plans = plans_of(lib, args.arenas)
+    plans = plans_of(lib, args.arenas, args.switch)
     sess = ort_session(model, num_threads())
     want = sess.run(None, feeds)[0]
     for ps in plans.values():  # the same numbers under either plan
@@ -71,11 +82,14 @@ def compare(name: str, args: Any) -> dict[str, float]:
     secs = {k: statistics.median(v) for k, v in runs.items()}
     print(f"\n{name}: medians over {args.rounds} rounds x {args.arenas} arenas of medians of "
           f"{args.repeat}" + (" (CPU time)" if args.cpu_time else ""))
+    env = SWITCHES[args.switch]
     for k in PLANS:
         peak = plans[k][0].memory_plan.peak_bytes / 2**20
-        print(f"  tessel {k:<9} {secs[k] * 1e3:9.2f} ms  {secs[k] / secs['onnxruntime']:5.2f}x "
-              f"onnxruntime  {secs[k] / secs['apart']:6.3f}x apart   peak {peak:.2f} MiB")
-    print(f"  onnxruntime      {secs['onnxruntime'] * 1e3:9.2f} ms")
+        label = f"{env}={'1' if k == 'on' else '0'}"
+        print(f"  tessel {label:<24} {secs[k] * 1e3:9.2f} ms  "
+              f"{secs[k] / secs['onnxruntime']:5.2f}x onnxruntime  {secs[k] / secs['off']:6.3f}x "
+              f"off   peak {peak:.2f} MiB")
+    print(f"  {'onnxruntime':<31} {secs['onnxruntime'] * 1e3:9.2f} ms")
     return secs
 
 
@@ -87,6 +101,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     """
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["resnet50"])
+    ap.add_argument("--switch", choices=sorted(SWITCHES), default="inplace")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--arenas", type=int, default=4)

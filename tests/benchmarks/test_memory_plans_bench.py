@@ -15,15 +15,25 @@ from tests.e2e.onnx_models import resnet18  # noqa: E402
 
 def test_tiny_resnet18_runs_both_plans_beside_ort(capsys: pytest.CaptureFixture[str]) -> None:
     out = main(["--models", "resnet18", "--image", "32", "--width", "16", "--rounds", "2",
-                "--repeat", "1", "--arenas", "2"])
+                "--repeat", "1", "--arenas", "2", "--switch", "constants"])
     assert set(out["resnet18"]) == {*PLANS, "onnxruntime"}
     assert all(v > 0 for v in out["resnet18"].values())
-    assert "x apart" in capsys.readouterr().out
+    assert "x off" in capsys.readouterr().out
 
 
 def test_the_plans_differ_only_in_sharing_and_each_arena_is_its_own() -> None:
     mod, params = from_onnx(resnet18(image=32, width=16, classes=10))
     plans = plans_of(relay_ir.build(mod, params=params), 2)
-    inplace, apart = plans["in place"][0].memory_plan, plans["apart"][0].memory_plan
+    inplace, apart = plans["on"][0].memory_plan, plans["off"][0].memory_plan
     assert inplace.peak_bytes < apart.peak_bytes
-    assert plans["apart"][0] is not plans["apart"][1]
+    assert plans["off"][0] is not plans["off"][1]
+
+
+def test_the_constants_switch_gives_each_plan_constants_of_its_own() -> None:
+    mod, params = from_onnx(resnet18(image=32, width=16, classes=10))
+    plans = plans_of(relay_ir.build(mod, params=params), 2, "constants")
+    weights = [max((val for val in g.values if val.kind == "const"), key=lambda v: v.data.size)
+               for g in (*plans["on"], *plans["off"])]
+    assert len({w.data.ctypes.data for w in weights}) == 4
+    assert all(len({id(v.data.base) for v in g.values if v.kind == "const"}) == 1
+               for g in plans["on"])
