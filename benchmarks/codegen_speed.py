@@ -44,7 +44,7 @@ def _time_builds(n: int, target: str, seed: int, full: bool) -> dict[str, list[f
     t = timed_as(Task(name, args, attrs, target=target), True)
     rng = random.Random(seed)
     idx = [rng.randrange(len(t.space)) for _ in range(n)]
-    out: dict[str, list[float]] = {"lower": [], "generate": [], "emit": []}
+    out: dict[str, list[float]] = {"lower": [], "generate": [], "emit": [], "lines": []}
     for i in idx:
         c0 = time.process_time()
         func = lowering.lower(*t.instantiate(t.config(i)), name="main")
@@ -57,6 +57,7 @@ def _time_builds(n: int, target: str, seed: int, full: bool) -> dict[str, list[f
         out["lower"].append(c1 - c0)
         out["generate"].append(c2 - c1)
         out["emit"].append(c3 - c2)
+        out["lines"].append(gen.text.count("\n"))  # IR size: what O3 has to chew on
     return out
 
 
@@ -78,12 +79,13 @@ def main() -> None:
         return
     r = _time_builds(a.n, a.target, a.seed, not a.no_emit)
     load = os.getloadavg()[0]
+    lines = r.pop("lines")
     whole = [x + y + z for x, y, z in zip(r["lower"], r["generate"], r["emit"])]
     parts = "  ".join(f"{k} {statistics.median(v) * 1e3:6.1f}" for k, v in r.items())
     print(f"{where} [{a.target}] n={a.n} median CPU ms/candidate: {parts}  "
           f"build {statistics.median(whole) * 1e3:6.1f}; means: generate "
           f"{statistics.mean(r['generate']) * 1e3:6.1f} build {statistics.mean(whole) * 1e3:6.1f}"
-          f"  (load {load:.2f})")
+          f"; IR lines median {statistics.median(lines):.0f}  (load {load:.2f})")
 
 
 if __name__ == "__main__":
