@@ -446,7 +446,7 @@ class CodeGen(ExprEmitter):
     def serial(self, s: lir.For, hint: str = "") -> None:
         """Emit `s` as an ordinary loop (with a vectorize/unroll hint for LLVM)."""
         lo = self.emit_index(s.min)
-        hi = self.b.add(lo, self.emit_index(s.extent), flags=["nsw"])
+        hi = self.index_op("add", lo, self.emit_index(s.extent))
 
         def body(c: ir.Value) -> None:
             old = self.bind_loop_var(s.var, c)
@@ -458,11 +458,7 @@ class CodeGen(ExprEmitter):
     def _unrolled(self, s: lir.For, ext: int) -> None:
         lo = self.emit_index(s.min)
         for k in range(ext):
-            # (with a constant `lo` the add is dead; it is kept so that the IR text stays
-            # the same as before, LLVM drops it)
-            c = lo if k == 0 else self.b.add(lo, const(I64, k), flags=["nsw"])
-            if isinstance(lo, ir.Constant):
-                c = const(I64, lo.constant + k)
+            c = self.index_op("add", lo, const(I64, k))  # a constant when `lo` is one
             old = self.bind_loop_var(s.var, c)
             self.stmt(s.body)
             self._restore(id(s.var), *old)
@@ -473,7 +469,11 @@ class CodeGen(ExprEmitter):
 
         def one_chunk(base: ir.Value) -> None:
             vc = VecCtx(s.var, lanes, {id(s.var)}, None, base)
-            lanes64 = self.b.add(self.splat(base, lanes), steps, flags=["nsw"])
+            if isinstance(base, ir.Constant) and type(base.constant) is int:
+                lanes64 = ir.Constant(vec(I64, lanes),
+                                      [base.constant + k for k in range(lanes)])
+            else:
+                lanes64 = self.b.add(self.splat(base, lanes), steps, flags=["nsw"])
             key = id(s.var)
             old = (self.env.get(key), self.env64.get(key))
             self.env64[key] = lanes64

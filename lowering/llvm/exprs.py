@@ -371,6 +371,16 @@ class ExprEmitter:
         if bits(dst) > bits(src):
             return bd.zext(v, to) if is_uint(src) else bd.sext(v, to)
         if bits(dst) < bits(src):
+            if isinstance(v, ir.Constant):
+                # a constant loop index (unrolled or one-chunk vector loops): no
+                # instruction; masked as _e_IntImm writes integer constants
+                m = (1 << bits(dst)) - 1
+                if type(v.constant) is int:
+                    return const(to, v.constant & m)
+                if isinstance(v.constant, list):  # llvmlite keeps lanes as Constants
+                    lanes = [x.constant for x in v.constant]
+                    if all(type(x) is int for x in lanes):
+                        return ir.Constant(to, [x & m for x in lanes])
             return bd.trunc(v, to)
         return v
 
@@ -386,13 +396,38 @@ class ExprEmitter:
                 return w
             return self._widen(self.emit(e), e.dtype)
         if isinstance(e, (E.Add, E.Sub, E.Mul)) and e.dtype in ("int32", "int64"):
-            a, b = self.unify(self.emit_index(e.a), self.emit_index(e.b))
-            return getattr(self.b, _INDEX_OP[type(e)])(a, b, flags=["nsw"])
+            return self.index_op(_INDEX_OP[type(e)], self.emit_index(e.a),
+                                 self.emit_index(e.b))
         if isinstance(e, E.Cast) and e.dtype in ("int32", "int64") and e.value.dtype in (
             "int8", "int16", "int32", "int64"
         ):
             return self.emit_index(e.value)
         return self._widen(self.emit(e), e.dtype)
+
+    def index_op(self, op: str, a: ir.Value, b: ir.Value) -> ir.Value:
+        """`a op b` ("add", "sub", "mul") on i64 indices with nsw, folded where an
+        operand is a scalar constant (0 + x, x * 1, x * 0, constant op constant) so that
+        no instruction is emitted for what is known now: unrolled and split loops make
+        many such terms, and LLVM's O3 would only fold them later."""
+        ca = a.constant if isinstance(a, ir.Constant) and a.type is I64 else None
+        cb = b.constant if isinstance(b, ir.Constant) and b.type is I64 else None
+        if type(ca) is int and type(cb) is int:
+            r = ca + cb if op == "add" else ca - cb if op == "sub" else ca * cb
+            if -(1 << 63) <= r < (1 << 63):  # else nsw makes it poison: leave it to LLVM
+                return const(I64, r)
+        elif type(cb) is int and cb == 0 and op != "mul":  # x + 0, x - 0
+            return a
+        elif op == "add" and type(ca) is int and ca == 0 and b.type is I64:  # 0 + x
+            return b
+        elif op == "mul" and a.type is I64 and b.type is I64:
+            if ca == 1:
+                return b
+            if cb == 1:
+                return a
+            if ca == 0 or cb == 0:
+                return const(I64, 0)
+        a, b = self.unify(a, b)
+        return getattr(self.b, op)(a, b, flags=["nsw"])
 
     def _widen(self, v: ir.Value, dtype: str) -> ir.Value:
         n = lanes_of(v.type)
@@ -411,13 +446,8 @@ class ExprEmitter:
         for idx, stride, cs in zip(indices, info.strides, info.const_strides):
             term = self.emit_index(idx)
             if cs != 1:
-                term, s = self.unify(term, stride)
-                term = self.b.mul(term, s, flags=["nsw"])
-            if total is None:
-                total = term
-            else:
-                total, term = self.unify(total, term)
-                total = self.b.add(total, term, flags=["nsw"])
+                term = self.index_op("mul", term, stride)
+            total = term if total is None else self.index_op("add", total, term)
         return total if total is not None else const(I64, 0)
 
     def buffer(self, buf: lir.Buffer) -> BufInfo:

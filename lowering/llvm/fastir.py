@@ -50,12 +50,69 @@ def fast_scope(fn: ir.Function) -> None:
     fn.scope = new
 
 
+# Instructions without side effects whose result depends only on their operands: an
+# identical earlier one in the same block can stand in for a new one (local value
+# numbering). Loads and calls are not here (a store or call may come between).
+_PURE_OPS = ("add", "sub", "mul", "sdiv", "srem", "udiv", "urem", "and_", "or_", "xor",
+             "shl", "ashr", "lshr", "icmp_signed", "icmp_unsigned", "select", "sext",
+             "zext", "trunc", "gep", "insert_element", "shuffle_vector")
+
+
+def _key(x: Any) -> Any:
+    """Identity of an operand: the object itself for plain Python values, its id for
+    llvmlite values (the entry holds the operands, so that no id is reused meanwhile)."""
+    if x is None or isinstance(x, (str, int, bool)):
+        return x
+    if isinstance(x, (list, tuple)):
+        return tuple(_key(y) for y in x)
+    return id(x)
+
+
 class Builder(ir.IRBuilder):
     """An IRBuilder that fills each named instruction's reference text as it inserts it
-    (what NamedValue._get_reference would compute on first use)."""
+    (what NamedValue._get_reference would compute on first use), and that returns the
+    earlier result for a pure instruction already emitted in the current block with the
+    same operands. Index arithmetic repeats a lot (each access of each unrolled
+    iteration computes its flat offset from the loop variables); emitting it once is less
+    text to make here and less for LLVM's O3 to remove again. The earlier instruction
+    dominates the new position because both are in one block and the builder appends
+    at its end; the table is dropped whenever the block changes or the builder does not
+    append at the end."""
+
+    def __init__(self, block: ir.Block | None = None) -> None:
+        super().__init__(block)
+        self._vn: dict[tuple[Any, ...], tuple[Any, ir.Value]] = {}
+        self._vn_block: ir.Block | None = None
+
+    def _numbered(self, op: str, args: tuple[Any, ...], kw: dict[str, Any]) -> ir.Value:
+        blk = self._block
+        if kw.get("name") or blk is None or self._anchor != len(blk.instructions):
+            return getattr(ir.IRBuilder, op)(self, *args, **kw)
+        if blk is not self._vn_block:
+            self._vn, self._vn_block = {}, blk
+        key = (op, _key(args), _key(sorted(kw.items())))
+        hit = self._vn.get(key)
+        if hit is not None:
+            return hit[1]
+        out = getattr(ir.IRBuilder, op)(self, *args, **kw)
+        self._vn[key] = ((args, kw), out)
+        return out
 
     def _insert(self, instr: Any) -> None:
         super()._insert(instr)
         name = instr._name
         if "\\" not in name and '"' not in name:
             instr._StringReferenceCaching__cached_refstr = f'%"{name}"'
+
+
+def _make_numbered(op: str) -> Any:
+    def method(self: Builder, *args: Any, **kw: Any) -> ir.Value:
+        return self._numbered(op, args, kw)
+
+    method.__name__ = op
+    method.__doc__ = getattr(ir.IRBuilder, op).__doc__
+    return method
+
+
+for _op in _PURE_OPS:
+    setattr(Builder, _op, _make_numbered(_op))
