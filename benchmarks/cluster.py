@@ -71,6 +71,12 @@ the tuning loop's, as with the local runner) bounds it near 300 candidates a sec
 N nodes of one kind measure about candidates x (build + run + 1 ms) / N for N well past
 50 at 150 ms a candidate; a round trip to a slot (0.7-0.9 ms bare) adds to each
 candidate's latency, not to a node's CPU.
+
+On a quiet machine (session 11, after the fixes above and nothing else running, load
+0.7-1.1), the same command twice: local runner 6.72 and 7.03 s (140 and 146 ms a
+candidate), Ray 1 slot 6.89 and 7.18 s, 2 slots 3.90 and 3.73 s: 2 slots / 1 slot 0.57
+and 0.52, Ray's overhead 3.6 and 3.2 ms of wall time a candidate (7.1 and 7.9 ms of CPU).
+Two slots of one device kind measure in close to half the time where each has a core.
 """
 
 from __future__ import annotations
