@@ -281,9 +281,7 @@ def _kernel(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> tuple[Any, l
     from lowering.llvm.codegen import Generated
 
     generated = dict(opts["generated"])
-    doc = generated.pop("func", None)
-    func = from_json(doc, "the builder's lowered function") if doc is not None else \
-        lowering.lower(s, tensors, name="main")
+    func = from_json(generated.pop("func"), "the builder's lowered function")
     return load_object(func, task.target, Generated(**generated), opts["object_code"]), tensors
 
 

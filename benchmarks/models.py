@@ -71,14 +71,7 @@ def median_seconds(fn: Callable[[], Any], repeat: int, warmup: int = 2,
                    clock: Callable[[], float] = time.perf_counter) -> float:
     """Median time of `fn()` over `repeat` calls after `warmup` calls, by `clock` (wall
     time; time.process_time for CPU time)."""
-    for _ in range(warmup):
-        fn()
-    runs = []
-    for _ in range(repeat):
-        t0 = clock()
-        fn()
-        runs.append(clock() - t0)
-    return statistics.median(runs)
+    return alternating_medians({"fn": fn}, repeat, 0.0, warmup, clock)["fn"]
 
 
 def alternating_medians(fns: dict[str, Callable[[], Any]], repeat: int, pause: float,
@@ -99,7 +92,8 @@ def alternating_medians(fns: dict[str, Callable[[], Any]], repeat: int, pause: f
     runs: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeat):
         for k, fn in fns.items():
-            time.sleep(pause)  # let the previous runtime's workers go idle
+            if pause:
+                time.sleep(pause)  # let the previous runtime's workers go idle
             t0 = clock()
             fn()
             runs[k].append(clock() - t0)
