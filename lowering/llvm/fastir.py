@@ -5,7 +5,8 @@ A kernel is tens of thousands of llvmlite instructions; llvmlite names each one 
 text (`%"name"`) lazily behind a caught AttributeError. `fast_scope(fn)` gives `fn` a scope
 that names values by the same rule in fewer steps, and `Builder` stores each instruction's
 reference text as it inserts it. Both produce exactly the names and text llvmlite would
-(benchmarks/codegen_speed.py --hash checks a corpus old vs new).
+(benchmarks/codegen_speed.py --hash checks a corpus old vs new). On an llvmlite whose
+internals differ, a self-check at import turns the shortcuts off (FAST_OK) with a warning.
 
     >>> from llvmlite import ir
     >>> fn = ir.Function(ir.Module(), ir.FunctionType(ir.VoidType(), []), "f")
@@ -43,6 +44,8 @@ class _FastScope(_utils.NameScope):
 
 def fast_scope(fn: ir.Function) -> None:
     """Give `fn` (before its blocks are added) a faster scope holding the same names."""
+    if not FAST_OK:
+        return
     old = fn.scope
     new = _FastScope()
     new._useset = set(old._useset)
@@ -85,7 +88,7 @@ class Builder(ir.IRBuilder):
         self._vn_block: ir.Block | None = None
 
     def _numbered(self, op: str, args: tuple[Any, ...], kw: dict[str, Any]) -> ir.Value:
-        blk = self._block
+        blk = self._block if FAST_OK else None
         if kw.get("name") or blk is None or self._anchor != len(blk.instructions):
             return getattr(ir.IRBuilder, op)(self, *args, **kw)
         if blk is not self._vn_block:
@@ -100,6 +103,8 @@ class Builder(ir.IRBuilder):
 
     def _insert(self, instr: Any) -> None:
         super()._insert(instr)
+        if not FAST_OK:
+            return
         name = instr._name
         if "\\" not in name and '"' not in name:
             instr._StringReferenceCaching__cached_refstr = f'%"{name}"'
@@ -116,3 +121,41 @@ def _make_numbered(op: str) -> Any:
 
 for _op in _PURE_OPS:
     setattr(Builder, _op, _make_numbered(_op))
+
+
+def _same_text_as_llvmlite() -> bool:
+    """Whether the shortcuts above, which lean on llvmlite internals (NameScope's fields,
+    the name-mangled reference cache), still give llvmlite's own text. The project pins
+    llvmlite only from below: a release that renames those internals must cost speed,
+    never a crash or different IR, so a mismatch turns the shortcuts off (with a
+    warning) and every kernel is built through llvmlite's plain path."""
+    def emit(fast: bool) -> str:
+        i32 = ir.IntType(32)
+        fn = ir.Function(ir.Module(), ir.FunctionType(i32, [i32]), "f")
+        if fast:
+            old = fn.scope
+            new = _FastScope()
+            new._useset, new._basenamemap = set(old._useset), old._basenamemap.copy()
+            fn.scope = new
+        b = (Builder if fast else ir.IRBuilder)(fn.append_basic_block("entry"))
+        x = b.add(fn.args[0], ir.Constant(i32, 1), name="x")
+        y = b.add(x, x, name="x")
+        b.ret(b.mul(y, b.add(x, ir.Constant(i32, 2))))
+        return str(fn)
+
+    global FAST_OK
+    FAST_OK = True
+    try:
+        same = emit(True) == emit(False)
+    except (AttributeError, TypeError, KeyError):
+        same = False
+    if not same:
+        import warnings
+        warnings.warn("lowering.llvm.fastir: this llvmlite's internals differ from the ones "
+                      "the fast IR builder relies on; kernels build through llvmlite's plain "
+                      "path (slower, same code)", RuntimeWarning, stacklevel=2)
+    FAST_OK = same
+    return same
+
+
+FAST_OK = _same_text_as_llvmlite()
