@@ -66,6 +66,14 @@ _CONST: dict[tuple[Any, ...], tuple[ir.Type, ir.Constant]] = {}
 _CONST_MAX = 8192
 
 
+def _remember(cache: dict[Any, Any], key: Any, entry: Any) -> None:
+    """Put `entry` in `cache`, emptying it first when full: a long process (a tuning
+    worker builds thousands of kernels) keeps the recent keys, not the first 8192."""
+    if len(cache) >= _CONST_MAX:
+        cache.clear()
+    cache[key] = entry
+
+
 def vec(t: ir.Type, lanes: int) -> ir.Type:
     """`<lanes x t>`."""
     key = (id(t), lanes)
@@ -73,8 +81,7 @@ def vec(t: ir.Type, lanes: int) -> ir.Type:
     if hit is not None and hit[0] is t:
         return hit[1]
     v = ir.VectorType(t, lanes)
-    if len(_VEC) < _CONST_MAX:
-        _VEC[key] = (t, v)
+    _remember(_VEC, key, (t, v))
     return v
 
 
@@ -113,9 +120,7 @@ def const(t: ir.Type, value: Any) -> ir.Constant:
     else:
         c = ir.Constant(t, value)
     if key is not None:
-        if len(_CONST) >= _CONST_MAX:
-            _CONST.clear()
-        _CONST[key] = (t, c)
+        _remember(_CONST, key, (t, c))
     return c
 
 

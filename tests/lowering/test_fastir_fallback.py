@@ -52,3 +52,22 @@ def test_changed_llvmlite_internals_turn_the_shortcuts_off_with_a_warning(monkey
 def test_a_kernel_builds_and_matches_numpy_without_the_shortcuts(monkeypatch) -> None:
     monkeypatch.setattr(fastir, "FAST_OK", False)
     _run(_axpy())
+
+
+def test_the_type_and_constant_caches_both_keep_recent_entries_when_full(monkeypatch) -> None:
+    from llvmlite import ir
+
+    from lowering.llvm import types
+
+    monkeypatch.setattr(types, "_CONST_MAX", 4)
+    monkeypatch.setattr(types, "_VEC", {})
+    monkeypatch.setattr(types, "_CONST", {})
+    f32 = ir.FloatType()
+    for lanes in range(1, 10):
+        types.vec(f32, lanes)
+        types.const(f32, float(lanes))
+    assert 0 < len(types._VEC) <= 4 and 0 < len(types._CONST) <= 4
+    # the last ones made are the ones kept, and a kept entry is the same object again
+    assert types.vec(f32, 9) is types.vec(f32, 9)
+    assert types.const(f32, 9.0) is types.const(f32, 9.0)
+    assert str(types.vec(f32, 9)) == "<9 x float>"
