@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -44,6 +45,18 @@ def _device(args: argparse.Namespace) -> str | None:
     from tessel_target import device_key
 
     return device_key(args.target)
+
+
+def _why_no_records(key: str, db_path: str, known: bool) -> str:
+    """The hint after "no records": the task is in the database (other target, other
+    device, every measurement failed), or it is not, or the key given is a file's path
+    (`tessel db best tuning.db` where `--db tuning.db` was meant)."""
+    if known:
+        return " (the task is in the database: try another --target, or --any-device)"
+    if os.path.exists(key) or key.endswith((".db", ".sqlite", ".sqlite3")):
+        return (f": {key!r} looks like a database file, not a workload key; pass it as "
+                f"--db {key}")
+    return f" (no such task in {db_path}: `tessel db tasks --db {db_path}` lists them)"
 
 
 def _workload(args: argparse.Namespace) -> str:
@@ -353,9 +366,10 @@ def cmd_db(args: argparse.Namespace) -> int:
                 recs = db.best(key, args.target, _device(args), k=args.k)
             else:
                 recs = db.history(key, args.target, _device(args), limit=args.limit)
+            known = not recs and any(t.workload_key == key for t in db.tasks())
         if not recs:
             print(f"no {'successful ' if what == 'best' else ''}records for {key} on "
-                  f"{args.target}")
+                  f"{args.target}{_why_no_records(key, args.db, known)}")
             return 1
         print(f"{what} of {key}")
         print(_table(["#", "error", "GFLOP/s", "ms", "tuner", "config"], _record_rows(recs)))

@@ -47,6 +47,22 @@ def test_db_best_by_op_spec_and_by_key_agree(tuned: Path) -> None:
     assert a == b and a.startswith(f"best of {KEY}") and a.count(" none ") == 2
 
 
+def test_db_best_of_an_unknown_key_says_how_to_list_the_tasks(tuned: Path) -> None:
+    p = _tessel("db", "best", "no-such-key", cwd=tuned, ok=False)
+    assert p.returncode == 1
+    assert "no such task in tuning_logs/tuning.db" in p.stdout and "tessel db tasks" in p.stdout
+
+
+def test_db_best_given_a_database_path_says_to_pass_it_as_db(tuned: Path) -> None:
+    p = _tessel("db", "best", "tuning_logs/tuning.db", cwd=tuned, ok=False)
+    assert p.returncode == 1 and "pass it as --db tuning_logs/tuning.db" in p.stdout
+
+
+def test_db_best_of_a_known_task_on_another_target_names_the_target(tuned: Path) -> None:
+    p = _tessel("db", "best", KEY, "--target", "llvm -mcpu=haswell", cwd=tuned, ok=False)
+    assert p.returncode == 1 and "the task is in the database: try another --target" in p.stdout
+
+
 def test_db_history_lists_every_trial(tuned: Path) -> None:
     out = _tessel("db", "history", "--op", "matmul:32x32x32", cwd=tuned).stdout
     assert len([ln for ln in out.splitlines() if " random " in ln]) == 4
