@@ -3,9 +3,11 @@ Runtime, interleaved in one process: the same tuning records (a task is keyed by
 anchor's shapes, not its weights), only whether a batch norm's scale is a multiply in the
 conv's epilogue or folded into the conv's weight.
 
-Each round times every build and ORT once (medians of --repeat calls after warm-up), the
-two builds in alternating order; printed: the median over rounds per build, its ratio to
-ORT's, folded / unfolded, and each build's count of multiply in its fused groups' names.
+Each round takes --repeat calls of each system in turn (a call of each, then the next turn:
+the machine's speed changes over seconds), the two builds' order swapped every round;
+printed: the median over rounds of each round's median per build, its ratio to ORT's,
+folded / unfolded (also the median and range of the rounds' own ratios), and each build's
+count of multiply in its fused groups' names.
 
     TESSEL_NUM_THREADS=1 python -m benchmarks.fold_scale_axis --models resnet50 --cpu-time
     TESSEL_NUM_THREADS=1 python -m benchmarks.fold_scale_axis --db tune.db --cpu-time
@@ -23,7 +25,7 @@ from typing import Any
 import numpy as np
 
 import relay_ir
-from benchmarks.models import _model, median_seconds, ort_session, relative_error
+from benchmarks.models import _model, alternating_medians, ort_session, relative_error
 from lowering.kernel import num_threads
 from relay_ir.frontend.onnx import from_onnx
 
@@ -50,14 +52,16 @@ def compare(name: str, args: Any) -> dict[str, float]:
             raise SystemExit(f"{name} ({k}): differs from onnxruntime by {err:.1e}")
     clock = time.process_time if args.cpu_time else time.perf_counter
     runs: dict[str, list[float]] = {k: [] for k in (*BUILDS, "onnxruntime")}
+    systems = {k: (lambda b=b: b.run(**feeds)) for k, b in libs.items()}
+    systems["onnxruntime"] = lambda: sess.run(None, feeds)
     for r in range(args.rounds):
         print(f"{name} round {r + 1}: load average {os.getloadavg()[0]:.2f}", flush=True)
+        # the systems' calls in turn, the two builds' order swapped every round
         order = list(BUILDS) if r % 2 == 0 else list(reversed(BUILDS))
-        for k in order:
-            runs[k].append(median_seconds(lambda b=libs[k]: b.run(**feeds), args.repeat,
-                                          clock=clock))
-        runs["onnxruntime"].append(median_seconds(lambda: sess.run(None, feeds), args.repeat,
-                                                  clock=clock))
+        got = alternating_medians({k: systems[k] for k in (*order, "onnxruntime")},
+                                  args.repeat, 0.0, clock=clock)
+        for k, sec in got.items():
+            runs[k].append(sec)
     secs = {k: statistics.median(v) for k, v in runs.items()}
     print(f"\n{name}: medians over {args.rounds} rounds of medians of {args.repeat}"
           + (" (CPU time)" if args.cpu_time else "") + (f", tuned with {args.db}"
@@ -68,6 +72,9 @@ def compare(name: str, args: Any) -> dict[str, float]:
               f"onnxruntime  {secs[k] / secs['no fold']:6.3f}x no fold  "
               f"({multiplies} multiply in its groups, {len(b.plan.steps)} kernel calls)")
     print(f"  {'onnxruntime':<16} {secs['onnxruntime'] * 1e3:9.2f} ms")
+    paired = sorted(a / b for a, b in zip(runs["fold"], runs["no fold"]))
+    print(f"  fold / no fold, round by round: median {statistics.median(paired):.3f}, "
+          f"range {paired[0]:.3f}-{paired[-1]:.3f}")
     return secs
 
 
@@ -81,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     ap.add_argument("--models", nargs="+", default=["resnet50", "resnet18", "mobilenet_v2"])
     ap.add_argument("--db", default=None, help="tuning database for both builds")
     ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--image", type=int, default=224, help="input side (not resnet50)")
     ap.add_argument("--width", type=int, default=None, help="first-stage channels")
     ap.add_argument("--tolerance", type=float, default=1e-3)
