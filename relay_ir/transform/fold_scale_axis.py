@@ -27,8 +27,14 @@ rounded once to the weight's dtype. The pass folds only where that is the same p
 - W, `s` and the result share one float dtype: integer (quantized, int8 -> int32)
   anchors and a conv with another out_dtype are left alone.
 
-The forward direction (a scale on a conv's input channels) is not done: in the models
-this compiler meets, a ReLU or an add sits between a batch norm and the next conv.
+Forward (TVM's forward FoldScaleAxis, the plain case): `conv2d(multiply(x, s), W)` ->
+`conv2d(x, W * s)`, `s` along the conv's input channels (the data's C; W's I axis, each
+group's filters scaled by the channels that group reads); `dense(multiply(x, s), W)` ->
+`dense(x, W * s)` along W's columns. A zero-padded conv is fine (0 * s = 0); the same
+conditions hold (constants, one consumer of the multiply, one float dtype). The scale is
+not moved through a ReLU or an add on the way (TVM does, for a positive scale): in the
+models met so far a batch norm's scale sits right after its conv, where the backward
+fold takes it.
 
     >>> import numpy as np, relay_ir as R
     >>> from relay_ir import nn
@@ -59,6 +65,7 @@ from relay_ir.ty import TensorType
 # the position of the output channel in each layout the conv2d op accepts
 _OUT_AXIS_OF_DATA = {"NCHW": 1, "NHWC": 3}
 _OUT_AXIS_OF_KERNEL = {"OIHW": 0, "HWIO": 3}
+_IN_AXIS_OF_KERNEL = {"OIHW": 1, "HWIO": 2}
 
 
 def _op_name(e: Expr) -> str | None:
@@ -163,6 +170,11 @@ def fold_scale_axis(expr: Expr) -> Expr:
         return None
 
     def visit(old: Expr, new: Expr) -> Expr:
+        if _op_name(new) in ("nn.conv2d", "nn.dense"):
+            data = old.args[0]  # type: ignore[attr-defined]
+            if uses.get(id(data), 0) == 1:
+                return _input_scaled(old, new) or new  # type: ignore[arg-type]
+            return new
         if _op_name(new) != "multiply":
             return new
         assert isinstance(old, Call) and isinstance(new, Call)
@@ -213,6 +225,62 @@ def _scaled_anchor(new: Call, t: TensorType, vec: np.ndarray, axis: int) -> Expr
     scaled_w = w.data.astype(np.float64) * _along(vec, w.data.ndim, axes[1])
     return dataclasses.replace(new, args=(new.args[0], Constant(scaled_w.astype(w.data.dtype))),
                                checked_type=None)
+
+
+def _input_factors(call: Call, vec: np.ndarray, w: np.ndarray) -> np.ndarray | None:
+    """The factor of each weight element for input-channel scale `vec` (per channel of the
+    data), shaped to broadcast against `w`; None for a layout this pass does not know."""
+    if call.op.name == "nn.dense":  # type: ignore[union-attr]
+        return vec.reshape(1, -1) if w.ndim == 2 and w.shape[1] == vec.shape[0] else None
+    o_axis = _OUT_AXIS_OF_KERNEL.get(call.attrs.kernel_layout)
+    i_axis = _IN_AXIS_OF_KERNEL.get(call.attrs.kernel_layout)
+    if o_axis is None or i_axis is None:
+        return None
+    out_c, per_group = w.shape[o_axis], w.shape[i_axis]
+    groups = call.attrs.groups
+    if out_c % groups or per_group * groups != vec.shape[0]:
+        return None
+    # output channel o of group o // (out_c / groups) reads input channels
+    # [group * per_group, (group + 1) * per_group)
+    group = np.arange(out_c) // (out_c // groups)
+    table = vec[group[:, None] * per_group + np.arange(per_group)[None, :]]  # (O, I/g)
+    shape = [1] * w.ndim
+    shape[o_axis], shape[i_axis] = out_c, per_group
+    if o_axis > i_axis:
+        table = table.T
+    return table.reshape(shape)
+
+
+def _input_scaled(old: Call, new: Call) -> Expr | None:
+    """conv2d / dense `new` whose data is `multiply(x, s)`, s per input channel, as the
+    call on x with W scaled along its input channels; None when it cannot be."""
+    scaled_x = new.args[0]
+    t = _float_type(old.args[0].checked_type)
+    out_t = _float_type(old.checked_type)
+    w = new.args[1]
+    if t is None or out_t is None or out_t.dtype != t.dtype or _op_name(scaled_x) != "multiply" \
+            or not isinstance(w, Constant) or w.data.dtype != np.dtype(t.dtype):
+        return None
+    if new.op.name == "nn.dense":  # type: ignore[union-attr]
+        axis: int | None = t.ndim - 1
+    else:
+        axis = _OUT_AXIS_OF_DATA.get(new.attrs.data_layout)
+    if axis is None:
+        return None
+    old_mul = old.args[0]
+    for k in (0, 1):  # the scaled value is args[k], the scale the other argument
+        if old_mul.args[k].checked_type != t:  # type: ignore[attr-defined]
+            continue
+        vec = channel_vector(scaled_x.args[1 - k], t, axis)  # type: ignore[attr-defined]
+        if vec is None or not np.all(np.isfinite(vec)):
+            continue
+        factors = _input_factors(new, vec, w.data)
+        if factors is None:
+            continue
+        scaled_w = (w.data.astype(np.float64) * factors).astype(w.data.dtype)
+        return dataclasses.replace(new, args=(scaled_x.args[k], Constant(scaled_w)),  # type: ignore[attr-defined]
+                                   checked_type=None)
+    return None
 
 
 class FoldScaleAxis(FunctionPass):

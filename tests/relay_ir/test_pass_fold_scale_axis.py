@@ -286,3 +286,48 @@ def test_folded_onnx_models_equal_the_interpreter(name):
         x = rng.standard_normal(shape).astype("float32")
         np.testing.assert_allclose(interpret(folded, x), interpret(bound, x), rtol=1e-4,
                                    atol=1e-4)
+
+
+# --- forward: a scale on the input channels -----------------------------------------------
+
+
+@pytest.mark.parametrize("groups", [1, 2, C])  # plain, grouped, depthwise
+def test_input_channel_scale_folds_into_the_weight(groups):
+    rng = seeded_rng()
+    x = tvar("x", (1, C, 6, 6))
+    scaled = Tn.multiply(x, _const(rng, C, 1, 1))
+    conv = nn.conv2d(scaled, _weight(rng, 2 * C, C // groups, 3, 3), padding=(1, 1),
+                     groups=groups)  # zero padding: 0 * s = 0
+    out = _folds(main_module([x], conv), (1, C, 6, 6))
+    assert _ops(out) == ["nn.conv2d"] and out["main"].body.args[0] is out["main"].params[0]
+
+
+def test_input_channel_scale_folds_in_nhwc_hwio_and_dense():
+    rng = seeded_rng()
+    x = tvar("x", (1, 5, 5, C))
+    conv = nn.conv2d(Tn.multiply(_const(rng, C), x), _weight(rng, 3, 3, C // 2, 4),
+                     groups=2, data_layout="NHWC", kernel_layout="HWIO")
+    assert _ops(_folds(main_module([x], conv), (1, 5, 5, C))) == ["nn.conv2d"]
+    v = tvar("v", (3, 8))
+    dense = nn.dense(Tn.multiply(v, _const(rng, 1, 8)), _weight(rng, 5, 8))
+    assert _ops(_folds(main_module([v], dense), (3, 8))) == ["nn.dense"]
+
+
+def test_both_directions_fold_around_one_conv():
+    rng = seeded_rng()
+    x = tvar("x", (1, 4, 5, 5))
+    conv = nn.conv2d(Tn.multiply(x, _const(rng, 4, 1, 1)), _weight(rng, C, 4, 3, 3))
+    mod = main_module([x], Tn.multiply(conv, _const(rng, C, 1, 1)))
+    assert _ops(_folds(mod, (1, 4, 5, 5))) == ["nn.conv2d"]
+
+
+def test_input_scale_with_a_second_consumer_or_along_another_axis_is_left():
+    rng = seeded_rng()
+    x = tvar("x", (1, 4, 5, 5))
+    scaled = Tn.multiply(x, _const(rng, 4, 1, 1))
+    conv = nn.conv2d(scaled, _weight(rng, C, 4, 1, 1))
+    _unchanged(main_module([x], relay_ir.Tuple((conv, scaled))))
+    along_w = nn.conv2d(Tn.multiply(x, _const(rng, 1, 1, 5)), _weight(rng, C, 4, 1, 1))
+    _unchanged(main_module([x], along_w))
+    w = tvar("w", (C, 4, 1, 1))
+    _unchanged(main_module([x, w], nn.conv2d(Tn.multiply(x, _const(rng, 4, 1, 1)), w)))
