@@ -13,6 +13,7 @@ from relay_ir.transform.eliminate_common_subexpr import (
     eliminate_common_subexpr,
 )
 from relay_ir.transform.fold_constant import FoldConstant, fold_constant
+from relay_ir.transform.fold_scale_axis import FoldScaleAxis, fold_scale_axis
 from relay_ir.transform.fuse_ops import FuseOps, fuse_expr
 from relay_ir.transform.graph_normal_form import ToGraphNormalForm, to_graph_normal_form
 from relay_ir.transform.infer_type import InferType
@@ -35,6 +36,7 @@ __all__ = [
     "DeadCodeElimination",
     "EliminateCommonSubexpr",
     "FoldConstant",
+    "FoldScaleAxis",
     "FunctionPass",
     "FuseOps",
     "InferType",
@@ -51,6 +53,7 @@ __all__ = [
     "eliminate_common_subexpr",
     "eliminate_dead_code",
     "fold_constant",
+    "fold_scale_axis",
     "free_vars",
     "function_pass",
     "fuse_expr",

@@ -1,8 +1,16 @@
 """The standard optimisation sequence, one for every caller: `standard_sequence(purpose)`.
 
     InferType -> SimplifyInference -> Inline -> ToGraphNormalForm -> DeadCodeElimination
-    -> EliminateCommonSubexpr (opt 3) -> FoldConstant (opt 2) -> SimplifyExpr
-    -> FoldConstant -> FuseOps (fusion from opt 1; at opt 0 each op gets its own function)
+    -> EliminateCommonSubexpr (opt 3) -> FoldConstant (opt 2) -> FoldScaleAxis (opt 2)
+    -> SimplifyExpr -> FoldConstant -> FuseOps (fusion from opt 1; at opt 0 each op gets
+    its own function)
+
+FoldScaleAxis comes after the FoldConstant that turns a batch norm's scale (SimplifyInference's
+`gamma / sqrt(var + eps)`) into one Constant, and before FuseOps, so the multiply it folds
+into a conv2d / dense weight never reaches a kernel's epilogue. It runs at opt_level 2, the
+default PassContext's, so relay_ir.build and autotune's task extraction (which must see
+build's groups) both run it by default; the tuning tasks do not change, as a task is keyed
+by its anchor's shapes and attrs, not by its weight's values.
 
 `relay_ir.transform.optimize`, `relay_ir.build` (and autotune's task extraction, which
 must see build's groups) all run this sequence under the current PassContext: a pass runs
@@ -30,6 +38,7 @@ from relay_ir.module import IRModule
 from relay_ir.transform.dead_code import DeadCodeElimination
 from relay_ir.transform.eliminate_common_subexpr import EliminateCommonSubexpr
 from relay_ir.transform.fold_constant import FoldConstant
+from relay_ir.transform.fold_scale_axis import FoldScaleAxis
 from relay_ir.transform.fuse_ops import DEFAULT_MAX_DEPTH, FuseOps
 from relay_ir.transform.graph_normal_form import ToGraphNormalForm
 from relay_ir.transform.infer_type import InferType
@@ -64,6 +73,7 @@ def standard_sequence(purpose: str = "optimize", max_fuse_depth: int = DEFAULT_M
         DeadCodeElimination(),
         EliminateCommonSubexpr(),
         FoldConstant(),
+        FoldScaleAxis(),
         SimplifyExpr(),
         FoldConstant(),
         FuseOps(fuse_opt_level=None, max_depth=max_fuse_depth),

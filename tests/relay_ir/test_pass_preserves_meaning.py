@@ -18,6 +18,7 @@ from tests.rng import seeded_rng
 PASSES: dict[str, Callable[[], T.Pass]] = {
     "InferType": T.InferType,
     "FoldConstant": T.FoldConstant,
+    "FoldScaleAxis": T.FoldScaleAxis,
     "DeadCodeElimination": T.DeadCodeElimination,
     "EliminateCommonSubexpr": T.EliminateCommonSubexpr,
     "SimplifyInference": T.SimplifyInference,
