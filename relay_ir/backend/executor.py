@@ -17,6 +17,17 @@ the ones just read, in the L1 cache, not other lines fetched only to be overwrit
 ResNet-50's 56x56 residual 1x1 convs ran 15% faster so (one Sapphire Rapids core), the
 whole model 0.975-0.992x (benchmarks.memory_plans, three runs), and its intermediates
 took 5.4 MiB instead of 9.2. TESSEL_PLAN_INPLACE=0 turns it off, to measure what it does.
+One kernel gets slower under it: ResNet-50's stride-2 3x3 conv (128@56 -> 28) ran 8-10%
+longer in whole runs (about 1450 -> 1590 us, one core), though it is not in place, reads
+the same numbers, and reads and writes the same blocks at the same page offsets under
+either plan (the same arena offsets too, with the blocks padded to the other plan's
+sizes). Timed alone it takes the same time under both; in whole runs the gap stays with
+the L2 cache flushed just before it, and comes and goes with which earlier steps write in
+place: without the share at either residual conv before it (steps 8, 11) it is gone and
+the 1x1 conv just before it is slower by about as much (steps 11-14 together are no
+slower in place). So a cost moves between the two kernels; the plan does not put this
+one's data badly, and what moves the cost is not visible without hardware counters (these
+VMs expose none). `python -m benchmarks.memory_plans --steps 12` lists such kernels.
 A saved model records each kernel's proven pairs (relay_ir.backend.serialize), so the
 model loaded from it plans the same memory; one saved without them plans without sharing.
 """
