@@ -25,9 +25,14 @@ sizes). Timed alone it takes the same time under both; in whole runs the gap sta
 the L2 cache flushed just before it, and comes and goes with which earlier steps write in
 place: without the share at either residual conv before it (steps 8, 11) it is gone and
 the 1x1 conv just before it is slower by about as much (steps 11-14 together are no
-slower in place). So a cost moves between the two kernels; the plan does not put this
-one's data badly, and what moves the cost is not visible without hardware counters (these
-VMs expose none). `python -m benchmarks.memory_plans --steps 12` lists such kernels.
+slower in place). The extra time is in reading its input, which the 1x1 conv has just
+written (to the same block under both plans): reading that input (untimed, numpy) just
+before the call took most of the gap away (1590 -> 1480 us, against 1425 off), reading
+its weights or its output block did not. So where those just-written lines sit when it
+starts (L3 or memory: the hardware's choice, from a history the plan changes) costs one
+kernel or the other; the plan does not put this one's data badly, and the choice is not
+visible without hardware counters (these VMs expose none). `python -m
+benchmarks.memory_plans --steps 12` lists kernels whose time moves so.
 A saved model records each kernel's proven pairs (relay_ir.backend.serialize), so the
 model loaded from it plans the same memory; one saved without them plans without sharing.
 """
