@@ -157,6 +157,9 @@ def _check_inplace(desc: dict[str, Any], where: str) -> None:
     bytes, so a pair that named a larger output would have a kernel write past a block.
     (A pair that fits but is false, an input the kernel reads elsewhere too, cannot be
     told from the folder: that, like the object code, is trusted.)"""
+    calls: dict[int, dict[int, int]] = {}  # kernel -> {number of inputs: a step passing so}
+    for j, s in enumerate(desc["steps"]):
+        calls.setdefault(s["kernel"], {}).setdefault(len(s["inputs"]), j)
     for k, kd in enumerate(desc["kernels"]):
         specs = kd["specs"]
         for ip, op in kd.get("inplace", ()):
@@ -167,10 +170,10 @@ def _check_inplace(desc: dict[str, Any], where: str) -> None:
                 raise RelayError(f"{what}: parameter {ip} is {specs[ip][0]} {specs[ip][1]}, "
                                  f"parameter {op} {specs[op][0]} {specs[op][1]}; an output "
                                  "takes an input's storage only at the same shape and dtype")
-            for j, s in enumerate(desc["steps"]):
-                if s["kernel"] == k and not ip < len(s["inputs"]) <= op:
-                    raise RelayError(f"{what}: steps[{j}] passes {len(s['inputs'])} inputs, "
-                                     f"so the pair is not (input, output)")
+            for n, j in calls.get(k, {}).items():
+                if not ip < n <= op:
+                    raise RelayError(f"{what}: steps[{j}] passes {n} inputs, so the pair is "
+                                     "not (input, output)")
 
 
 def load_consts(data: bytes, values: list[dict[str, Any]], where: str) -> dict[int, np.ndarray]:
