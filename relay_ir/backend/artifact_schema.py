@@ -3,7 +3,9 @@
 `MODEL_SCHEMA` (data, for relay_ir.backend.json_check) fixes the types, keys and ranges;
 `check_plan` then checks what a schema cannot say: every index points at something that
 exists, every kernel is called with values of the shapes and dtypes it was compiled for,
-every temporary is written before it is read, inputs and constants are never written.
+every temporary is written before it is read, inputs and constants are never written,
+every in-place pair of a kernel (optional `inplace`: absent in folders saved before it
+was recorded) names an input and an output of one shape and dtype.
 Object code trusts all of that (a wrong shape is a write past the end of a buffer), so a
 folder that breaks any of it is refused.
 
@@ -52,7 +54,7 @@ MODEL_SCHEMA = Obj({
         "name": _TEXT, "entry": _SYMBOL, "object": FILE_NAME,
         "num_threads_symbol": _SYMBOL, "launch_symbol": _SYMBOL,
         "messages": ListOf(_TEXT), "specs": _SPECS,
-    })),
+    }, optional={"inplace": ListOf(Tuple((_ID, _ID)))})),
 }, optional={"group_schedules": ListOf(Tuple((_TEXT, _TEXT)))})
 
 # a model compiled for target "cuda" / "cuda -sim": per kernel its CUDA C, PTX, cubin (where
@@ -146,6 +148,32 @@ def check_plan(desc: dict[str, Any], where: str) -> None:
     _check_ids(desc, where)
     _check_inputs(desc, where)
     _check_steps(desc, where)
+    _check_inplace(desc, where)
+
+
+def _check_inplace(desc: dict[str, Any], where: str) -> None:
+    """Each kernel's in-place pairs name an input and an output parameter of one shape and
+    dtype, at every step that calls it: the memory plan gives such an output the input's
+    bytes, so a pair that named a larger output would have a kernel write past a block.
+    (A pair that fits but is false, an input the kernel reads elsewhere too, cannot be
+    told from the folder: that, like the object code, is trusted.)"""
+    calls: dict[int, dict[int, int]] = {}  # kernel -> {number of inputs: a step passing so}
+    for j, s in enumerate(desc["steps"]):
+        calls.setdefault(s["kernel"], {}).setdefault(len(s["inputs"]), j)
+    for k, kd in enumerate(desc["kernels"]):
+        specs = kd["specs"]
+        for ip, op in kd.get("inplace", ()):
+            what = f"{where}: kernels[{k}].inplace pair [{ip}, {op}]"
+            if ip >= len(specs) or op >= len(specs):
+                raise RelayError(f"{what} names a parameter past the kernel's {len(specs)}")
+            if specs[ip] != specs[op]:
+                raise RelayError(f"{what}: parameter {ip} is {specs[ip][0]} {specs[ip][1]}, "
+                                 f"parameter {op} {specs[op][0]} {specs[op][1]}; an output "
+                                 "takes an input's storage only at the same shape and dtype")
+            for n, j in calls.get(k, {}).items():
+                if not ip < n <= op:
+                    raise RelayError(f"{what}: steps[{j}] passes {n} inputs, so the pair is "
+                                     "not (input, output)")
 
 
 def load_consts(data: bytes, values: list[dict[str, Any]], where: str) -> dict[int, np.ndarray]:

@@ -17,7 +17,24 @@ the ones just read, in the L1 cache, not other lines fetched only to be overwrit
 ResNet-50's 56x56 residual 1x1 convs ran 15% faster so (one Sapphire Rapids core), the
 whole model 0.975-0.992x (benchmarks.memory_plans, three runs), and its intermediates
 took 5.4 MiB instead of 9.2. TESSEL_PLAN_INPLACE=0 turns it off, to measure what it does.
-A model loaded from a file plans without it (its kernels carry no loop IR).
+One kernel gets slower under it: ResNet-50's stride-2 3x3 conv (128@56 -> 28) ran 8-10%
+longer in whole runs (about 1450 -> 1590 us, one core), though it is not in place, reads
+the same numbers, and reads and writes the same blocks at the same page offsets under
+either plan (the same arena offsets too, with the blocks padded to the other plan's
+sizes). Timed alone it takes the same time under both; in whole runs the gap stays with
+the L2 cache flushed just before it, and comes and goes with which earlier steps write in
+place: without the share at either residual conv before it (steps 8, 11) it is gone and
+the 1x1 conv just before it is slower by about as much (steps 11-14 together are no
+slower in place). The extra time is in reading its input, which the 1x1 conv has just
+written (to the same block under both plans): reading that input (untimed, numpy) just
+before the call took most of the gap away (1590 -> 1480 us, against 1425 off), reading
+its weights or its output block did not. So where those just-written lines sit when it
+starts (L3 or memory: the hardware's choice, from a history the plan changes) costs one
+kernel or the other; the plan does not put this one's data badly, and the choice is not
+visible without hardware counters (these VMs expose none). `python -m
+benchmarks.memory_plans --steps 12` lists kernels whose time moves so.
+A saved model records each kernel's proven pairs (relay_ir.backend.serialize), so the
+model loaded from it plans the same memory; one saved without them plans without sharing.
 """
 
 from __future__ import annotations
@@ -82,6 +99,26 @@ class KernelFn:
 
     kernel: Any = None  # the lowering.Kernel this wraps (None when loaded from a file)
     object_bytes: bytes | None = None  # the object code this was loaded from
+    # (input position, output position) pairs the output may be written over (see
+    # inplace_pairs); set from a saved model's record, or proven at first use
+    inplace: list[tuple[int, int]] | None = None
+
+    def inplace_pairs(self) -> list[tuple[int, int]] | None:
+        """Every (parameter position of an input, of an output) such that the kernel may
+        write the output over the input (relay_ir.backend.inplace proves it from the
+        loop IR; a loaded kernel has the pairs its saved model recorded): None when
+        unknown (a kernel loaded from a model saved without them).
+
+            >>> fn.inplace_pairs()     # a residual conv: output 4 over input 3  # doctest: +SKIP
+            [(3, 4)]
+        """
+        if self.inplace is None:
+            func = getattr(self.kernel, "func", None)
+            if func is not None and len(func.params) == len(self.specs):
+                from relay_ir.backend.inplace import inplace_pairs
+
+                self.inplace = inplace_pairs(func)
+        return self.inplace
 
     def object_code(self) -> bytes:
         """The kernel's machine code as a relocatable object file."""
@@ -406,22 +443,22 @@ def _inplace_shares(kernels: Sequence[Any], steps: Sequence[Step], temps: Sequen
                     spans: Sequence[tuple[int, int, int]]) -> dict[int, int]:
     """The memory plan's `share` (indices into `temps`): an intermediate written by a step
     may take the storage of an intermediate input of that step that no later step reads,
-    where the step's kernel (compiled here: its loop IR is at hand) reads that input only
-    element by element into that output."""
-    from relay_ir.backend.inplace import inplace_pairs
-
+    where the step's kernel reads that input only element by element into that output
+    (KernelFn.inplace_pairs: proven from its loop IR, or recorded in its saved model)."""
     at = {v: i for i, v in enumerate(temps)}
     share: dict[int, int] = {}
     for k, s in enumerate(steps):
         dying = {v for v in s.inputs if v in at and spans[at[v]][1] == k
                  and s.inputs.count(v) == 1}
         fn = kernels[s.kernel]
-        func = getattr(fn.kernel, "func", None) if isinstance(fn, KernelFn) else None
-        if not dying or func is None or len(func.params) != len(s.inputs) + len(s.outputs):
+        if not dying or not isinstance(fn, KernelFn) or \
+                len(fn.specs) != len(s.inputs) + len(s.outputs):
             continue
         n = len(s.inputs)
-        for ip, op in inplace_pairs(func):
-            if ip >= n or op < n:
+        for ip, op in fn.inplace_pairs() or ():
+            # (a loaded model's pairs were checked at load; a pair that still does not fit
+            # the step, an input over an output or two shapes, is not used)
+            if not 0 <= ip < n <= op < len(fn.specs) or fn.specs[ip] != fn.specs[op]:
                 continue
             r, o = s.inputs[ip], s.outputs[op - n]
             if r in dying and o in at and at[o] not in share:

@@ -4,7 +4,11 @@ argument specs), one relocatable object file per kernel (`kernel_<i>.o`, from ll
 target machine; MCJIT loads it back), `consts.npz` (loaded with allow_pickle=False) and
 `manifest.json` (format version, target CPU, the size and SHA-256 of every other file).
 A model built for "cuda" or "cuda -sim" keeps per kernel its CUDA C, PTX, cubin and loop
-IR instead of object files (relay_ir.backend.serialize_cuda).
+IR instead of object files (relay_ir.backend.serialize_cuda). Each CPU kernel records the
+(input, output) parameter pairs its loop IR proved may share storage (`inplace`:
+relay_ir.backend.inplace), which the loaded model has no loop IR to prove again: it plans
+exactly the memory the built one did. A folder saved without them loads and plans without
+sharing (best fit).
 
 Loading checks the manifest and hashes, then model.json against its schema and its graph
 for consistency, the constants against the values table, and each object file's ELF
@@ -66,10 +70,13 @@ def save(model: Any, path: str) -> None:
             continue
         fname = f"kernel_{i}.o"
         files[fname] = k.object_code()
-        kernels.append({"name": k.name, "entry": k.entry, "object": fname,
-                        "num_threads_symbol": k.num_threads_symbol,
-                        "launch_symbol": k.launch_symbol, "messages": k.messages,
-                        "specs": [[list(s), dt] for s, dt in k.specs]})
+        kd = {"name": k.name, "entry": k.entry, "object": fname,
+              "num_threads_symbol": k.num_threads_symbol, "launch_symbol": k.launch_symbol,
+              "messages": k.messages, "specs": [[list(s), dt] for s, dt in k.specs]}
+        pairs = k.inplace_pairs()
+        if pairs is not None:  # the loaded model plans memory as this one did
+            kd["inplace"] = [[ip, op] for ip, op in pairs]
+        kernels.append(kd)
     consts = {f"c{v}": val.data for v, val in enumerate(plan.values) if val.kind == "const"}
     buf = io.BytesIO()
     np.savez(buf, **consts)
@@ -158,6 +165,8 @@ def _load_kernel(kd: dict[str, Any], data: bytes, target: str) -> KernelFn:
                    kd["num_threads_symbol"], kd["launch_symbol"], kd["messages"],
                    [(tuple(s), dt) for s, dt in kd["specs"]])
     kfn.object_bytes = data
+    if "inplace" in kd:  # absent in a folder saved before they were recorded: no sharing
+        kfn.inplace = [(ip, op) for ip, op in kd["inplace"]]
     return kfn
 
 

@@ -29,12 +29,13 @@ compile once.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from relay_ir.backend.executor import aligned
+from relay_ir.backend.executor import KernelFn, aligned
 from relay_ir.backend.lower_group import constant_params, group_name
 from relay_ir.backend.pipeline import _Planner, bind_params, main_of, optimize_for_build
 from relay_ir.backend.tuned import TuningScope, TuningSource
@@ -165,10 +166,19 @@ class _ModuleCompiler:
         if len(funcs) != len(self.functions):
             raise RelayError("relay_ir.vm.compile: a global holds a bare fused group")
         static = [not k.dynamic for k in self.kernels]
-        funcs = tuple(plan_storage(f, static.__getitem__) for f in funcs)
+        inplace = (self.inplace_pairs if os.environ.get("TESSEL_PLAN_INPLACE", "1") != "0"
+                   else None)
+        funcs = tuple(plan_storage(f, static.__getitem__, inplace) for f in funcs)
         bytecode = B.Bytecode(funcs, tuple(k.name for k in self.kernels))
         return Executable(bytecode, self.constants, self.constructors, self.kernels, specs,
                           self.target, dict(self.index))
+
+    def inplace_pairs(self, k: int) -> list[tuple[int, int]] | None:
+        """Kernel k's (input slot, output slot) pairs whose output may be written over the
+        input: a static group kernel's, proven from its loop IR (relay_ir.backend.inplace);
+        None for the others."""
+        fn = getattr(self.kernels[k], "fn", None)
+        return fn.inplace_pairs() if isinstance(fn, KernelFn) else None
 
     # functions
 

@@ -34,11 +34,35 @@ run).
 
 (%6 takes %2's bytes: %2 is dead once the second kernel has read it; %4 starts 9 cache
 lines on, at another page offset; %8 is returned, so it keeps a storage of its own.)
+
+Where a static kernel may write an output over an input (its loop IR reads each element
+of the input only for the same element of the output: relay_ir.backend.inplace, as the
+graph executor's plan uses it), and that input is a temporary read there for the last
+time, the output takes the input's bytes: a residual conv writes over its residual, as
+in relay_ir.build. The kernel here is the same as the one above, and may:
+
+    >>> print(plan_storage(B.Function("f", 1, (*code, B.Ret(8)), 9), lambda k: True,
+    ...                    inplace=lambda k: [(0, 1)]))  # doctest: +ELLIPSIS
+    fn @f(%0) [9 registers]
+       0: alloc_storage size=64 alignment=64 dst=%1
+       1: alloc_tensor storage=%1 offset=0 shape=(16,) dtype='float32' dst=%2
+       2: invoke_packed kernel=0 arity=2 output_size=1 args=(%0, %2)
+       3: alloc_tensor storage=%1 offset=0 shape=(16,) dtype='float32' dst=%4  # reuses bytes of %2
+       4: invoke_packed kernel=0 arity=2 output_size=1 args=(%2, %4)
+       5: alloc_tensor storage=%1 offset=0 shape=(16,) dtype='float32' dst=%6  # reuses bytes ...
+       6: invoke_packed kernel=0 arity=2 output_size=1 args=(%4, %6)
+       7: alloc_storage size=64 alignment=64 dst=%7
+       8: alloc_tensor storage=%7 offset=0 shape=(16,) dtype='float32' dst=%8
+       9: invoke_packed kernel=0 arity=2 output_size=1 args=(%6, %8)
+      10: ret %8
+
+Only static storage is planned so: a dynamic kernel (`?` dims) returns fresh outputs,
+whose storage the VM allocates at run time, never over an input.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from relay_ir.backend.memory_plan import ALIGN, plan_memory
@@ -74,15 +98,61 @@ def _temporaries(info: FunctionInfo) -> list[_Temp]:
     return out
 
 
-def plan_storage(fn: B.Function, static_kernel: Callable[[int], bool]) -> B.Function:
+def _inplace_shares(info: FunctionInfo, temps: list[_Temp],
+                    inplace: Callable[[int], Sequence[tuple[int, int]] | None]
+                    ) -> dict[int, tuple[int, int]]:
+    """Which temporaries may take the bytes of another (indices into `temps`): output v
+    of a static kernel over its input u when the kernel allows it (`inplace(k)`: its
+    (input slot, output slot) pairs, relay_ir.backend.inplace), u is read there for the
+    last time and in no other slot, and v is first used there (so its live range may
+    start at that pc, u's last): {v: (u, the pc)}."""
+    code = info.code
+    of_reg: dict[int, int] = {}  # a register holding a temporary's tensor -> the temporary
+    first_use: dict[int, int] = {}
+    for i, t in enumerate(temps):
+        names = info.aliases(code[t.tensor_pc].dst) or set()
+        for r in names:
+            of_reg[r] = i
+        first_use[i] = min((u for r in names for u in info.uses[r]), default=-1)
+    share: dict[int, tuple[int, int]] = {}
+    taken: set[int] = set()
+    for pc, ins in enumerate(code):
+        if not isinstance(ins, B.InvokePacked) or not info.static_kernel(ins.kernel):
+            continue
+        n = ins.arity - ins.output_size
+        for ip, op in inplace(ins.kernel) or ():
+            if not 0 <= ip < n <= op < ins.arity or len(ins.args) != ins.arity:
+                continue
+            u, v = of_reg.get(ins.args[ip]), of_reg.get(ins.args[op])
+            if u is None or v is None or u in taken or v in share or u == v:
+                continue
+            a, b = code[temps[u].tensor_pc], code[temps[v].tensor_pc]
+            if temps[u].last != pc or first_use[v] != pc or (a.shape, a.dtype) != \
+                    (b.shape, b.dtype) or temps[u].size != temps[v].size or \
+                    sum(of_reg.get(r) == u for r in ins.args) != 1:
+                continue
+            share[v] = (u, pc)
+            taken.add(u)
+    return share
+
+
+def plan_storage(fn: B.Function, static_kernel: Callable[[int], bool],
+                 inplace: Callable[[int], Sequence[tuple[int, int]] | None] | None = None
+                 ) -> B.Function:
     """`fn` with its temporaries in one storage allocated at entry, at offsets that keep
     tensors live at once apart (see the module text); `static_kernel(k)` tells whether
     kernel k writes the tensors in its output slots (rather than returning fresh ones,
-    which may be its inputs)."""
-    temps = _temporaries(FunctionInfo(fn, static_kernel))
+    which may be its inputs); `inplace(k)`, where given, kernel k's (input slot, output
+    slot) pairs whose output may be written over the input (see `_inplace_shares`)."""
+    info = FunctionInfo(fn, static_kernel)
+    temps = _temporaries(info)
     if not temps:
         return fn
-    plan = plan_memory([(t.first, t.last, t.size) for t in temps])
+    spans = [(t.first, t.last, t.size) for t in temps]
+    share = _inplace_shares(info, temps, inplace) if inplace is not None else {}
+    for v, (_, pc) in share.items():  # its bytes are untouched until its kernel writes it
+        spans[v] = (pc, temps[v].last, temps[v].size)
+    plan = plan_memory(spans, share={v: u for v, (u, _) in share.items()})
     arena = fn.instructions[temps[0].storage_pc].dst  # the first one's storage, hoisted
     alloc = B.AllocStorage(plan.arena_bytes, max(ALIGN, *(t.alignment for t in temps)), arena)
     new: dict[int, list[B.Instruction]] = {0: [alloc, fn.instructions[0]]}

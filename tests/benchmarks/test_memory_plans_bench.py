@@ -37,3 +37,16 @@ def test_the_constants_switch_gives_each_plan_constants_of_its_own() -> None:
     assert len({w.data.ctypes.data for w in weights}) == 4
     assert all(len({id(v.data.base) for v in g.values if v.kind == "const"}) == 1
                for g in plans["on"])
+
+
+def test_a_loaded_model_and_the_vm_run_both_plans_and_the_steps_table_prints(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "1")
+    out = main(["--models", "resnet18", "--image", "32", "--width", "8", "--rounds", "2",
+                "--repeat", "1", "--arenas", "1", "--loaded", "--vm", "--steps", "3"])
+    assert set(out["resnet18"]) == {*PLANS, "vm on", "vm off", "onnxruntime"}
+    text = capsys.readouterr().out
+    assert "(saved and loaded)" in text and "vm     TESSEL_PLAN_INPLACE=1" in text
+    table = text.split("kernels inside whole runs")[1].splitlines()
+    assert len(table) == 1 + 1 + 3 + 1  # the heading's tail, columns, 3 kernels, all
+    assert all(len(ln.split("|")) == 2 and " -> " in ln for ln in table[2:5])
