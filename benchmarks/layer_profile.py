@@ -133,7 +133,9 @@ def warm_convs(lib: Any, feeds: dict[str, Any], repeat: int = 10) -> list[LayerT
             for t, sec in zip(tessel_convs(lib, feeds, 1), times, strict=True)]
 
 
-PRIMES = ("none", "weights", "data")
+# what primed_convs reads just before a conv: nothing, its constant inputs, its other inputs
+# and its output, its other inputs alone, its output alone
+PRIMES = ("none", "weights", "data", "input", "output")
 
 
 def primed_convs(lib: Any, feeds: dict[str, Any], prime: str = "none", repeat: int = 3
@@ -141,11 +143,11 @@ def primed_convs(lib: Any, feeds: dict[str, Any], prime: str = "none", repeat: i
     """The conv kernels of a compiled model as tessel_convs lists them, each timed in the
     cache state a model run leaves it: the steps before it run first, in order (so its
     weights were last read a whole model run ago), then `prime` reads, twice, the conv's
-    constant inputs ("weights") or its other inputs and its output ("data") or nothing
-    ("none"), then the conv runs once, timed (median of `repeat`, in us). "none" is the
-    conv's time in the model; what "weights" and "data" take off it is what those arrays'
-    coming from memory costs it there. Runs about len(steps) / 2 model runs per prime and
-    repeat.
+    constant inputs ("weights") or its other inputs and its output ("data"; "input" the
+    other inputs alone, "output" the output alone) or nothing ("none"), then the conv runs
+    once, timed (median of `repeat`, in us). "none" is the conv's time in the model; what
+    the others take off it is what those arrays' coming from memory costs it there. Runs
+    about len(steps) / 2 model runs per prime and repeat.
 
         >>> cold = primed_convs(lib, feeds, "weights")     # doctest: +SKIP
     """
@@ -162,9 +164,10 @@ def primed_convs(lib: Any, feeds: dict[str, Any], prime: str = "none", repeat: i
             for fn, args in calls[:k]:
                 fn(args)
             s = plan.steps[k]
-            consts = [plan.values[v].kind == "const" for v in s.inputs] + [False] * len(s.outputs)
-            touched = [a for a, c in zip(calls[k][1], consts)
-                       if (prime == "weights") == c] if prime != "none" else []
+            kinds = ["weights" if plan.values[v].kind == "const" else "input"
+                     for v in s.inputs] + ["output"] * len(s.outputs)
+            wanted = {"none": (), "data": ("input", "output")}.get(prime, (prime,))
+            touched = [a for a, kind in zip(calls[k][1], kinds) if kind in wanted]
             for _ in range(2):
                 for a in touched:
                     a.sum()  # reads every line of the array

@@ -106,10 +106,34 @@ PAD_GUARD = True
 # untuned, with the bound, one thread, CPU time, interleaved in one process (load 2.1-2.6),
 # prefetch / none: ResNet-18 1.001, AVX2 1.008; ResNet-50 0.988 and 1.018, AVX2 1.000
 PREFETCH_WEIGHTS = False
+# 1x1 convs prefetch the next oc chunk's weights whatever PREFETCH_WEIGHTS says. In
+# ResNet-50 a 1x1 conv at 14x14 or 7x7 reads 1-2 MiB of weights that no earlier step left
+# in cache, and the oc_rows order asks for them in bursts: the first row of each chunk
+# walks the chunk's block (1024@14 -> 256: 128 KiB) at 9 B a cycle, about twice what one
+# core draws from memory (9.8 GB/s, numpy's sum of 64 MiB), while the chunk's other rows
+# read it from L2 and draw nothing. Measured in the model's order (layer_profile.
+# primed_convs, one Sapphire Rapids core, load 1-1.3), 1024@14 -> 256 ran 763 us a call,
+# 660 with its weights read just before: the 1 MiB cost 103 us, its whole streaming time
+# (107 us at 9.8 GB/s), as if no compute overlapped it; 256@14 -> 1024 702 -> 615 us. The
+# next chunk's block spread over the rows draws 1/14 of it a row instead. Builds
+# interleaved in one process, each conv timed in the model's order (medians of 7, load
+# 2.1-2.5), none -> 1x1 prefetch: 1024@14 -> 256 (five) 3578 -> 3271 us, 256@14 -> 1024
+# (six) 4018 -> 3764, 512@7 -> 2048 (three) 2566 -> 2341, 1024@14 -> 2048 stride 2 2009
+# -> 1620, 2048@7 -> 512 (two) 1696 -> 1569; ResNet-50 53.57 -> 51.87 ms; AVX2 code
+# (-mcpu=haswell: 8 channels a step, no per-channel guard) 1024@14 -> 256 7090 -> 6752,
+# ResNet-50 95.9 -> 95.0 ms. With the 3x3 convs' steps of one channel too (the bound below
+# lowered to 16 for them) the 3x3 convs ran 5-15% slower and the model lost the gain.
+PREFETCH_1X1_WEIGHTS = True
 # the fewest vector FMAs a prefetching step may have (see _prefetch_next_chunk): the
 # defaults' steps have 64 (AVX2, 8 channels x 4 columns x 2 vectors) to 448; steps of one
 # input channel (16-28 FMAs) made ResNet-18 9.8% slower, tuned steps of 2-4 FMAs 1.4-6x
 MIN_PREFETCH_STEP_FMAS = 64
+# the same for a 1x1 conv, whose AVX-512 default steps are one input channel (a 32 x 32
+# block slice is 65 lines, more than one step may prefetch) of 14 (7 columns) or 28 FMAs:
+# the per-step guard costs less than the burst of weights it spreads (figures at
+# PREFETCH_1X1_WEIGHTS; a bound of 16, which leaves out the 7x7 convs' 14-FMA steps, kept
+# 1024@14 -> 2048 stride 2 at 2110 -> 2057 us against 2009 -> 1620 with this one)
+MIN_PREFETCH_STEP_FMAS_1X1 = 8
 
 # ---------------------------------------------------------------------------------------
 # Choosing the blocks
@@ -383,6 +407,7 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         O, CC = output_and_accumulator(s, outs, conv)
     _, _, OH, OW, oc_bn = shape_of(conv)
     lanes = cfg.target.fp32_lanes
+    taps = math.prod(int(r.dom.extent.value) for r in CC.op.reduce_axis[1:3])
 
     cfg.define_knob("unroll_kw", [True, False])
     cfg.define_reorder("reduce_order", [0, 1, 2, 3], policy="candidate",
@@ -398,7 +423,6 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         # hold: on AVX2 the broadcasts spilled to the stack. Rolled: 64@56 3x3 on one
         # Sapphire Rapids core (load 2.7) 99.6 -> 103.7 GFLOP/s AVX2, 182.6 -> 187.3 AVX-512
         fallback_value(cfg, "unroll_kw", False)
-        taps = math.prod(int(r.dom.extent.value) for r in CC.op.reduce_axis[1:3])
         C = math.prod(int(r.dom.extent.value) for r in (CC.op.reduce_axis[0],
                                                          CC.op.reduce_axis[3]))
         acc = int(cfg["tile_ow"].size[-1]) * int(cfg["tile_oh"].size[-1]) * \
@@ -453,7 +477,7 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         # one input-channel block at a time over the row (plane): the tiles inside it
         blk, red[0] = s[CC].split(red[0], factor=1)
         s[CC].reorder(cn, cco, blk, cho, cwo, *[red[i] for i in order], chi, cwi, cbo, cbi)
-    if par is not None and PREFETCH_WEIGHTS:
+    if par is not None and (PREFETCH_WEIGHTS or (PREFETCH_1X1_WEIGHTS and taps == 1)):
         _prefetch_next_chunk(s, CC, par if scope != "plane" else cho, OH // reg_h,
                              red[order[2]], red[3], cfg.target,
                              tile_fmas=reg_h * reg_n * (oc_bn // vec))
@@ -510,7 +534,8 @@ def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_blo
     # the step's vector FMAs (the register tile's, per input channel of the step) must
     # outweigh its guard and prefetches: tuned configs of one channel by one or two
     # columns (2-4 FMAs a step) ran 1.4-6x slower with them (see PREFETCH_WEIGHTS)
-    if tile_fmas * (1 if per_channel else shape[4]) < MIN_PREFETCH_STEP_FMAS:
+    least = MIN_PREFETCH_STEP_FMAS_1X1 if shape[2] * shape[3] == 1 else MIN_PREFETCH_STEP_FMAS
+    if tile_fmas * (1 if per_channel else shape[4]) < least:
         return
     s[CC].prefetch(kv, at, dim=0, shift=1, level=2, spread=(rows, n_rows))
 
@@ -575,4 +600,4 @@ def _packers(ins: Sequence[Tensor], args: Sequence[Any], attrs: dict[str, Any]
 
 register_template("conv2d_NCHWc.x86", "llvm", compute=_compute, packers=_packers,
                   constant_weight_attrs={"kernel_layout": "OIHWio"},
-                  output_block="tile_oc", version=2)(schedule_conv2d_nchwc)
+                  output_block="tile_oc", version=3)(schedule_conv2d_nchwc)

@@ -372,6 +372,53 @@ def test_a_step_of_few_fmas_is_not_given_a_prefetch(target: str) -> None:
     assert "prefetch(" in str(lowering.lower(s, ts))
 
 
+# a 1x1 conv in model layouts with more output channels than pixels (the oc chunks outside
+# the rows), data blocked as ResNet-50's convs hand it on: 32 channels (AVX-512: a 32 x 32
+# block slice is 65 lines, so one input channel a step) or 8 (AVX2: a block a step)
+ONE_BY_ONE_ATTRS = {"padding": 0, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
+                    "out_layout": "NCHWc"}
+
+
+def _one_by_one_args(target: str) -> list:
+    block = 32 if AVX512 in target else 8
+    return [((1, 64 // block, 7, 7, block), "float32"), ((128, 64, 1, 1), "float32")]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_1x1_conv_prefetches_the_next_chunks_weights_by_default_and_equals_numpy(
+        target: str) -> None:
+    # (PREFETCH_WEIGHTS, for every conv, stays off: only the 1x1 convs' weights come in
+    # bursts worth spreading)
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    assert not template.PREFETCH_WEIGHTS and template.PREFETCH_1X1_WEIGHTS
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 64, 7, 7)), rand(rng, (128, 64, 1, 1))
+    args = _one_by_one_args(target)
+    s, ts = instantiate("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, target=target)
+    text = str(lowering.lower(s, ts))
+    assert re.search(r"prefetch\(kernel\[min\(\(.* \+ 1\), \d+\), ", text), text
+    assert re.search(r"if \(\(floormod\(.*, 7\) == ", text), text  # spread over 7 rows
+    _check(target, args, ONE_BY_ONE_ATTRS, None, blocked(x, args[0][0][-1]), w,
+           conv2d_nchw(x, w, 1, 0))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_1x1_conv_without_the_switch_or_with_few_fmas_a_step_does_not_prefetch(
+        target: str, monkeypatch: Any) -> None:
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    args = _one_by_one_args(target)
+    space = config_space("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, target)
+    # one input channel by one column: 1-2 FMAs a step
+    few = _with(space, target, args, ONE_BY_ONE_ATTRS, tile_ic=[-1, 1], tile_ow=[-1, 1])
+    s, ts = instantiate("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, cfg=few, target=target)
+    assert "prefetch(" not in str(lowering.lower(s, ts))
+    monkeypatch.setattr(template, "PREFETCH_1X1_WEIGHTS", False)
+    s, ts = instantiate("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, target=target)
+    assert "prefetch(" not in str(lowering.lower(s, ts))
+
+
 # padded data blocked by a multiple of the config's channel block: read through a guard
 GUARDED = [  # (size, kernel, stride, padding (top, left, bottom, right), data block x ic_bn,
     #          knobs)
