@@ -4,6 +4,12 @@ Rules (each checked against the types, so a rewrite never changes a result's sha
 dtype):
 - `x * 1`, `1 * x`, `x + 0`, `0 + x`, `x - 0`, `x / 1` -> `x` (the constant all ones /
   zeros, and the result of the same type as `x`);
+- `(x + c1) + c2` -> `x + (c1 + c2)` and `(x * c1) * c2` -> `x * (c1 * c2)`, the
+  constants in either operand position, when both are Constants of x's dtype whose
+  broadcast does not enlarge x (a conv's own bias followed by a batch norm's shift, once
+  FoldScaleAxis has moved the scale into the weight, is one add; TVM's
+  SimplifyAdjacentMultiplyOrAdd). Floats are reassociated: the result may differ in the
+  last bit, as with TVM;
 - chains of reshape / squeeze / expand_dims (they keep the row-major element order):
   collapsed into one `reshape` to the final static shape, or into `x` when that shape is
   x's own; with `?` dims, a reshape of a reshape into one when the outer has no 0;
@@ -92,6 +98,38 @@ def _identity_arith(old: Call, new: Call) -> Expr | None:
     return None
 
 
+def _adjacent_constants(old: Call, new: Call) -> Expr | None:
+    """`(x op c1) op c2` -> `x op (c1 op c2)` for op add or multiply (module docstring)."""
+    name = old.op.name
+    t = _static(old.checked_type)
+    if t is None or len(new.args) != 2:
+        return None
+    for k in (0, 1):  # the inner op is args[k], the outer constant the other
+        inner_old, inner_new, c2 = old.args[k], new.args[k], new.args[1 - k]
+        if _op_name(inner_new) != name or not isinstance(c2, Constant) or \
+                _op_name(inner_old) != name or inner_old.checked_type != t:
+            continue
+        for j in (0, 1):  # the value is inner args[j], the inner constant the other
+            x, c1 = inner_new.args[j], inner_new.args[1 - j]  # type: ignore[attr-defined]
+            if not isinstance(c1, Constant) or \
+                    inner_old.args[j].checked_type != t:  # type: ignore[attr-defined]
+                continue
+            dtype = np.dtype(t.dtype)
+            if c1.data.dtype != dtype or c2.data.dtype != dtype:
+                continue
+            try:
+                shape = np.broadcast_shapes(c1.data.shape, c2.data.shape, t.shape)
+            except ValueError:
+                continue
+            if shape != tuple(t.shape) or len(np.broadcast_shapes(
+                    c1.data.shape, c2.data.shape)) > len(t.shape):
+                continue
+            ufunc = np.add if name == "add" else np.multiply
+            c = Constant(np.asarray(ufunc(c1.data, c2.data), dtype=dtype))
+            return op_call(name, [x, c])
+    return None
+
+
 def _perm(attrs: object, ndim: int) -> list[int]:
     axes = getattr(attrs, "axes", None)
     if axes is None:
@@ -125,7 +163,10 @@ def simplify_expr(expr: Expr) -> Expr:
             return new
         assert isinstance(old, Call) and isinstance(new, Call)
         if name in ("multiply", "add", "subtract", "divide"):
-            return _identity_arith(old, new) or new
+            out = _identity_arith(old, new)
+            if out is None and name in ("add", "multiply"):
+                out = _adjacent_constants(old, new)
+            return out or new
         if name == "cast":
             src = old.args[0].checked_type
             if isinstance(src, TensorType) and src == old.checked_type:
