@@ -259,7 +259,8 @@ def _input_scaled(old: Call, new: Call) -> Expr | None:
     out_t = _float_type(old.checked_type)
     w = new.args[1]
     if t is None or out_t is None or out_t.dtype != t.dtype or _op_name(scaled_x) != "multiply" \
-            or not isinstance(w, Constant) or w.data.dtype != np.dtype(t.dtype):
+            or _op_name(old.args[0]) != "multiply" or not isinstance(w, Constant) \
+            or w.data.dtype != np.dtype(t.dtype):
         return None
     if new.op.name == "nn.dense":  # type: ignore[union-attr]
         axis: int | None = t.ndim - 1
