@@ -86,9 +86,11 @@ def compare(name: str, args: Any) -> dict[str, float]:
     for k, ms in machines.items():  # each VirtualMachine makes its storage of its own
         timed[k] = [lambda m=m: m.run(*arrays) for m in ms]
     # every arena is allocated at its first run: the settings' arenas taken in turn, so
-    # that neither setting gets all the earlier allocations (the VM's four machines in place
-    # allocated before the four not in place read 1.03-1.06x slower than those in four
-    # ResNet-18 runs; allocated after them, 0.99x)
+    # that neither setting gets all the earlier allocations. (This did not change what
+    # the VM's storage plan in place reads here: ResNet-18, one core, 1.005-1.044x the
+    # plan not in place in six runs after, 1.021-1.055x in four before; a script timing the
+    # same machines the same way without the rest of this one read 0.99-1.00x, and the
+    # kernels' CPU time summed over a run 0.997x: not understood.)
     for fns in zip(*timed.values()):
         for fn in fns:  # the same numbers under every setting
             np.testing.assert_allclose(np.asarray(fn()), want, **tol)
