@@ -99,3 +99,37 @@ def test_an_input_of_another_shape_is_not_written_over() -> None:
     code = list(fn.instructions)
     code[1] = B.AllocTensor(1, 0, (4, 4), "float32", 2)  # 64 bytes, another shape
     assert not _shares(B.Function("f", 1, tuple(code), 8), [(0, 1)])
+
+
+BRANCHES = """def @main(%x: Tensor[(4, 16), float32], %w: Tensor[(16, 16), float32], %n: int32) {
+  let %r = nn.relu(nn.dense(%x, %w));
+  let %a = nn.dense(%r, %w);
+  if (less(%n, 1)) {
+    let %b = nn.relu(add(nn.dense(%a, %w), %r));
+    nn.dense(%b, %w)
+  } else {
+    let %c = negative(%a);
+    let %d = add(nn.dense(%c, %w), %r);
+    nn.dense(%d, %w)
+  }
+}"""
+
+
+def test_residuals_in_either_branch_of_an_if_are_written_over_and_equal_the_interpreter():
+    mod = relay_ir.parse(BRANCHES)
+    exe = vm.compile(mod)
+    fn = exe.functions[0]
+    where = _tensor_of(fn)
+    # the dense + add of each branch over its residual %r, the negative over its input
+    over = [i for i in fn.instructions if isinstance(i, B.InvokePacked)
+            and where.get(i.args[-1]) is not None
+            and any(where.get(a) == where[i.args[-1]] for a in i.args[:-1])]
+    assert sorted(exe.kernels[i.kernel].name for i in over) == \
+        ["fused_dense_add", "fused_dense_add_relu", "fused_negative"]
+    rng = seeded_rng()
+    x = rng.standard_normal((4, 16)).astype("float32")
+    w = (rng.standard_normal((16, 16)) * 0.3).astype("float32")
+    machine = vm.VirtualMachine(exe)
+    for n in (0, 1):
+        want = relay_ir.interpret(mod, x, w, np.int32(n))
+        np.testing.assert_allclose(machine.run(x, w, np.int32(n)), want, rtol=1e-4, atol=1e-5)
