@@ -12,9 +12,12 @@ constant's own value, so "on" is always the checkout's default.
 
 Per conv the least disturbed round counts (the minimum; on a machine shared with other
 jobs a preempted conv comes back to cold caches and reads 1.5-2x its time), per whole model
-the median and the minimum. ResNet-50 on one Sapphire Rapids core, PREFETCH_1X1_WEIGHTS
-(load 2.7-4.0, 9 rounds): its convs in order 50.2 ms off, 49.2 on; 1024@14 -> 256 (five)
-3381 -> 3127 us, 1024@14 -> 2048 stride 2 1954 -> 1568.
+the median and the minimum. PREFETCH_1X1_WEIGHTS on one Sapphire Rapids core, CPU time,
+9 rounds of 5 (load 3.7-4.6), off -> on: ResNet-50's convs in order 52.30 -> 50.10 ms,
+the model 57.07 -> 54.68 (median), 54.57 -> 51.66 (minimum); 1024@14 -> 2048 stride 2
+2001 -> 1639 us, 512@7 -> 2048 (three) 2548 -> 2290, 256@14 -> 1024 (six) 3985 -> 3733,
+1024@14 -> 256 (five) 3444 -> 3208. MobileNetV2's convs 5.33 -> 4.99 ms (160@7 -> 960,
+three, 432 -> 336 us), the model 4.99 -> 4.98 (median), 4.73 -> 4.67 (minimum).
 """
 
 from __future__ import annotations
