@@ -31,7 +31,15 @@ its weights or its data and output read just before it, or nothing): ResNet-50 o
 Sapphire Rapids core (load 2.6-3.2), its 53 convs 59.1 ms in order (58.6 in the model's
 profile), 51.4 with their weights read first, 54.6 with their data, 48.8 alone, ORT's 54.6
 in its model: weights coming from memory are most of the gap (the 14x14 and 7x7 convs'
-1-9 MiB), the activations the rest.
+1-9 MiB), the activations the rest. Again with the input and the output primed apart
+(load 0.7-1.3; one core streams 9.8 GB/s from memory, numpy's sum of 64 MiB): the 53
+convs 55.4 ms in order, weights 49.7, data 53.7, input 54.0, output 55.1, alone 46.6,
+ORT 54.1; per call, 1024@14 -> 256 (1 MiB of weights, 784 KiB in, 196 KiB out) 763 us in
+order, 660 weights, 689 input, 725 output, 579 alone, ORT 646: its weights cost their
+whole streaming time (107 us), no compute overlapping them (the conv template's
+PREFETCH_1X1_WEIGHTS, since, spreads them over the rows); 128@28 -> 512 (256 KiB of
+weights, 392 KiB in, 1.5 MiB out and as much residual) 680 in order, 647 weights, 637
+input, 745 output, 605 alone, ORT 621: no single array is its gap.
 """
 
 from __future__ import annotations

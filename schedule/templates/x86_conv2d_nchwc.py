@@ -123,6 +123,12 @@ PREFETCH_WEIGHTS = False
 # (-mcpu=haswell: 8 channels a step, no per-channel guard) 1024@14 -> 256 7090 -> 6752,
 # ResNet-50 95.9 -> 95.0 ms. With the 3x3 convs' steps of one channel too (the bound below
 # lowered to 16 for them) the 3x3 convs ran 5-15% slower and the model lost the gain.
+# The A/B in one process: TESSEL_NUM_THREADS=1 python -m benchmarks.template_switch
+# --cpu-time (its docstring has a run's figures); AVX2 code (--target "llvm -mcpu=haswell",
+# load 3.3-3.6) convs in order 88.23 -> 87.54 ms, the model 97.03 -> 93.72 (median), 86.62
+# -> 87.96 (minimum): no worse. Tried beside it, no gain beyond the noise: plane scope or
+# tile_oc 64 for the 14x14 1x1 convs, oc_rows for the expanding 1x1 convs at 28x28, the
+# next row's input prefetched in the rows_oc order (1.8% off the convs, the model 2% slower).
 PREFETCH_1X1_WEIGHTS = True
 # the fewest vector FMAs a prefetching step may have (see _prefetch_next_chunk): the
 # defaults' steps have 64 (AVX2, 8 channels x 4 columns x 2 vectors) to 448; steps of one
@@ -521,7 +527,10 @@ def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_blo
     ResNet-18 in AVX2 code (-mcpu=haswell, 256 KiB L2) 1.5% (one). Coarser steps (a
     burst of 25 lines per kh step in the plane, 65 per ic block in a 1x1 conv) made
     ResNet-18 2.6% slower than none; one input channel per step everywhere (a guard per
-    16-28 FMAs) 9.8% slower.
+    16-28 FMAs) 9.8% slower. By default only 1x1 convs prefetch (PREFETCH_1X1_WEIGHTS),
+    whose steps may be one input channel of 14-28 FMAs (MIN_PREFETCH_STEP_FMAS_1X1): in
+    ResNet-50 that took 0.3 ms off 1024@14 -> 256's five calls, 0.4 off 1024@14 -> 2048
+    stride 2, and 1.7 ms off the model.
     """
     kv = next(t for t in CC.op.input_tensors if len(t.shape) == 6)
     shape = shape_of(kv)
