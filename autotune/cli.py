@@ -47,6 +47,42 @@ def _device(args: argparse.Namespace) -> str | None:
     return device_key(args.target)
 
 
+# A model with more constant weights than this runs each conv with its weights cold: more
+# than a core's share of the last-level cache of the x86 CPUs Tessel targets (1.25-4 MiB a
+# core on servers; a Zen 4 CCD's 32 MiB is shared by 8 cores), so a run's later layers
+# evict the earlier ones' weights before the next run reads them. ResNet-18 (45 MiB) and
+# ResNet-50 (98 MiB) are above; MobileNetV2 (14 MiB) and the README's small ResNet
+# (2.8 MiB) below.
+COLD_WEIGHT_BYTES = 16 << 20
+
+
+def runner_options(args: argparse.Namespace, model: bool, weight_bytes: int = 0
+                   ) -> dict[str, Any]:
+    """The LocalRunner's settings for `tessel tune`. A model's tasks are timed beside the
+    default config (control), and, where the model's weights (`weight_bytes`) exceed
+    COLD_WEIGHT_BYTES, with each call's weights and output evicted first (cache flush),
+    as the model runs them. Tuned warm, the tuner cannot see what a schedule does about
+    cold weights (conv2d_NCHWc.x86's 1x1 weight prefetch): ResNet-50 and ResNet-18 tuned
+    warm ran 1.026x and 1.025x the untuned model, tuned cold 0.988x and 0.974x (one
+    process, 12 rounds in turn, one Sapphire Rapids core, CPU time, load 2.5-2.7;
+    databases tuned with `--trials 800` / `400` at load 3-4). A smaller model, and an
+    --op task, are timed warm unless asked.
+
+        >>> args = build_parser().parse_args(["tune", "m.onnx"])
+        >>> [runner_options(args, True, 45 << 20)["cache_flush"],
+        ...  runner_options(args, True, 3 << 20)["cache_flush"],
+        ...  runner_options(args, False)["cache_flush"]]
+        [True, False, False]
+    """
+    cold = model and weight_bytes > COLD_WEIGHT_BYTES
+    return dict(timeout=args.timeout, number=args.number, repeat=args.repeat,
+                min_repeat_ms=args.min_repeat_ms if args.min_repeat_ms is not None
+                else (10.0 if model else 50.0), imports=args.imports or (),
+                cache_flush=cold if args.cache_flush is None else bool(args.cache_flush),
+                control=model if args.control is None else args.control,
+                model_layout=model)
+
+
 def _why_no_records(key: str, db_path: str, known: bool) -> str:
     """The hint after "no records": the task is in the database (other target, other
     device, every measurement failed), or it is not, or the key given is a file's path
@@ -92,10 +128,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     tasks = [parse_op_spec(spec, args.target) for spec in args.op or []]
     weights = [1] * len(tasks)
     alternates: list[list[int]] = []
+    weight_bytes = 0  # the model's constant weights (runner_options: flushed or not)
     if args.model:
         from autotune.extract import extract_model_tasks
 
         mod, params = _load_model(args.model, args.shape)
+        weight_bytes = sum(int(getattr(v, "nbytes", 0)) for v in (params or {}).values())
         if args.quantize:
             from relay_ir.quantize import quantize
 
@@ -116,15 +154,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise TesselError("nothing to tune: give MODEL.onnx or --op SPEC "
                           "(e.g. --op matmul:1024x1024x1024)")
     summary = []
-    # a model's tasks: short warm repeats, each beside the default config (measure.py's
-    # LocalRunner control); cold single calls ranked configs unlike the model ran them
     model = bool(args.model)
-    options = dict(timeout=args.timeout, number=args.number, repeat=args.repeat,
-                   min_repeat_ms=args.min_repeat_ms if args.min_repeat_ms is not None
-                   else (10.0 if model else 50.0), imports=args.imports or (),
-                   cache_flush=bool(args.cache_flush),
-                   control=model if args.control is None else args.control,
-                   model_layout=model)
+    options = runner_options(args, model, weight_bytes)
     if args.cluster:
         from autotune.cluster import RayRunner
 
@@ -502,8 +533,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--min-repeat-ms", type=float, default=None,
                    help="raise number until one repeat takes this long (default: 10 for "
                         "MODEL, 50 for --op)")
-    t.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=False,
-                   help="flush the caches before each timed call")
+    t.add_argument("--cache-flush", action=argparse.BooleanOptionalAction, default=None,
+                   help="evict each timed call's weights and output from the caches first, "
+                        "as a model's earlier layers do (default: on for a MODEL with over "
+                        "16 MiB of weights, off otherwise)")
     t.add_argument("--control", action=argparse.BooleanOptionalAction, default=None,
                    help="time each candidate beside the default config, ABBA (default: on "
                         "for MODEL, off for --op)")
