@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from relay_ir.backend.executor import KernelFn, aligned
-from relay_ir.backend.lower_group import constant_params, group_name
+from relay_ir.backend.lower_group import GroupLayout, constant_params, group_name
 from relay_ir.backend.pipeline import _Planner, bind_params, main_of, optimize_for_build
 from relay_ir.backend.tuned import TuningScope, TuningSource
 from relay_ir.expr import Call, Constructor, Function, GlobalVar, Var
@@ -53,6 +53,7 @@ from relay_ir.vm.kernels import (
     has_strategies,
     is_dynamic_group,
 )
+from relay_ir.vm.layouts import plan_function
 from relay_ir.vm.storage_plan import plan_storage
 from tessel_errors import RelayError
 
@@ -142,6 +143,7 @@ class _ModuleCompiler:
         self.kernels: list[Any] = []
         self.static_of_planner: dict[int, int] = {}
         self.dynamic_cache: list[tuple[Function, int]] = []
+        self.layouts: dict[int, GroupLayout] = {}  # the current function's (vm.layouts)
         self.lifted = 0
         self.kept: list[Any] = []
 
@@ -158,6 +160,7 @@ class _ModuleCompiler:
             if fn.attr("Primitive"):
                 continue
             specs[gv.name_hint] = [_param_spec(p) for p in fn.params]
+            self.layouts = plan_function(fn, self.target, self.tuning)
             anf = to_a_normal_form(fn)
             fc = FunctionCompiler(self, gv.name_hint, list(anf.params))
             fc.tail(anf.body)
@@ -240,8 +243,14 @@ class _ModuleCompiler:
         self.kernels.append(OpKernel(call))
         return len(self.kernels) - 1
 
+    def layout_of(self, fn: Function) -> GroupLayout | None:
+        """The stored layout of a group's values in the function being compiled (None:
+        all logical)."""
+        return self.layouts.get(id(fn))
+
     def group_kernel(self, call: Call) -> tuple[int, dict[int, np.ndarray]]:
-        """The kernel of a fused group call and its constant arguments packed for it."""
+        """The kernel of a fused group call (in the layout the function's plan gives it)
+        and its constant arguments packed for it."""
         fn: Function = call.op  # type: ignore[assignment]
         if not has_strategies(fn):
             self.kernels.append(InterpretedGroup(fn, group_name(fn)))
@@ -256,7 +265,7 @@ class _ModuleCompiler:
             self.dynamic_cache.append((fn, len(self.kernels) - 1))
             return len(self.kernels) - 1, {}
         consts = constant_params(call)
-        pk = self.planner.kernel_for(fn, consts)
+        pk = self.planner.kernel_for(fn, consts, self.layout_of(fn))
         if pk not in self.static_of_planner:
             group = self.planner.group_kernels[pk]
             self.kernels.append(StaticKernel.of_group(group, self.planner.kernels[pk]))
