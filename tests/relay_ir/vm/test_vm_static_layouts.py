@@ -1,7 +1,8 @@
 """A static model on the VM runs the graph executor's kernels (relay_ir.vm.layouts): the
 same groups in the same blocked layouts, results equal to the interpreter's and build's;
 functions with control flow, and the PassContext turning AlterOpLayout off, keep every
-value logical."""
+value logical; its constants lie in one arena in the order the code loads them, as
+build's do (relay_ir.backend.executor.pack_constants)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import relay_ir.vm as vm
 from relay_ir import transform as T
 from relay_ir.backend.pipeline import bind_params, compile_static
 from relay_ir.frontend.onnx import from_onnx
+from relay_ir.vm import bytecode as B
 from relay_ir.vm.kernels import StaticKernel
 from tests.e2e import onnx_models
 from tests.rng import seeded_rng
@@ -118,3 +120,24 @@ def test_a_function_with_control_flow_keeps_every_value_logical() -> None:
         want = relay_ir.interpret(bind_params(mod, {"w": w}), x=x, n=np.int32(n))
         np.testing.assert_allclose(machine.run(x=x, n=np.int32(n)), want, rtol=1e-4,
                                    atol=1e-4)
+
+
+def _in_one_arena_in_load_order(exe: vm.Executable) -> bool:
+    order = list(dict.fromkeys(ins.index for f in exe.functions for ins in f.instructions
+                               if isinstance(ins, B.LoadConst)))
+    addr = [exe.constants[i].ctypes.data for i in order]
+    ends = [a + exe.constants[i].nbytes for a, i in zip(addr, order)]
+    return all(b == -(-e // 64) * 64 for e, b in zip(ends, addr[1:]))
+
+
+def test_a_static_models_constants_lie_in_one_arena_in_load_order(tmp_path: Path) -> None:
+    mod, params, inp, shape = _onnx("resnet18")
+    exe = vm.compile(mod, params=params)
+    assert len(exe.constants) > 10 and _in_one_arena_in_load_order(exe)
+    assert not any(c.flags.writeable for c in exe.constants)
+    exe.save(str(tmp_path / "m"))
+    loaded = vm.load(str(tmp_path / "m"))
+    assert _in_one_arena_in_load_order(loaded)
+    x = seeded_rng().standard_normal(shape).astype("float32")
+    np.testing.assert_array_equal(_first(vm.VirtualMachine(loaded).run(**{inp: x})),
+                                  _first(vm.VirtualMachine(exe).run(**{inp: x})))
