@@ -77,6 +77,15 @@ def test_alter_op_layout_disabled_keeps_the_vms_values_logical() -> None:
                                rtol=1e-4, atol=1e-4)
 
 
+def _conv_case(text: str) -> tuple[object, np.ndarray, np.ndarray, vm.Executable]:
+    """The module, a fresh input, a fresh weight, and the module compiled with it bound."""
+    mod = relay_ir.parse(text)
+    rng = seeded_rng()
+    x = rng.standard_normal((1, 32, 6, 6)).astype("float32")
+    w = (rng.standard_normal((32, 32, 3, 3)) * 0.1).astype("float32")
+    return mod, x, w, vm.compile(mod, params={"w": w})
+
+
 _CONV_THEN_FLATTEN = """
 def @main(%x: Tensor[(1, 32, 6, 6), float32], %w: Tensor[(32, 32, 3, 3), float32]) {
   %0 = nn.relu(nn.conv2d(%x, %w, padding=[1, 1]));
@@ -89,11 +98,7 @@ def @main(%x: Tensor[(1, 32, 6, 6), float32], %w: Tensor[(32, 32, 3, 3), float32
 def test_a_reshape_of_a_blocked_value_reads_it_logically() -> None:
     # the reshape group may take the conv's blocked output (it reads through a logical
     # view): the VM must run its kernel, not reshape the blocked data in place
-    mod = relay_ir.parse(_CONV_THEN_FLATTEN)
-    rng = seeded_rng()
-    x = rng.standard_normal((1, 32, 6, 6)).astype("float32")
-    w = (rng.standard_normal((32, 32, 3, 3)) * 0.1).astype("float32")
-    exe = vm.compile(mod, params={"w": w})
+    mod, x, w, exe = _conv_case(_CONV_THEN_FLATTEN)
     assert _blocked_outputs(exe) >= 1
     want = relay_ir.interpret(bind_params(mod, {"w": w}), x=x)
     np.testing.assert_allclose(vm.VirtualMachine(exe).run(x=x), want, rtol=1e-4, atol=1e-4)
@@ -109,11 +114,7 @@ def @main(%x: Tensor[(1, 32, 6, 6), float32], %w: Tensor[(32, 32, 3, 3), float32
 
 
 def test_a_function_with_control_flow_keeps_every_value_logical() -> None:
-    mod = relay_ir.parse(_CONV_IN_A_BRANCH)
-    rng = seeded_rng()
-    x = rng.standard_normal((1, 32, 6, 6)).astype("float32")
-    w = (rng.standard_normal((32, 32, 3, 3)) * 0.1).astype("float32")
-    exe = vm.compile(mod, params={"w": w})
+    mod, x, w, exe = _conv_case(_CONV_IN_A_BRANCH)
     assert _blocked_outputs(exe) == 0
     machine = vm.VirtualMachine(exe)
     for n in (0, 1):
