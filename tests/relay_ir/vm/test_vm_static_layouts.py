@@ -45,7 +45,8 @@ def _first(y: object) -> np.ndarray:
     return np.asarray(y[0] if isinstance(y, (list, tuple)) else y)
 
 
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+@pytest.mark.parametrize("name", ["resnet18", pytest.param("mobilenet_v2",
+                                                            marks=pytest.mark.slow)])
 def test_a_static_model_runs_the_graph_executors_kernels(name: str, tmp_path: Path) -> None:
     mod, params, inp, shape = _onnx(name)
     exe = vm.compile(mod, params=params)
