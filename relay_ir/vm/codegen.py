@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from relay_ir.backend.lower_group import flatten_types
+from relay_ir.backend.lower_group import flatten_types, physical_spec
 from relay_ir.expr import (
     Call,
     Constant,
@@ -235,10 +235,12 @@ class FunctionCompiler:
 
     def call_group(self, call: Call) -> int:
         fn: Function = call.op  # type: ignore[assignment]
+        layout = self.ctx.layout_of(fn)
         shape, mode = view_shape(fn), ""
         if shape is None:
             shape, mode = dyn_view_shape(fn), "dyn"
-        if shape is not None:  # no kernel: the same data under another shape
+        # a view of a blocked value is not its data reshaped: its kernel reads it logically
+        if shape is not None and layout is None:  # no kernel: the same data, another shape
             src = self.value(call.args[0])
             const = np.asarray(shape, dtype="int64")
             shape_reg = self.emit_dst(lambda d: B.LoadConst(self.ctx.constant(const), d))
@@ -255,12 +257,14 @@ class FunctionCompiler:
         if self.ctx.kernels[k].dynamic:
             outs = [self.fresh() for _ in out_types]
         else:
-            outs = [self.alloc_tensor(t) for t in out_types]
+            blocks = layout.out_blocks if layout else (0,) * len(out_types)
+            outs = [self.alloc_tensor(t, b) for t, b in zip(out_types, blocks)]
         self.emit(B.InvokePacked(k, len(ins) + len(outs), len(outs), (*ins, *outs)))
         return self.nest(fn.body.checked_type, iter(outs))
 
-    def alloc_tensor(self, t: TensorType) -> int:
-        shape = tuple(int(d) for d in t.shape)
+    def alloc_tensor(self, t: TensorType, block: int = 0) -> int:
+        # stored blocked NCHW[block]c where the layout plan says so (relay_ir.vm.layouts)
+        shape, _ = physical_spec((tuple(int(d) for d in t.shape), t.dtype), block)
         nbytes = int(np.dtype(t.dtype).itemsize * int(np.prod(shape, dtype=np.int64)))
         align = 64 if nbytes >= 64 else 16  # kernels read whole vectors of large tensors
         storage = self.emit_dst(lambda d: B.AllocStorage(nbytes, align, d))

@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from relay_ir.backend.executor import KernelFn, aligned
-from relay_ir.backend.lower_group import constant_params, group_name
+from relay_ir.backend.executor import KernelFn, Step, Value, aligned, pack_constants
+from relay_ir.backend.lower_group import GroupLayout, constant_params, group_name
 from relay_ir.backend.pipeline import _Planner, bind_params, main_of, optimize_for_build
 from relay_ir.backend.tuned import TuningScope, TuningSource
 from relay_ir.expr import Call, Constructor, Function, GlobalVar, Var
@@ -53,6 +53,7 @@ from relay_ir.vm.kernels import (
     has_strategies,
     is_dynamic_group,
 )
+from relay_ir.vm.layouts import plan_function
 from relay_ir.vm.storage_plan import plan_storage
 from tessel_errors import RelayError
 
@@ -76,6 +77,9 @@ class Executable:
     target: str = "llvm"
     function_index: dict[str, int] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.constants = pack_in_use_order(self.constants, self.bytecode)
+
     def save(self, path: str) -> None:
         """Write the executable to folder `path` (bytecode, constants, object code; no
         pickle): `exe.save("m.tvm"); relay_ir.vm.load("m.tvm")`."""
@@ -88,6 +92,32 @@ class Executable:
         """The VM functions (globals first, then lifted closures and constructor
         wrappers)."""
         return self.bytecode.functions
+
+
+def pack_in_use_order(constants: list[Any], bytecode: B.Bytecode) -> list[Any]:
+    """The constants moved into one arena in the order the bytecode loads them, each
+    ALIGN-aligned and read-only: build's packing (relay_ir.backend.executor.pack_constants,
+    the same TESSEL_PACK_CONSTANTS switch), so a static model on the VM streams its weights
+    from memory as the graph executor does.
+
+        >>> from relay_ir.vm import bytecode as B
+        >>> code = B.Bytecode((B.Function("main", 0, (B.LoadConst(1, 0), B.Ret(0)), 1),), ())
+        >>> a, b = pack_in_use_order([np.ones(3, "float32"), np.ones(5, "float32")], code)
+        >>> a.ctypes.data - b.ctypes.data   # constant 1 is loaded first
+        64
+    """
+    order = [ins.index for f in bytecode.functions for ins in f.instructions
+             if isinstance(ins, B.LoadConst)]
+    values = [Value("const", np.shape(c), str(c.dtype), data=c)
+              if isinstance(c, np.ndarray) else Value("input", (), "") for c in constants]
+    pack_constants(values, [Step(-1, order, [], "vm")])
+    out = []
+    for c, v in zip(constants, values):
+        if v.kind == "const" and v.data is not c:
+            c = v.data.view()
+            c.flags.writeable = False  # a caller writing into a result must not change it
+        out.append(c)
+    return out
 
 
 def compile(mod: Any, target: str = "llvm", params: dict[str, Any] | None = None,
@@ -142,6 +172,7 @@ class _ModuleCompiler:
         self.kernels: list[Any] = []
         self.static_of_planner: dict[int, int] = {}
         self.dynamic_cache: list[tuple[Function, int]] = []
+        self.layouts: dict[int, GroupLayout] = {}  # the current function's (vm.layouts)
         self.lifted = 0
         self.kept: list[Any] = []
 
@@ -158,6 +189,7 @@ class _ModuleCompiler:
             if fn.attr("Primitive"):
                 continue
             specs[gv.name_hint] = [_param_spec(p) for p in fn.params]
+            self.layouts = plan_function(fn, self.target, self.tuning)
             anf = to_a_normal_form(fn)
             fc = FunctionCompiler(self, gv.name_hint, list(anf.params))
             fc.tail(anf.body)
@@ -240,8 +272,14 @@ class _ModuleCompiler:
         self.kernels.append(OpKernel(call))
         return len(self.kernels) - 1
 
+    def layout_of(self, fn: Function) -> GroupLayout | None:
+        """The stored layout of a group's values in the function being compiled (None:
+        all logical)."""
+        return self.layouts.get(id(fn))
+
     def group_kernel(self, call: Call) -> tuple[int, dict[int, np.ndarray]]:
-        """The kernel of a fused group call and its constant arguments packed for it."""
+        """The kernel of a fused group call (in the layout the function's plan gives it)
+        and its constant arguments packed for it."""
         fn: Function = call.op  # type: ignore[assignment]
         if not has_strategies(fn):
             self.kernels.append(InterpretedGroup(fn, group_name(fn)))
@@ -256,7 +294,7 @@ class _ModuleCompiler:
             self.dynamic_cache.append((fn, len(self.kernels) - 1))
             return len(self.kernels) - 1, {}
         consts = constant_params(call)
-        pk = self.planner.kernel_for(fn, consts)
+        pk = self.planner.kernel_for(fn, consts, self.layout_of(fn))
         if pk not in self.static_of_planner:
             group = self.planner.group_kernels[pk]
             self.kernels.append(StaticKernel.of_group(group, self.planner.kernels[pk]))
@@ -267,4 +305,4 @@ class _ModuleCompiler:
         return k, packed
 
 
-__all__ = ["Executable", "compile"]
+__all__ = ["Executable", "compile", "pack_in_use_order"]

@@ -136,7 +136,11 @@ class DynamicKernel:
             return False
         consts = frozenset(k for k, (a, b) in enumerate(zip(ins, batched))
                            if self.flat and not b and known and id(a) in known)
-        key = (shapes, tuple(a.dtype for a in ins), consts)
+        # the constants' ids too: structurally equal groups share this kernel (the
+        # compiler's dynamic cache), e.g. a ResNet stage's 3x3 convs, each with a weight of
+        # its own, and a plan holds its call's constants packed
+        key = (shapes, tuple(a.dtype for a in ins), consts,
+               tuple(id(ins[k]) for k in sorted(consts)))
         plan = self.plans.get(key)
         if plan is None:
             plan = self.plans[key] = self._image_plan(ins, shapes, consts)

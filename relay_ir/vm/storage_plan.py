@@ -65,7 +65,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from relay_ir.backend.memory_plan import ALIGN, plan_memory
+from relay_ir.backend.memory_plan import ALIGN, PAGE, plan_memory
 from relay_ir.vm import bytecode as B
 from relay_ir.vm.analysis import FunctionInfo
 
@@ -154,7 +154,13 @@ def plan_storage(fn: B.Function, static_kernel: Callable[[int], bool],
         spans[v] = (pc, temps[v].last, temps[v].size)
     plan = plan_memory(spans, share={v: u for v, (u, _) in share.items()})
     arena = fn.instructions[temps[0].storage_pc].dst  # the first one's storage, hoisted
-    alloc = B.AllocStorage(plan.arena_bytes, max(ALIGN, *(t.alignment for t in temps)), arena)
+    # the planner picks each block's offset modulo PAGE (skewed so that buffers do not
+    # alias in the cache): offsets that mean so only from a page-aligned start, as the
+    # graph executor's arena has; a storage under a page keeps the kernels' alignment
+    align = max(ALIGN, *(t.alignment for t in temps))
+    if plan.arena_bytes >= PAGE:
+        align = max(align, PAGE)
+    alloc = B.AllocStorage(plan.arena_bytes, align, arena)
     new: dict[int, list[B.Instruction]] = {0: [alloc, fn.instructions[0]]}
     for t, off in zip(temps, plan.offsets):
         new[t.storage_pc] = []

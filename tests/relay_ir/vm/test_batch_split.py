@@ -58,3 +58,26 @@ def @main(%x: Tensor[(B, 3, 8, 8), float32], %w: Tensor[(8, 3, 3, 3), float32],
         assert got.shape == (batch, 5)
         if lib is not None:
             np.testing.assert_allclose(got, lib.run(x=x), rtol=1e-5, atol=1e-5)
+
+
+def test_equal_groups_with_weights_of_their_own_each_use_their_own_weight():
+    # the two convs are one group (structurally equal) and so share one kernel; each
+    # call's weight is a different constant, packed for it alone (a ResNet stage's convs)
+    text = """
+def @main(%x: Tensor[(?, 8, 6, 6), float32], %w1: Tensor[(8, 8, 3, 3), float32],
+          %w2: Tensor[(8, 8, 3, 3), float32]) {
+  %0 = nn.relu(nn.conv2d(%x, %w1, padding=[1, 1]));
+  nn.relu(nn.conv2d(%0, %w2, padding=[1, 1]))
+}
+"""
+    from relay_ir.backend.pipeline import bind_params
+
+    rng = seeded_rng()
+    params = {k: (rng.standard_normal((8, 8, 3, 3)) * 0.2).astype("float32")
+              for k in ("w1", "w2")}
+    mod = relay_ir.parse(text)
+    machine = vm.VirtualMachine(vm.compile(mod, params=params))
+    for batch in (2, 1, 2):
+        x = rng.standard_normal((batch, 8, 6, 6)).astype("float32")
+        want = relay_ir.interpret(bind_params(mod, params), x=x)
+        np.testing.assert_allclose(machine.run(x), want, rtol=1e-4, atol=1e-4)

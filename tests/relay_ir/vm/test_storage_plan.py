@@ -181,3 +181,23 @@ def test_relocation_keeps_every_jump_on_its_target():
     code = (B.If(0, 1, 1, 3), B.AllocStorage(8, 16, 2), B.Goto(2), B.Move(0, 3), B.Ret(3))
     out = relocate(code, {0: [B.LoadConsti(1, 4), code[0]], 1: [], 3: [B.Move(1, 3)]})
     assert out == (B.LoadConsti(1, 4), B.If(0, 1, 1, 2), B.Goto(2), B.Move(1, 3), B.Ret(3))
+
+
+def test_a_storage_of_temporaries_past_a_page_starts_on_a_page():
+    # the planner's block offsets are chosen modulo the page (relay_ir.backend.memory_plan)
+    # and mean so only from a page-aligned start, as in the graph executor's arena
+    from relay_ir.backend.memory_plan import PAGE
+    from relay_ir.vm.runtime import storage
+
+    big = CHAIN.replace("(1, 8)", "(64, 64)").replace("(8, 8)", "(64, 64)")
+    exe = vm.compile(relay_ir.parse(big))
+    arena = exe.functions[0].instructions[0]
+    assert isinstance(arena, B.AllocStorage) and arena.size >= PAGE
+    assert arena.alignment == PAGE
+    assert _chain().functions[0].instructions[0].alignment == 64  # a small one: no page
+    for _ in range(4):
+        buf, addr = storage(arena.size, arena.alignment)
+        assert addr % PAGE == 0 and buf.ctypes.data == addr and buf.nbytes == arena.size
+    x, w = (seeded_rng().standard_normal((64, 64)).astype("float32") for _ in range(2))
+    got = vm.VirtualMachine(exe).run(x, w)
+    np.testing.assert_allclose(got, x @ w.T @ w.T @ w.T @ w.T, rtol=1e-4, atol=1e-3)
