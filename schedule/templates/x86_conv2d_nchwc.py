@@ -140,6 +140,9 @@ MIN_PREFETCH_STEP_FMAS = 64
 # PREFETCH_1X1_WEIGHTS; a bound of 16, which leaves out the 7x7 convs' 14-FMA steps, kept
 # 1024@14 -> 2048 stride 2 at 2110 -> 2057 us against 2009 -> 1620 with this one)
 MIN_PREFETCH_STEP_FMAS_1X1 = 8
+# a step of a whole ic block (ic_bn x oc_bn floats) where its slice is at most 64 lines
+# counted exactly (Stage.prefetch aligned), rather than one input channel a step
+PREFETCH_PER_BLOCK = True
 
 # ---------------------------------------------------------------------------------------
 # Choosing the blocks
@@ -537,8 +540,14 @@ def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_blo
     chunk_bytes = math.prod(shape[1:]) * 4
     if shape[0] < 2 or 2 * chunk_bytes > target.l2_bytes * 3 // 4:
         return
-    # a step's slice is ic_bn x oc_bn floats: its lines and one more (it may straddle one)
-    per_channel = shape[4] * shape[5] * 4 > 63 * 64
+    # a step's slice is ic_bn x oc_bn floats, a whole number of lines into the packed
+    # weights (the executor aligns them to a line): 32 x 32 is 64, as many as one step may
+    # prefetch (PREFETCH_PER_BLOCK; without it one line more was counted, for a slice that
+    # might straddle one, and a 32 x 32 block went one input channel a step)
+    slice_bytes = shape[4] * shape[5] * 4
+    exact = PREFETCH_PER_BLOCK and slice_bytes % 64 == 0
+    lines = -(-slice_bytes // 64) + (0 if exact else 1)
+    per_channel = lines > 64
     at = at_channel if per_channel else at_block
     # the step's vector FMAs (the register tile's, per input channel of the step) must
     # outweigh its guard and prefetches: tuned configs of one channel by one or two
@@ -546,7 +555,8 @@ def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_blo
     least = MIN_PREFETCH_STEP_FMAS_1X1 if shape[2] * shape[3] == 1 else MIN_PREFETCH_STEP_FMAS
     if tile_fmas * (1 if per_channel else shape[4]) < least:
         return
-    s[CC].prefetch(kv, at, dim=0, shift=1, level=2, spread=(rows, n_rows))
+    s[CC].prefetch(kv, at, dim=0, shift=1, level=2, spread=(rows, n_rows),
+                   aligned=PREFETCH_PER_BLOCK)
 
 
 def schedule_output_tiles(s: Schedule, O: Tensor, CC: Tensor, oc_bn: int, reg_n: int,

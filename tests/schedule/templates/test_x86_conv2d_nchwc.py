@@ -374,7 +374,7 @@ def test_a_step_of_few_fmas_is_not_given_a_prefetch(target: str) -> None:
 
 # a 1x1 conv in model layouts with more output channels than pixels (the oc chunks outside
 # the rows), data blocked as ResNet-50's convs hand it on: 32 channels (AVX-512: a 32 x 32
-# block slice is 65 lines, so one input channel a step) or 8 (AVX2: a block a step)
+# block slice is 64 lines counted exactly, a block a step) or 8 (AVX2: a block a step)
 ONE_BY_ONE_ATTRS = {"padding": 0, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
                     "out_layout": "NCHWc"}
 
@@ -398,9 +398,29 @@ def test_a_1x1_conv_prefetches_the_next_chunks_weights_by_default_and_equals_num
     s, ts = instantiate("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, target=target)
     text = str(lowering.lower(s, ts))
     assert re.search(r"prefetch\(kernel\[min\(\(.* \+ 1\), \d+\), ", text), text
-    assert re.search(r"if \(\(floormod\(.*, 7\) == ", text), text  # spread over 7 rows
+    # spread over 7 rows: the step index modulo 7 (or the block, when fewer) is the row's
+    assert re.search(r"if \(\(floormod\(.*, 7\) == |if \(\(.* == floormod\(.*, 7\)\)\)",
+                     text), text
     _check(target, args, ONE_BY_ONE_ATTRS, None, blocked(x, args[0][0][-1]), w,
            conv2d_nchw(x, w, 1, 0))
+
+
+def test_an_avx512_1x1_conv_prefetches_a_32_by_32_block_a_step_its_64_lines_exactly(
+        monkeypatch: Any) -> None:
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    args = _one_by_one_args(AVX512)
+    s, ts = instantiate("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, target=AVX512)
+    text = str(lowering.lower(s, ts))
+    # one guard per ic block (no input channel in it), the block's 64 lines under it
+    assert re.search(r"if \(\(ic_outer == floormod\(", text), text
+    assert text.count("prefetch(") == 64, text
+    # without the exact count a slice was 65 lines: one input channel a step
+    monkeypatch.setattr(template, "PREFETCH_PER_BLOCK", False)
+    s, ts = instantiate("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, target=AVX512)
+    text = str(lowering.lower(s, ts))
+    assert re.search(r"if \(\(floormod\(\(\(ic_outer \* \d+\) \+ ic_inner\), 7\)", text), text
+    assert text.count("prefetch(") == 3, text
 
 
 @pytest.mark.parametrize("target", TARGETS)
