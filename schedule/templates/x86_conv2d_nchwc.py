@@ -141,8 +141,22 @@ MIN_PREFETCH_STEP_FMAS = 64
 # 1024@14 -> 2048 stride 2 at 2110 -> 2057 us against 2009 -> 1620 with this one)
 MIN_PREFETCH_STEP_FMAS_1X1 = 8
 # a step of a whole ic block (ic_bn x oc_bn floats) where its slice is at most 64 lines
-# counted exactly (Stage.prefetch aligned), rather than one input channel a step
-PREFETCH_PER_BLOCK = True
+# counted exactly (Stage.prefetch aligned), rather than one input channel a step. Off: a
+# burst of 64 prefetches at one step stalls the demand loads behind it. In ResNet-50's
+# order (benchmarks.template_switch --switch PREFETCH_PER_BLOCK, one Sapphire Rapids core,
+# CPU time, 7 rounds, load 3.5), per channel -> per block: 2048@7 -> 512 (three) 2140 ->
+# 2632 us, 1024@14 -> 2048 s2 1470 -> 1820, 512@7 -> 2048 (two) 1477 -> 1803, the convs
+# 47.87 -> 48.99 ms
+PREFETCH_PER_BLOCK = False
+# where a block's slice is too many lines for one step, a step of as many input channels
+# as make PREFETCH_STEP_LINES lines (AVX-512 32 x 32: 4 channels, 8 lines, a guard per
+# 56-112 FMAs) rather than one (2 lines, a guard per 14-28 FMAs). Two runs as above
+# (--switch PREFETCH_GROUPED, load 3.5-4.0), one channel -> four: ResNet-50's convs 48.79
+# -> 47.56 and 47.68 -> 46.99 ms, the model (median) 53.13 -> 51.85 and 52.44 -> 51.56;
+# 256@14 -> 1024 (six) 3703 -> 3438 and 3541 -> 3341 us, 1024@14 -> 256 (five) 3055 ->
+# 2916 and 3006 -> 2868; the 3x3 convs, which do not prefetch, 0.96-1.05 (the noise)
+PREFETCH_GROUPED = True
+PREFETCH_STEP_LINES = 8
 
 # ---------------------------------------------------------------------------------------
 # Choosing the blocks
@@ -531,9 +545,11 @@ def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_blo
     burst of 25 lines per kh step in the plane, 65 per ic block in a 1x1 conv) made
     ResNet-18 2.6% slower than none; one input channel per step everywhere (a guard per
     16-28 FMAs) 9.8% slower. By default only 1x1 convs prefetch (PREFETCH_1X1_WEIGHTS),
-    whose steps may be one input channel of 14-28 FMAs (MIN_PREFETCH_STEP_FMAS_1X1): in
+    whose steps were one input channel of 14-28 FMAs (MIN_PREFETCH_STEP_FMAS_1X1): in
     ResNet-50 that took 0.3 ms off 1024@14 -> 256's five calls, 0.4 off 1024@14 -> 2048
-    stride 2, and 1.7 ms off the model.
+    stride 2, and 1.7 ms off the model. A 32 x 32 block's slice now goes 4 channels (8
+    lines, counted exactly: the packed weights start on a line) a step (PREFETCH_GROUPED:
+    ResNet-50's convs 1.5-2.5% faster again), not a block (64 lines at once: 2.3% slower).
     """
     kv = next(t for t in CC.op.input_tensors if len(t.shape) == 6)
     shape = shape_of(kv)
@@ -549,14 +565,20 @@ def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_blo
     lines = -(-slice_bytes // 64) + (0 if exact else 1)
     per_channel = lines > 64
     at = at_channel if per_channel else at_block
+    channels = 1 if per_channel else shape[4]
+    if per_channel and PREFETCH_GROUPED:
+        per_line = -(-shape[5] * 4 // 64)
+        channels = max(d for d in range(1, shape[4] + 1)
+                       if shape[4] % d == 0 and d * per_line <= max(PREFETCH_STEP_LINES, per_line))
     # the step's vector FMAs (the register tile's, per input channel of the step) must
     # outweigh its guard and prefetches: tuned configs of one channel by one or two
     # columns (2-4 FMAs a step) ran 1.4-6x slower with them (see PREFETCH_WEIGHTS)
     least = MIN_PREFETCH_STEP_FMAS_1X1 if shape[2] * shape[3] == 1 else MIN_PREFETCH_STEP_FMAS
-    if tile_fmas * (1 if per_channel else shape[4]) < least:
+    if tile_fmas * channels < least:
         return
-    s[CC].prefetch(kv, at, dim=0, shift=1, level=2, spread=(rows, n_rows),
-                   aligned=PREFETCH_PER_BLOCK)
+    if per_channel and channels > 1:
+        at, _ = s[CC].split(at_channel, factor=channels)
+    s[CC].prefetch(kv, at, dim=0, shift=1, level=2, spread=(rows, n_rows), aligned=True)
 
 
 def schedule_output_tiles(s: Schedule, O: Tensor, CC: Tensor, oc_bn: int, reg_n: int,

@@ -405,22 +405,49 @@ def test_a_1x1_conv_prefetches_the_next_chunks_weights_by_default_and_equals_num
            conv2d_nchw(x, w, 1, 0))
 
 
-def test_an_avx512_1x1_conv_prefetches_a_32_by_32_block_a_step_its_64_lines_exactly(
+def test_an_avx512_1x1_conv_prefetches_four_channels_a_step_their_8_lines_exactly(
         monkeypatch: Any) -> None:
     import schedule.templates.x86_conv2d_nchwc as template
 
+    def lowered() -> str:
+        s, ts = instantiate("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, target=AVX512)
+        return str(lowering.lower(s, ts))
+
     args = _one_by_one_args(AVX512)
-    s, ts = instantiate("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, target=AVX512)
-    text = str(lowering.lower(s, ts))
-    # one guard per ic block (no input channel in it), the block's 64 lines under it
+    # a 32 x 32 block slice is 64 lines: too big a burst for one step (PREFETCH_PER_BLOCK),
+    # so 4 input channels a step, 8 lines under one guard on the 4-channel group
+    text = lowered()
+    assert re.search(r"if \(\(floormod\(\(ic_outer \+ ic_inner\.outer\), 7\) == ", text), text
+    assert text.count("prefetch(") == 8, text
+    assert "kernel[min((floordiv(n.oc.fused.h.outer.fused, 7) + 1), 3), ic_outer, 0, 0, " \
+        "((ic_inner.outer * 4) + 3), 16]" in text, text
+    # one input channel a step: its 2 lines, no third for a straddle (the weights are
+    # packed on a line)
+    monkeypatch.setattr(template, "PREFETCH_GROUPED", False)
+    text = lowered()
+    assert re.search(r"if \(\(floormod\(\(\(ic_outer \* \d+\) \+ ic_inner\), 7\)", text), text
+    assert text.count("prefetch(") == 2, text
+    # a block a step: its 64 lines counted exactly, at most what one step may prefetch
+    monkeypatch.setattr(template, "PREFETCH_PER_BLOCK", True)
+    text = lowered()
     assert re.search(r"if \(\(ic_outer == floormod\(", text), text
     assert text.count("prefetch(") == 64, text
-    # without the exact count a slice was 65 lines: one input channel a step
-    monkeypatch.setattr(template, "PREFETCH_PER_BLOCK", False)
-    s, ts = instantiate("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, target=AVX512)
-    text = str(lowering.lower(s, ts))
-    assert re.search(r"if \(\(floormod\(\(\(ic_outer \* \d+\) \+ ic_inner\), 7\)", text), text
-    assert text.count("prefetch(") == 3, text
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("switch", ["PREFETCH_GROUPED", "PREFETCH_PER_BLOCK"])
+def test_a_1x1_conv_with_each_prefetch_step_equals_numpy(target: str, switch: str,
+                                                         monkeypatch: Any) -> None:
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    monkeypatch.setattr(template, switch, not getattr(template, switch))
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 64, 7, 7)), rand(rng, (128, 64, 1, 1))
+    args = _one_by_one_args(target)
+    s, ts = instantiate("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, target=target)
+    assert "prefetch(" in str(lowering.lower(s, ts))
+    _check(target, args, ONE_BY_ONE_ATTRS, None, blocked(x, args[0][0][-1]), w,
+           conv2d_nchw(x, w, 1, 0))
 
 
 @pytest.mark.parametrize("target", TARGETS)
