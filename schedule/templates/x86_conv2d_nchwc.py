@@ -157,6 +157,17 @@ PREFETCH_PER_BLOCK = False
 # 2916 and 3006 -> 2868; the 3x3 convs, which do not prefetch, 0.96-1.05 (the noise)
 PREFETCH_GROUPED = True
 PREFETCH_STEP_LINES = 8
+# in the rows_oc order (rows outside, oc chunks inside) each (row, chunk) iteration
+# prefetches the next chunk's weights too, shared among its register tiles: the next
+# chunk is the next parallel iteration, whose weights the first row reads from memory.
+# The tuned ResNet-50 (a database tuned alone and warm, whose 256@14 -> 1024 is rows_oc
+# with 1 MiB of weights) in order, one Sapphire Rapids core, CPU time, 9 rounds, load
+# 3.1-3.2 (benchmarks.template_switch --switch PREFETCH_ROWS_OC --db), off -> on: 256@14
+# -> 1024 (six) 4159 -> 3800 us, the convs 48.25 -> 47.21 ms, the model (median) flat,
+# 51.46 -> 51.42. Untuned (the 56x56 and 28x28 1x1 convs whose pixels outnumber their
+# output channels, weights of 16-128K floats), three runs: the convs 0.985, 0.988, 0.998
+# of off, 128@28 -> 512 (four) 0.96-0.985, the model (median) 1.008, 1.003, 0.979
+PREFETCH_ROWS_OC = True
 
 # ---------------------------------------------------------------------------------------
 # Choosing the blocks
@@ -483,8 +494,13 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     rows_outer = cfg["loop_order"].val == "rows_oc" and scope != "plane"
     par = schedule_output_tiles(s, O, CC, oc_bn, reg_n, reg_h=reg_h, acc_scope=scope,
                                 unpack_along_w=True, rows_outer=rows_outer)
-    if rows_outer:  # the next chunk is the next parallel iteration: nothing to prefetch
-        par = None
+    # the loop whose iterations share the next chunk's prefetches and their number: the
+    # rows of one chunk (the oc_rows order), or the register tiles of one (row, chunk)
+    # iteration in the rows_oc order, whose next chunk is the next parallel iteration
+    spread: tuple[Any, int] | None = (par, OH // reg_h) if scope != "plane" else None
+    if rows_outer:
+        tiles = s[O].leaf_iter_vars[s[O].leaf_iter_vars.index(par) + 1]
+        spread = (tiles, -(-OW // reg_n)) if PREFETCH_ROWS_OC else None
 
     # the micro-kernel
     cn, cco, ch, cw, ccb = s[CC].op.axis
@@ -500,9 +516,12 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         # one input-channel block at a time over the row (plane): the tiles inside it
         blk, red[0] = s[CC].split(red[0], factor=1)
         s[CC].reorder(cn, cco, blk, cho, cwo, *[red[i] for i in order], chi, cwi, cbo, cbi)
-    if par is not None and (PREFETCH_WEIGHTS or (PREFETCH_1X1_WEIGHTS and taps == 1)):
-        _prefetch_next_chunk(s, CC, par if scope != "plane" else cho, OH // reg_h,
-                             red[order[2]], red[3], cfg.target,
+    if scope == "plane":
+        spread = (cho, OH // reg_h)
+    elif rows_outer and scope == "row" and spread is not None:
+        spread = (cwo, -(-OW // reg_n))  # the row's tiles are the accumulator's loop
+    if spread is not None and (PREFETCH_WEIGHTS or (PREFETCH_1X1_WEIGHTS and taps == 1)):
+        _prefetch_next_chunk(s, CC, spread[0], spread[1], red[order[2]], red[3], cfg.target,
                              tile_fmas=reg_h * reg_n * (oc_bn // vec))
     if cfg["unroll_kw"].val:
         s[CC].unroll(red[2])
@@ -523,6 +542,8 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
 def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_block: Any,
                          at_channel: Any, target: Target, tile_fmas: int) -> None:
     """Prefetch the next oc chunk's kernel block into L2 while this chunk is computed.
+    (`rows` may also be the register tiles of one (row, chunk) iteration in the rows_oc
+    order: they share the next chunk's prefetches, PREFETCH_ROWS_OC.)
 
     In a model no conv's weights are in cache when it starts (the others' evicted them),
     and the first row of each oc chunk walks its block (C x KH x KW x oc_bn floats) at

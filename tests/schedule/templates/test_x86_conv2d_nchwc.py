@@ -344,7 +344,7 @@ def test_the_prefetch_fetches_the_next_oc_chunk_spread_over_rows_and_equals_nump
     (AVX512 + " -l2-kib=64", 64, "oc_rows", False),  # 2 chunks of 36 KiB > 3/4 of L2
     (AVX2 + " -l2-kib=32", 64, "oc_rows", False),  # 2 chunks of 18 KiB > 24 KiB
     (AVX512, 32, "oc_rows", False),  # one oc chunk: no next one
-    (AVX512, 64, "rows_oc", False),  # the next chunk is the next parallel iteration
+    (AVX512, 64, "rows_oc", True),  # the next chunk is the next parallel iteration
 ])
 def test_the_prefetch_is_left_out_where_it_cannot_help(target: str, co: int, loop_order: str,
                                                        prefetch: bool) -> None:
@@ -432,6 +432,34 @@ def test_an_avx512_1x1_conv_prefetches_four_channels_a_step_their_8_lines_exactl
     text = lowered()
     assert re.search(r"if \(\(ic_outer == floormod\(", text), text
     assert text.count("prefetch(") == 64, text
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("scope", ["tile", "row"])
+def test_a_1x1_conv_in_the_rows_oc_order_prefetches_the_next_chunk_over_its_tiles(
+        target: str, scope: str, monkeypatch: Any) -> None:
+    # rows outside, chunks inside (tuned ResNet-50 1x1 convs): the next chunk is the next
+    # parallel iteration; each (row, chunk) iteration's 2 tiles of 7 columns share it
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 64, 4, 14)), rand(rng, (128, 64, 1, 1))
+    block = 32 if AVX512 in target else 8
+    args = [((1, 64 // block, 4, 14, block), "float32"), ((128, 64, 1, 1), "float32")]
+    space = config_space("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, target)
+    cfg = _with(space, target, args, ONE_BY_ONE_ATTRS, acc_scope=scope, loop_order="rows_oc",
+                tile_ow=[-1, 7])
+    s, ts = instantiate("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, cfg=cfg, target=target)
+    text = str(lowering.lower(s, ts))
+    chunks = 128 // int(cfg["tile_oc"].size[-1])
+    fused = r"n\.h\.outer\.fused\.oc\.fused"
+    assert re.search(rf"prefetch\(kernel\[min\(\(floormod\({fused}, {chunks}\) \+ 1\), "
+                     rf"{chunks - 1}\), ", text), text
+    assert re.search(r"== w\.outer\)\) \{", text), text  # the tiles take turns
+    _check(target, args, ONE_BY_ONE_ATTRS, cfg, blocked(x, block), w, conv2d_nchw(x, w, 1, 0))
+    monkeypatch.setattr(template, "PREFETCH_ROWS_OC", False)
+    s, ts = instantiate("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, cfg=cfg, target=target)
+    assert "prefetch(" not in str(lowering.lower(s, ts))
 
 
 @pytest.mark.parametrize("target", TARGETS)
