@@ -104,7 +104,11 @@ PAD_GUARD = True
 # lead's A/B, ResNet-50 about 3%). Steps of fewer than MIN_PREFETCH_STEP_FMAS now go
 # without: the same tuned database then ran 1.011x (40.81 against 40.36 ms). Still off:
 # untuned, with the bound, one thread, CPU time, interleaved in one process (load 2.1-2.6),
-# prefetch / none: ResNet-18 1.001, AVX2 1.008; ResNet-50 0.988 and 1.018, AVX2 1.000
+# prefetch / none: ResNet-18 1.001, AVX2 1.008; ResNet-50 0.988 and 1.018, AVX2 1.000.
+# Again with the lines counted exactly and a 32 x 32 block's slice 4 channels a step
+# (PREFETCH_GROUPED; benchmarks.template_switch --switch PREFETCH_WEIGHTS, one core, CPU
+# time, 9 rounds, load 3.4-3.5), none -> prefetch: 256@14 3x3 (five) 6553 -> 6984 us,
+# 512@14 3x3 s2 1375 -> 1497, the convs 48.93 -> 49.38 ms, the model (median) 52.94 -> 52.70
 PREFETCH_WEIGHTS = False
 # 1x1 convs prefetch the next oc chunk's weights whatever PREFETCH_WEIGHTS says. In
 # ResNet-50 a 1x1 conv at 14x14 or 7x7 reads 1-2 MiB of weights that no earlier step left
