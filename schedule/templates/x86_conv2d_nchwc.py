@@ -108,7 +108,9 @@ PAD_GUARD = True
 # Again with the lines counted exactly and a 32 x 32 block's slice 4 channels a step
 # (PREFETCH_GROUPED; benchmarks.template_switch --switch PREFETCH_WEIGHTS, one core, CPU
 # time, 9 rounds, load 3.4-3.5), none -> prefetch: 256@14 3x3 (five) 6553 -> 6984 us,
-# 512@14 3x3 s2 1375 -> 1497, the convs 48.93 -> 49.38 ms, the model (median) 52.94 -> 52.70
+# 512@14 3x3 s2 1375 -> 1497, the convs 48.93 -> 49.38 ms, the model (median) 52.94 -> 52.70;
+# with every slice of more than 8 lines in 4-channel steps (the 3x3 convs' 16 x 32 blocks
+# too; load 1.9-2.1) worse: 256@14 3x3 6205 -> 7749 us, the convs 46.32 -> 47.81 ms
 PREFETCH_WEIGHTS = False
 # 1x1 convs prefetch the next oc chunk's weights whatever PREFETCH_WEIGHTS says. In
 # ResNet-50 a 1x1 conv at 14x14 or 7x7 reads 1-2 MiB of weights that no earlier step left
