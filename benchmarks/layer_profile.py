@@ -39,7 +39,13 @@ order, 660 weights, 689 input, 725 output, 579 alone, ORT 646: its weights cost 
 whole streaming time (107 us), no compute overlapping them (the conv template's
 PREFETCH_1X1_WEIGHTS, since, spreads them over the rows); 128@28 -> 512 (256 KiB of
 weights, 392 KiB in, 1.5 MiB out and as much residual) 680 in order, 647 weights, 637
-input, 745 output, 605 alone, ORT 621: no single array is its gap.
+input, 745 output, 605 alone, ORT 621: no single array is its gap. With the 1x1 convs'
+prefetch of the next chunk (one core, load 2.5-2.7, minimum of 5 rounds interleaved), the
+53 convs 46.66 ms in order, 46.43 with only the first oc chunk of their weights read first
+("first_chunk": the burst nothing prefetches, a few hundred us at most, within the noise),
+43.42 with all their weights: what stays is the 3x3 convs' (256@14 3x3, five, 6285 ->
+5388 us; they do not prefetch) and the 7x7 1x1 convs' (2048@7 -> 512, three, 2075 ->
+1846, though they prefetch).
 """
 
 from __future__ import annotations
@@ -142,8 +148,9 @@ def warm_convs(lib: Any, feeds: dict[str, Any], repeat: int = 10) -> list[LayerT
 
 
 # what primed_convs reads just before a conv: nothing, its constant inputs, its other inputs
-# and its output, its other inputs alone, its output alone
-PRIMES = ("none", "weights", "data", "input", "output")
+# and its output, its other inputs alone, its output alone, the first oc chunk of its packed
+# (6-D) weights alone (what a previous kernel could prefetch for it)
+PRIMES = ("none", "weights", "data", "input", "output", "first_chunk")
 
 
 def primed_convs(lib: Any, feeds: dict[str, Any], prime: str = "none", repeat: int = 3
@@ -152,7 +159,8 @@ def primed_convs(lib: Any, feeds: dict[str, Any], prime: str = "none", repeat: i
     cache state a model run leaves it: the steps before it run first, in order (so its
     weights were last read a whole model run ago), then `prime` reads, twice, the conv's
     constant inputs ("weights") or its other inputs and its output ("data"; "input" the
-    other inputs alone, "output" the output alone) or nothing ("none"), then the conv runs
+    other inputs alone, "output" the output alone; "first_chunk" the first oc chunk of
+    its packed weights) or nothing ("none"), then the conv runs
     once, timed (median of `repeat`, in us). "none" is the conv's time in the model; what
     the others take off it is what those arrays' coming from memory costs it there. Runs
     about len(steps) / 2 model runs per prime and repeat.
@@ -174,8 +182,11 @@ def primed_convs(lib: Any, feeds: dict[str, Any], prime: str = "none", repeat: i
             s = plan.steps[k]
             kinds = ["weights" if plan.values[v].kind == "const" else "input"
                      for v in s.inputs] + ["output"] * len(s.outputs)
-            wanted = {"none": (), "data": ("input", "output")}.get(prime, (prime,))
+            wanted = {"none": (), "data": ("input", "output"),
+                      "first_chunk": ("weights",)}.get(prime, (prime,))
             touched = [a for a, kind in zip(calls[k][1], kinds) if kind in wanted]
+            if prime == "first_chunk":
+                touched = [a[0] for a in touched if a.ndim == 6]
             for _ in range(2):
                 for a in touched:
                     a.sum()  # reads every line of the array

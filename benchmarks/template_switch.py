@@ -8,6 +8,8 @@ constant's own value, so "on" is always the checkout's default.
 
     TESSEL_NUM_THREADS=1 python -m benchmarks.template_switch --models resnet50 --cpu-time
     TESSEL_NUM_THREADS=1 python -m benchmarks.template_switch --switch PAD_GUARD --cpu-time
+    TESSEL_NUM_THREADS=1 python -m benchmarks.template_switch --switch PREFETCH_ROWS_OC \
+        --db tuned.db --cpu-time
     python -m benchmarks.template_switch --models resnet18 --image 32 --width 8 --rounds 1
 
 Per conv the least disturbed round counts (the minimum; on a machine shared with other
@@ -70,13 +72,14 @@ def flipped(module: Any, attr: str, on: bool) -> Iterator[None]:
         setattr(module, attr, before)
 
 
-def switched_builds(mod: Any, params: Any, target: str, module: Any, attr: str
-                    ) -> dict[str, Any]:
-    """The model built with the switch at its default ("on") and flipped ("off")."""
+def switched_builds(mod: Any, params: Any, target: str, module: Any, attr: str,
+                    db: str | None = None) -> dict[str, Any]:
+    """The model built with the switch at its default ("on") and flipped ("off"), with the
+    configs of tuning database `db` where it has them."""
     libs = {}
     for side in SIDES:
         with flipped(module, attr, side == "on"):
-            libs[side] = relay_ir.build(mod, target=target, params=params)
+            libs[side] = relay_ir.build(mod, target=target, params=params, tuning_db=db)
     return libs
 
 
@@ -147,7 +150,7 @@ def compare(name: str, args: Any) -> str:
     """Build model `name` both ways, check they agree, time them interleaved; the table."""
     module, attr = resolve_switch(args.switch)
     mod, params = from_onnx(_model(name, args))
-    libs = switched_builds(mod, params, args.target, module, attr)
+    libs = switched_builds(mod, params, args.target, module, attr, args.db)
     rng = np.random.default_rng(0)
     feeds = {n: rng.standard_normal(s).astype(dt) for n, s, dt in libs["on"].input_specs}
     want = np.asarray(libs["off"].run(**feeds)).copy()
@@ -155,8 +158,9 @@ def compare(name: str, args: Any) -> str:
     if not err <= 1e-4:
         raise SystemExit(f"{name}: the builds with {attr} on and off differ by {err:.1e}")
     clock = time.process_time if args.cpu_time else time.perf_counter
-    print(f"{name}: {attr} (default {getattr(module, attr)}) on / flipped, load average "
-          f"{os.getloadavg()[0]:.2f}", flush=True)
+    print(f"{name}: {attr} (default {getattr(module, attr)}) on / flipped"
+          + (f", tuned ({args.db})" if args.db else "")
+          + f", load average {os.getloadavg()[0]:.2f}", flush=True)
     convs, runs = interleaved(libs, feeds, args.rounds, args.whole, clock)
     text = table(shape_rows(convs), runs, args.top)
     print(text + f"\nload average {os.getloadavg()[0]:.2f}"
@@ -180,6 +184,7 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     ap.add_argument("--image", type=int, default=224, help="input side (not resnet50)")
     ap.add_argument("--width", type=int, default=None, help="first-stage channels")
     ap.add_argument("--target", default="llvm")
+    ap.add_argument("--db", default=None, help="tuning database: both builds use its configs")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time by the process's CPU time (needs TESSEL_NUM_THREADS=1)")
     args = ap.parse_args(argv)

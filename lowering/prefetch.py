@@ -6,9 +6,11 @@ The region is found from the loop body itself: each index of each load of the bu
 linear in the loops inside the body (else the load is left out), so its lowest and
 highest value over those loops are the index with each loop variable at its first or
 last value. One `prefetch` call goes to each cache line of the innermost dimension's span
-(and its last element, for a span that straddles a line); loops run over the other
-dimensions' spans. The moved index is clamped into the buffer, so that every prefetched
-address is an element of it (the interpreter checks this; the hardware would not fault).
+(and its last element, for a span that may straddle a line: not when the tensor is known to
+start on a line, Prefetch.aligned, and every span's start is a whole number of lines into
+it); loops run over the other dimensions' spans. The moved index is clamped into the
+buffer, so that every prefetched address is an element of it (the interpreter checks this;
+the hardware would not fault).
 
     >>> # used by lowering.schedule_ops when a stage has prefetches; see Stage.prefetch
 """
@@ -129,11 +131,13 @@ def _region(buf: ir.Buffer, lo: list[E.PrimExpr], hi: list[E.PrimExpr], pf: Pref
     inner = [s.value for s in buf.shape[j + 1:]]  # type: ignore[attr-defined]
     flat = size[j] * math.prod(inner)
     per_line = max(1, CACHE_LINE // _bytes(buf.dtype))
+    outer = [(d, size[d]) for d in range(j) if size[d] > 1]
     offsets = list(range(0, flat, per_line))
-    if len(offsets) > 1 or flat % per_line:
+    exact = pf.aligned and _spans_start_on_lines(buf, lo, j, {pf.dim, *(d for d, _ in outer)},
+                                                 per_line)
+    if not exact and (len(offsets) > 1 or flat % per_line):
         offsets.append(flat - 1)  # the span need not start on a line: its last element too
     offsets = sorted(set(offsets))
-    outer = [(d, size[d]) for d in range(j) if size[d] > 1]
     lines = len(offsets) * math.prod(n for _, n in outer)
     if lines > _MAX_LINES:
         raise LoweringError(f"prefetch of '{buf.name}' at {where}: one iteration reads "
@@ -159,6 +163,34 @@ def _region(buf: ir.Buffer, lo: list[E.PrimExpr], hi: list[E.PrimExpr], pf: Pref
     for d, n in reversed(outer):
         stmt = ir.For(loop_vars[d], E.const(0), E.const(n), ir.ForKind.UNROLLED, stmt)
     return stmt
+
+
+def _spans_start_on_lines(buf: ir.Buffer, lo: list[E.PrimExpr], j: int, moving: set[int],
+                          per_line: int) -> bool:
+    """Whether each span of the box (dimensions j and after from lo, those before at any
+    index the prefetch loops or the clamp give: the `moving` ones) starts a whole number of
+    lines into `buf`: every index term times its dimension's stride is a multiple of
+    `per_line` elements. A 32 x 32 block slice of packed weights is then 64 lines, not 65."""
+    dims = [d.value if isinstance(d, E.IntImm) else None for d in buf.shape]
+    if buf.strides is not None:
+        strides = [s.value if isinstance(s, E.IntImm) else None for s in buf.strides]
+    elif None in dims[1:]:
+        return False
+    else:
+        strides = [math.prod(dims[d + 1:]) for d in range(len(dims))]  # type: ignore[arg-type]
+    for d in range(j + 1):
+        stride = strides[d]
+        if stride is None:
+            return False
+        if stride % per_line == 0:
+            continue  # any index of this dimension lands on a line
+        if d in moving:
+            return False
+        form = linearize(lo[d])
+        if any(c * stride % per_line for _, _, c in form.items()) or \
+                form.const * stride % per_line:
+            return False
+    return True
 
 
 def _bytes(dtype: str) -> int:

@@ -140,7 +140,8 @@ def apply_record(sch: Schedule, rec: Mapping[str, Any], intrinsics: Mapping[str,
     if prim == "prefetch":
         spread = a.get("spread")
         return st.prefetch(a["tensor"], a["axis"], a["dim"], a["shift"], a["level"],
-                           None if spread is None else tuple(spread))
+                           None if spread is None else tuple(spread),
+                           bool(a.get("aligned", False)))
     if prim == "storage_align":
         return st.storage_align(a["axis"], a["factor"], a["offset"])
     if prim == "bind":

@@ -55,6 +55,7 @@ class Prefetch:
     shift: int
     level: int  # the cache level to fill: 1 (L1), 2 or 3
     spread: tuple[IterVar, int] | None = None  # (outer axis, period)
+    aligned: bool = False  # the tensor's data starts on a cache line (lowering.prefetch)
 
 
 class Stage:
@@ -317,7 +318,8 @@ class Stage:
         self._attr(axis).pragmas.append((key, value))
 
     def prefetch(self, tensor: Any, axis: IterVar, dim: int = 0, shift: int = 1,
-                 level: int = 2, spread: tuple[IterVar, int] | None = None) -> None:
+                 level: int = 2, spread: tuple[IterVar, int] | None = None,
+                 aligned: bool = False) -> None:
         """Software prefetch: at the start of each iteration of leaf loop `axis`, touch the
         cache lines of `tensor` that the iteration reads, with the index along `dim`
         moved by `shift` (clamped into the tensor), so that a block read later (the next
@@ -329,6 +331,11 @@ class Stage:
         repeat the same prefetches: the k-th iteration of this stage's loops down to
         `axis` (row-major, `outer` left out) prefetches only when k % n equals
         outer % n, so n iterations of `outer` each issue 1/n of them.
+
+        With `aligned` the caller knows the tensor's data starts on a 64-byte line (packed
+        constant weights: the executor aligns them), so a region whose spans start a
+        whole number of lines in gets exactly its lines, not one more for a span that
+        might straddle one. A wrong claim costs a missed line, never a wrong value.
 
             >>> import tensor_expr as te
             >>> from schedule import create_schedule
@@ -363,9 +370,13 @@ class Stage:
                 raise self._err(prim, "prefetch spread must be (axis, period) with a positive "
                                 f"integer period, got {spread!r}", axis)
             spread = (spread[0], int(spread[1]))
+        if not isinstance(aligned, bool):
+            raise self._err(prim, f"prefetch aligned must be True or False, got {aligned!r}",
+                            axis)
         self._record(prim, tensor=tensor, axis=axis, dim=dim, shift=shift, level=level,
-                     spread=None if spread is None else list(spread))
-        self._attr(axis).prefetches.append(Prefetch(tensor, dim, shift, level, spread))
+                     spread=None if spread is None else list(spread), aligned=aligned)
+        self._attr(axis).prefetches.append(Prefetch(tensor, dim, shift, level, spread,
+                                                    aligned))
 
     def storage_align(self, axis: IterVar, factor: int, offset: int) -> None:
         """Pad the stride of `axis`'s dimension to factor*k + offset (avoids bank conflicts)."""

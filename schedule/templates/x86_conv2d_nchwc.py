@@ -104,7 +104,13 @@ PAD_GUARD = True
 # lead's A/B, ResNet-50 about 3%). Steps of fewer than MIN_PREFETCH_STEP_FMAS now go
 # without: the same tuned database then ran 1.011x (40.81 against 40.36 ms). Still off:
 # untuned, with the bound, one thread, CPU time, interleaved in one process (load 2.1-2.6),
-# prefetch / none: ResNet-18 1.001, AVX2 1.008; ResNet-50 0.988 and 1.018, AVX2 1.000
+# prefetch / none: ResNet-18 1.001, AVX2 1.008; ResNet-50 0.988 and 1.018, AVX2 1.000.
+# Again with the lines counted exactly and a 32 x 32 block's slice 4 channels a step
+# (PREFETCH_GROUPED; benchmarks.template_switch --switch PREFETCH_WEIGHTS, one core, CPU
+# time, 9 rounds, load 3.4-3.5), none -> prefetch: 256@14 3x3 (five) 6553 -> 6984 us,
+# 512@14 3x3 s2 1375 -> 1497, the convs 48.93 -> 49.38 ms, the model (median) 52.94 -> 52.70;
+# with every slice of more than 8 lines in 4-channel steps (the 3x3 convs' 16 x 32 blocks
+# too; load 1.9-2.1) worse: 256@14 3x3 6205 -> 7749 us, the convs 46.32 -> 47.81 ms
 PREFETCH_WEIGHTS = False
 # 1x1 convs prefetch the next oc chunk's weights whatever PREFETCH_WEIGHTS says. In
 # ResNet-50 a 1x1 conv at 14x14 or 7x7 reads 1-2 MiB of weights that no earlier step left
@@ -140,6 +146,34 @@ MIN_PREFETCH_STEP_FMAS = 64
 # PREFETCH_1X1_WEIGHTS; a bound of 16, which leaves out the 7x7 convs' 14-FMA steps, kept
 # 1024@14 -> 2048 stride 2 at 2110 -> 2057 us against 2009 -> 1620 with this one)
 MIN_PREFETCH_STEP_FMAS_1X1 = 8
+# a step of a whole ic block (ic_bn x oc_bn floats) where its slice is at most 64 lines
+# counted exactly (Stage.prefetch aligned), rather than one input channel a step. Off: a
+# burst of 64 prefetches at one step stalls the demand loads behind it. In ResNet-50's
+# order (benchmarks.template_switch --switch PREFETCH_PER_BLOCK, one Sapphire Rapids core,
+# CPU time, 7 rounds, load 3.5), per channel -> per block: 2048@7 -> 512 (three) 2140 ->
+# 2632 us, 1024@14 -> 2048 s2 1470 -> 1820, 512@7 -> 2048 (two) 1477 -> 1803, the convs
+# 47.87 -> 48.99 ms
+PREFETCH_PER_BLOCK = False
+# where a block's slice is too many lines for one step, a step of as many input channels
+# as make PREFETCH_STEP_LINES lines (AVX-512 32 x 32: 4 channels, 8 lines, a guard per
+# 56-112 FMAs) rather than one (2 lines, a guard per 14-28 FMAs). Two runs as above
+# (--switch PREFETCH_GROUPED, load 3.5-4.0), one channel -> four: ResNet-50's convs 48.79
+# -> 47.56 and 47.68 -> 46.99 ms, the model (median) 53.13 -> 51.85 and 52.44 -> 51.56;
+# 256@14 -> 1024 (six) 3703 -> 3438 and 3541 -> 3341 us, 1024@14 -> 256 (five) 3055 ->
+# 2916 and 3006 -> 2868; the 3x3 convs, which do not prefetch, 0.96-1.05 (the noise)
+PREFETCH_GROUPED = True
+PREFETCH_STEP_LINES = 8
+# in the rows_oc order (rows outside, oc chunks inside) each (row, chunk) iteration
+# prefetches the next chunk's weights too, shared among its register tiles: the next
+# chunk is the next parallel iteration, whose weights the first row reads from memory.
+# The tuned ResNet-50 (a database tuned alone and warm, whose 256@14 -> 1024 is rows_oc
+# with 1 MiB of weights) in order, one Sapphire Rapids core, CPU time, 9 rounds, load
+# 3.1-3.2 (benchmarks.template_switch --switch PREFETCH_ROWS_OC --db), off -> on: 256@14
+# -> 1024 (six) 4159 -> 3800 us, the convs 48.25 -> 47.21 ms, the model (median) flat,
+# 51.46 -> 51.42. Untuned (the 56x56 and 28x28 1x1 convs whose pixels outnumber their
+# output channels, weights of 16-128K floats), three runs: the convs 0.985, 0.988, 0.998
+# of off, 128@28 -> 512 (four) 0.96-0.985, the model (median) 1.008, 1.003, 0.979
+PREFETCH_ROWS_OC = True
 
 # ---------------------------------------------------------------------------------------
 # Choosing the blocks
@@ -466,8 +500,13 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     rows_outer = cfg["loop_order"].val == "rows_oc" and scope != "plane"
     par = schedule_output_tiles(s, O, CC, oc_bn, reg_n, reg_h=reg_h, acc_scope=scope,
                                 unpack_along_w=True, rows_outer=rows_outer)
-    if rows_outer:  # the next chunk is the next parallel iteration: nothing to prefetch
-        par = None
+    # the loop whose iterations share the next chunk's prefetches and their number: the
+    # rows of one chunk (the oc_rows order), or the register tiles of one (row, chunk)
+    # iteration in the rows_oc order, whose next chunk is the next parallel iteration
+    spread: tuple[Any, int] | None = (par, OH // reg_h) if scope != "plane" else None
+    if rows_outer:
+        tiles = s[O].leaf_iter_vars[s[O].leaf_iter_vars.index(par) + 1]
+        spread = (tiles, -(-OW // reg_n)) if PREFETCH_ROWS_OC else None
 
     # the micro-kernel
     cn, cco, ch, cw, ccb = s[CC].op.axis
@@ -483,9 +522,12 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         # one input-channel block at a time over the row (plane): the tiles inside it
         blk, red[0] = s[CC].split(red[0], factor=1)
         s[CC].reorder(cn, cco, blk, cho, cwo, *[red[i] for i in order], chi, cwi, cbo, cbi)
-    if par is not None and (PREFETCH_WEIGHTS or (PREFETCH_1X1_WEIGHTS and taps == 1)):
-        _prefetch_next_chunk(s, CC, par if scope != "plane" else cho, OH // reg_h,
-                             red[order[2]], red[3], cfg.target,
+    if scope == "plane":
+        spread = (cho, OH // reg_h)
+    elif rows_outer and scope == "row" and spread is not None:
+        spread = (cwo, -(-OW // reg_n))  # the row's tiles are the accumulator's loop
+    if spread is not None and (PREFETCH_WEIGHTS or (PREFETCH_1X1_WEIGHTS and taps == 1)):
+        _prefetch_next_chunk(s, CC, spread[0], spread[1], red[order[2]], red[3], cfg.target,
                              tile_fmas=reg_h * reg_n * (oc_bn // vec))
     if cfg["unroll_kw"].val:
         s[CC].unroll(red[2])
@@ -506,6 +548,8 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
 def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_block: Any,
                          at_channel: Any, target: Target, tile_fmas: int) -> None:
     """Prefetch the next oc chunk's kernel block into L2 while this chunk is computed.
+    (`rows` may also be the register tiles of one (row, chunk) iteration in the rows_oc
+    order: they share the next chunk's prefetches, PREFETCH_ROWS_OC.)
 
     In a model no conv's weights are in cache when it starts (the others' evicted them),
     and the first row of each oc chunk walks its block (C x KH x KW x oc_bn floats) at
@@ -528,25 +572,40 @@ def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_blo
     burst of 25 lines per kh step in the plane, 65 per ic block in a 1x1 conv) made
     ResNet-18 2.6% slower than none; one input channel per step everywhere (a guard per
     16-28 FMAs) 9.8% slower. By default only 1x1 convs prefetch (PREFETCH_1X1_WEIGHTS),
-    whose steps may be one input channel of 14-28 FMAs (MIN_PREFETCH_STEP_FMAS_1X1): in
+    whose steps were one input channel of 14-28 FMAs (MIN_PREFETCH_STEP_FMAS_1X1): in
     ResNet-50 that took 0.3 ms off 1024@14 -> 256's five calls, 0.4 off 1024@14 -> 2048
-    stride 2, and 1.7 ms off the model.
+    stride 2, and 1.7 ms off the model. A 32 x 32 block's slice now goes 4 channels (8
+    lines, counted exactly: the packed weights start on a line) a step (PREFETCH_GROUPED:
+    ResNet-50's convs 1.5-2.5% faster again), not a block (64 lines at once: 2.3% slower).
     """
     kv = next(t for t in CC.op.input_tensors if len(t.shape) == 6)
     shape = shape_of(kv)
     chunk_bytes = math.prod(shape[1:]) * 4
     if shape[0] < 2 or 2 * chunk_bytes > target.l2_bytes * 3 // 4:
         return
-    # a step's slice is ic_bn x oc_bn floats: its lines and one more (it may straddle one)
-    per_channel = shape[4] * shape[5] * 4 > 63 * 64
+    # a step's slice is ic_bn x oc_bn floats, a whole number of lines into the packed
+    # weights (the executor aligns them to a line): 32 x 32 is 64, as many as one step may
+    # prefetch (PREFETCH_PER_BLOCK; without it one line more was counted, for a slice that
+    # might straddle one, and a 32 x 32 block went one input channel a step)
+    slice_bytes = shape[4] * shape[5] * 4
+    exact = PREFETCH_PER_BLOCK and slice_bytes % 64 == 0
+    lines = -(-slice_bytes // 64) + (0 if exact else 1)
+    per_channel = lines > 64
     at = at_channel if per_channel else at_block
+    channels = 1 if per_channel else shape[4]
+    if per_channel and PREFETCH_GROUPED:
+        per_line = -(-shape[5] * 4 // 64)
+        channels = max(d for d in range(1, shape[4] + 1)
+                       if shape[4] % d == 0 and d * per_line <= max(PREFETCH_STEP_LINES, per_line))
     # the step's vector FMAs (the register tile's, per input channel of the step) must
     # outweigh its guard and prefetches: tuned configs of one channel by one or two
     # columns (2-4 FMAs a step) ran 1.4-6x slower with them (see PREFETCH_WEIGHTS)
     least = MIN_PREFETCH_STEP_FMAS_1X1 if shape[2] * shape[3] == 1 else MIN_PREFETCH_STEP_FMAS
-    if tile_fmas * (1 if per_channel else shape[4]) < least:
+    if tile_fmas * channels < least:
         return
-    s[CC].prefetch(kv, at, dim=0, shift=1, level=2, spread=(rows, n_rows))
+    if per_channel and channels > 1:
+        at, _ = s[CC].split(at_channel, factor=channels)
+    s[CC].prefetch(kv, at, dim=0, shift=1, level=2, spread=(rows, n_rows), aligned=True)
 
 
 def schedule_output_tiles(s: Schedule, O: Tensor, CC: Tensor, oc_bn: int, reg_n: int,

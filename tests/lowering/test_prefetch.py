@@ -52,6 +52,62 @@ def test_prefetch_lowers_to_the_next_rows_lines_clamped_into_the_buffer() -> Non
     assert text.count("prefetch(") == 3
 
 
+def test_an_aligned_tensor_gets_exactly_its_lines() -> None:
+    # W starts on a line and each 32-float span starts 32 * k.outer floats in: 2 lines
+    W, C, k = _row_sums()
+    s = create_schedule(C)
+    ko, _ = s[C].split(k, factor=32)
+    s[C].prefetch(W, ko, dim=0, shift=1, aligned=True)
+    text = str(lowering.lower(s, [W, C]))
+    assert "prefetch(W[min((o + 1), 5), (k.outer * 32)], 2)" in text
+    assert "prefetch(W[min((o + 1), 5), ((k.outer * 32) + 16)], 2)" in text
+    assert text.count("prefetch(") == 2
+    w = seeded_rng().standard_normal((6, 64)).astype("float32")
+    for got in _run_both(s, [W, C], [w], (6,)):
+        np.testing.assert_allclose(got, w.sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_an_aligned_tensor_still_gets_the_last_element_of_a_span_off_the_lines() -> None:
+    # 24-float spans start 24 * k.outer floats in: every other one in mid-line
+    W, C, k = _row_sums(cols=48)
+    s = create_schedule(C)
+    ko, _ = s[C].split(k, factor=24)
+    s[C].prefetch(W, ko, dim=0, shift=1, aligned=True)
+    text = str(lowering.lower(s, [W, C]))
+    assert "prefetch(W[min((o + 1), 5), ((k.outer * 24) + 23)], 2)" in text
+    assert text.count("prefetch(") == 3
+
+
+def test_an_aligned_row_of_an_odd_width_is_counted_with_its_straddle() -> None:
+    # rows of 40 floats: the next row's start is 40 floats in, not on a line
+    W, C, k = _row_sums(cols=40)
+    s = create_schedule(C)
+    s[C].prefetch(W, s[C].op.axis[0], dim=0, shift=1, aligned=True)
+    text = str(lowering.lower(s, [W, C]))
+    assert "prefetch(W[min((o + 1), 5), 39], 2)" in text
+    assert text.count("prefetch(") == 4  # 0, 16, 32 and 39
+
+
+def test_an_aligned_32_by_32_weight_block_is_64_lines_not_65() -> None:
+    # a packed 1x1 conv's weights: each (oc chunk, ic block) step reads a 32 x 32 block
+    W = te.placeholder((3, 2, 32, 32), name="W")
+    i = te.reduce_axis((0, 32), name="i")
+    C = te.compute((3, 2, 32), lambda o, b, c: te.sum(W[o, b, i, c], axis=i), name="C")
+    s = create_schedule(C)
+    o, b, c = s[C].op.axis
+    with pytest.raises(LoweringError, match="65 cache lines"):
+        s[C].prefetch(W, b, dim=0, shift=1)
+        lowering.lower(s, [W, C])
+    s = create_schedule(C)
+    o, b, c = s[C].op.axis
+    s[C].prefetch(W, b, dim=0, shift=1, aligned=True)
+    text = str(lowering.lower(s, [W, C]))
+    assert text.count("prefetch(") == 64, text
+    w = seeded_rng().standard_normal((3, 2, 32, 32)).astype("float32")
+    for got in _run_both(s, [W, C], [w], (3, 2, 32)):
+        np.testing.assert_allclose(got, w.sum(axis=2), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("shift", [1, 2, -1])
 @pytest.mark.parametrize("level", [1, 2, 3])
 def test_a_prefetch_changes_no_value(shift: int, level: int) -> None:
@@ -127,7 +183,7 @@ def test_a_prefetch_replays_from_json() -> None:
     W, C, k = _row_sums()
     s = create_schedule(C)
     ko, _ = s[C].split(k, factor=32)
-    s[C].prefetch(W, ko, dim=0, shift=1, level=3, spread=(s[C].op.axis[0], 2))
+    s[C].prefetch(W, ko, dim=0, shift=1, level=3, spread=(s[C].op.axis[0], 2), aligned=True)
     s2 = create_schedule(C)
     apply_json(s2, s.to_json())
     assert str(lowering.lower(s2, [W, C])) == str(lowering.lower(s, [W, C]))
@@ -138,6 +194,7 @@ def test_a_prefetch_replays_from_json() -> None:
     ({"shift": 1.5}, "shift must be an integer"),
     ({"level": 0}, "level must be 1, 2 or 3"),
     ({"spread": ("o", 2)}, r"spread must be \(axis, period\)"),
+    ({"aligned": 1}, "aligned must be True or False"),
 ])
 def test_bad_prefetch_arguments_name_the_stage_and_the_fix(kwargs: dict, match: str) -> None:
     W, C, k = _row_sums()

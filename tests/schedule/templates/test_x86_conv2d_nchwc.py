@@ -344,7 +344,7 @@ def test_the_prefetch_fetches_the_next_oc_chunk_spread_over_rows_and_equals_nump
     (AVX512 + " -l2-kib=64", 64, "oc_rows", False),  # 2 chunks of 36 KiB > 3/4 of L2
     (AVX2 + " -l2-kib=32", 64, "oc_rows", False),  # 2 chunks of 18 KiB > 24 KiB
     (AVX512, 32, "oc_rows", False),  # one oc chunk: no next one
-    (AVX512, 64, "rows_oc", False),  # the next chunk is the next parallel iteration
+    (AVX512, 64, "rows_oc", True),  # the next chunk is the next parallel iteration
 ])
 def test_the_prefetch_is_left_out_where_it_cannot_help(target: str, co: int, loop_order: str,
                                                        prefetch: bool) -> None:
@@ -374,7 +374,7 @@ def test_a_step_of_few_fmas_is_not_given_a_prefetch(target: str) -> None:
 
 # a 1x1 conv in model layouts with more output channels than pixels (the oc chunks outside
 # the rows), data blocked as ResNet-50's convs hand it on: 32 channels (AVX-512: a 32 x 32
-# block slice is 65 lines, so one input channel a step) or 8 (AVX2: a block a step)
+# block slice is 64 lines counted exactly, a block a step) or 8 (AVX2: a block a step)
 ONE_BY_ONE_ATTRS = {"padding": 0, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
                     "out_layout": "NCHWc"}
 
@@ -398,7 +398,82 @@ def test_a_1x1_conv_prefetches_the_next_chunks_weights_by_default_and_equals_num
     s, ts = instantiate("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, target=target)
     text = str(lowering.lower(s, ts))
     assert re.search(r"prefetch\(kernel\[min\(\(.* \+ 1\), \d+\), ", text), text
-    assert re.search(r"if \(\(floormod\(.*, 7\) == ", text), text  # spread over 7 rows
+    # spread over 7 rows: the step index modulo 7 (or the block, when fewer) is the row's
+    assert re.search(r"if \(\(floormod\(.*, 7\) == |if \(\(.* == floormod\(.*, 7\)\)\)",
+                     text), text
+    _check(target, args, ONE_BY_ONE_ATTRS, None, blocked(x, args[0][0][-1]), w,
+           conv2d_nchw(x, w, 1, 0))
+
+
+def test_an_avx512_1x1_conv_prefetches_four_channels_a_step_their_8_lines_exactly(
+        monkeypatch: Any) -> None:
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    def lowered() -> str:
+        s, ts = instantiate("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, target=AVX512)
+        return str(lowering.lower(s, ts))
+
+    args = _one_by_one_args(AVX512)
+    # a 32 x 32 block slice is 64 lines: too big a burst for one step (PREFETCH_PER_BLOCK),
+    # so 4 input channels a step, 8 lines under one guard on the 4-channel group
+    text = lowered()
+    assert re.search(r"if \(\(floormod\(\(ic_outer \+ ic_inner\.outer\), 7\) == ", text), text
+    assert text.count("prefetch(") == 8, text
+    assert "kernel[min((floordiv(n.oc.fused.h.outer.fused, 7) + 1), 3), ic_outer, 0, 0, " \
+        "((ic_inner.outer * 4) + 3), 16]" in text, text
+    # one input channel a step: its 2 lines, no third for a straddle (the weights are
+    # packed on a line)
+    monkeypatch.setattr(template, "PREFETCH_GROUPED", False)
+    text = lowered()
+    assert re.search(r"if \(\(floormod\(\(\(ic_outer \* \d+\) \+ ic_inner\), 7\)", text), text
+    assert text.count("prefetch(") == 2, text
+    # a block a step: its 64 lines counted exactly, at most what one step may prefetch
+    monkeypatch.setattr(template, "PREFETCH_PER_BLOCK", True)
+    text = lowered()
+    assert re.search(r"if \(\(ic_outer == floormod\(", text), text
+    assert text.count("prefetch(") == 64, text
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("scope", ["tile", "row"])
+def test_a_1x1_conv_in_the_rows_oc_order_prefetches_the_next_chunk_over_its_tiles(
+        target: str, scope: str, monkeypatch: Any) -> None:
+    # rows outside, chunks inside (tuned ResNet-50 1x1 convs): the next chunk is the next
+    # parallel iteration; each (row, chunk) iteration's 2 tiles of 7 columns share it
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 64, 4, 14)), rand(rng, (128, 64, 1, 1))
+    block = 32 if AVX512 in target else 8
+    args = [((1, 64 // block, 4, 14, block), "float32"), ((128, 64, 1, 1), "float32")]
+    space = config_space("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, target)
+    cfg = _with(space, target, args, ONE_BY_ONE_ATTRS, acc_scope=scope, loop_order="rows_oc",
+                tile_ow=[-1, 7])
+    s, ts = instantiate("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, cfg=cfg, target=target)
+    text = str(lowering.lower(s, ts))
+    chunks = 128 // int(cfg["tile_oc"].size[-1])
+    fused = r"n\.h\.outer\.fused\.oc\.fused"
+    assert re.search(rf"prefetch\(kernel\[min\(\(floormod\({fused}, {chunks}\) \+ 1\), "
+                     rf"{chunks - 1}\), ", text), text
+    assert re.search(r"== w\.outer\)\) \{", text), text  # the tiles take turns
+    _check(target, args, ONE_BY_ONE_ATTRS, cfg, blocked(x, block), w, conv2d_nchw(x, w, 1, 0))
+    monkeypatch.setattr(template, "PREFETCH_ROWS_OC", False)
+    s, ts = instantiate("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, cfg=cfg, target=target)
+    assert "prefetch(" not in str(lowering.lower(s, ts))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("switch", ["PREFETCH_GROUPED", "PREFETCH_PER_BLOCK"])
+def test_a_1x1_conv_with_each_prefetch_step_equals_numpy(target: str, switch: str,
+                                                         monkeypatch: Any) -> None:
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    monkeypatch.setattr(template, switch, not getattr(template, switch))
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 64, 7, 7)), rand(rng, (128, 64, 1, 1))
+    args = _one_by_one_args(target)
+    s, ts = instantiate("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, target=target)
+    assert "prefetch(" in str(lowering.lower(s, ts))
     _check(target, args, ONE_BY_ONE_ATTRS, None, blocked(x, args[0][0][-1]), w,
            conv2d_nchw(x, w, 1, 0))
 
