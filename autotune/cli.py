@@ -120,7 +120,7 @@ def _progress_callback(bar: Any) -> Any:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     """Tune each --op and print a summary table."""
-    from autotune.measure import LocalRunner
+    from autotune.measure import LocalRunner, kernel_clock
     from autotune.op_spec import parse_op_spec
     from autotune.tuners import make_tuner
     from autotune.tuning import tune
@@ -156,6 +156,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     summary = []
     model = bool(args.model)
     options = runner_options(args, model, weight_bytes)
+    if model:
+        print(f"timing: each candidate beside the default config, weights "
+              f"{'evicted first (cold' if options['cache_flush'] else 'in cache (warm'}"
+              f", as a model with {weight_bytes / 2**20:.1f} MiB of weights runs them; "
+              f"--{'no-' if options['cache_flush'] else ''}cache-flush to change), "
+              f"{'CPU' if kernel_clock() is time.process_time else 'wall'} time")
     if args.cluster:
         from autotune.cluster import RayRunner
 

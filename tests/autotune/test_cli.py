@@ -125,6 +125,7 @@ def test_tune_compile_and_run_a_model(tmp_path: Path) -> None:
     out = _tessel("tune", "tiny.onnx", "--trials", "2", "--tuner", "random", "--no-progress",
                   "--min-repeat-ms", "1", cwd=tmp_path).stdout
     assert "tiny.onnx: 1 tunable tasks" in out and "conv2d_stem.x86 x1" in out
+    assert "weights in cache (warm, as a model with 0.0 MiB of weights" in out  # a tiny one
     assert "batch   1 [2/2] conv2d_stem.x86 x1 (1, 4, 8, 8): first batch" in out
     assert "model estimate (sum of occurrences x best time)" in out
     out = _tessel("compile", "tiny.onnx", "-o", "tiny.tessel", cwd=tmp_path).stdout
