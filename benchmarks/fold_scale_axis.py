@@ -25,7 +25,14 @@ from typing import Any
 import numpy as np
 
 import relay_ir
-from benchmarks.models import _model, alternating_medians, ort_session, relative_error
+from benchmarks.models import (
+    _model,
+    add_model_build_options,
+    alternating_medians,
+    check_cpu_time,
+    ort_session,
+    relative_error,
+)
 from lowering.kernel import num_threads
 from relay_ir.frontend.onnx import from_onnx
 
@@ -89,15 +96,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     ap.add_argument("--db", default=None, help="tuning database for both builds")
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--image", type=int, default=224, help="input side (not resnet50)")
-    ap.add_argument("--width", type=int, default=None, help="first-stage channels")
+    add_model_build_options(ap)
     ap.add_argument("--tolerance", type=float, default=1e-3)
-    ap.add_argument("--target", default="llvm")
-    ap.add_argument("--cpu-time", action="store_true",
-                    help="time by the process's CPU time (needs TESSEL_NUM_THREADS=1)")
     args = ap.parse_args(argv)
-    if args.cpu_time and num_threads() != 1:
-        raise SystemExit("--cpu-time measures one thread: set TESSEL_NUM_THREADS=1")
+    check_cpu_time(args)
     return {m: compare(m, args) for m in args.models}
 
 

@@ -38,7 +38,12 @@ import numpy as np
 import relay_ir
 import relay_ir.vm as vm
 from benchmarks.envvar import temporary_env
-from benchmarks.models import _model, median_seconds, ort_session
+from benchmarks.models import (
+    _model,
+    add_model_build_options,
+    median_seconds,
+    ort_session,
+)
 from lowering.kernel import array_address, num_threads
 from relay_ir.backend.executor import GraphPlan
 from relay_ir.backend.memory_plan import PAGE
@@ -218,11 +223,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--arenas", type=int, default=4)
-    ap.add_argument("--image", type=int, default=224, help="input side (not resnet50)")
-    ap.add_argument("--width", type=int, default=None, help="first-stage channels")
-    ap.add_argument("--target", default="llvm")
-    ap.add_argument("--cpu-time", action="store_true",
-                    help="time by the process's CPU time (needs TESSEL_NUM_THREADS=1)")
+    add_model_build_options(ap)
     ap.add_argument("--loaded", action="store_true",
                     help="run the model saved and loaded again")
     ap.add_argument("--vm", action="store_true",

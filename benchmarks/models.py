@@ -47,6 +47,29 @@ from tessel_errors import TesselError
 from tessel_target import Target
 
 
+def add_model_build_options(ap: argparse.ArgumentParser) -> None:
+    """The options every one-model A/B benchmark shares (template_switch, memory_plans,
+    fold_scale_axis, vm_static): --image, --width, --target and --cpu-time; check the
+    last with `check_cpu_time(args)`.
+
+        >>> ap = argparse.ArgumentParser(); add_model_build_options(ap)
+        >>> ap.parse_args(["--image", "32"]).image
+        32
+    """
+    ap.add_argument("--image", type=int, default=224, help="input side (not resnet50)")
+    ap.add_argument("--width", type=int, default=None, help="first-stage channels")
+    ap.add_argument("--target", default="llvm")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time by the process's CPU time (needs TESSEL_NUM_THREADS=1)")
+
+
+def check_cpu_time(args: argparse.Namespace) -> None:
+    """Exit, saying how to fix it, where --cpu-time is asked for with several threads."""
+    if args.cpu_time and num_threads() != 1:
+        raise SystemExit(f"--cpu-time measures one thread: set TESSEL_NUM_THREADS=1 (now "
+                         f"{num_threads()})")
+
+
 def _model(name: str, args: Any) -> Any:
     import onnx
 

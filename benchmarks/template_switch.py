@@ -37,8 +37,7 @@ import numpy as np
 
 import relay_ir
 from benchmarks.layer_profile import LayerTime, primed_convs
-from benchmarks.models import _model, relative_error
-from lowering.kernel import num_threads
+from benchmarks.models import _model, add_model_build_options, check_cpu_time, relative_error
 from relay_ir.frontend.onnx import from_onnx
 
 DEFAULT_MODULE = "schedule.templates.x86_conv2d_nchwc"
@@ -181,15 +180,10 @@ def main(argv: list[str] | None = None) -> dict[str, str]:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--whole", type=int, default=5, help="whole-model runs per round")
     ap.add_argument("--top", type=int, default=12)
-    ap.add_argument("--image", type=int, default=224, help="input side (not resnet50)")
-    ap.add_argument("--width", type=int, default=None, help="first-stage channels")
-    ap.add_argument("--target", default="llvm")
+    add_model_build_options(ap)
     ap.add_argument("--db", default=None, help="tuning database: both builds use its configs")
-    ap.add_argument("--cpu-time", action="store_true",
-                    help="time by the process's CPU time (needs TESSEL_NUM_THREADS=1)")
     args = ap.parse_args(argv)
-    if args.cpu_time and num_threads() != 1:
-        raise SystemExit("--cpu-time measures one thread: set TESSEL_NUM_THREADS=1")
+    check_cpu_time(args)
     return {m: compare(m, args) for m in args.models}
 
 

@@ -22,7 +22,13 @@ import numpy as np
 
 import relay_ir
 import relay_ir.vm as vm
-from benchmarks.models import _model, median_seconds, ort_session
+from benchmarks.models import (
+    _model,
+    add_model_build_options,
+    check_cpu_time,
+    median_seconds,
+    ort_session,
+)
 from lowering.kernel import num_threads
 from relay_ir.frontend.onnx import from_onnx
 
@@ -86,14 +92,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     ap.add_argument("--models", nargs="+", default=["resnet18"])
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--image", type=int, default=224, help="input side (not resnet50)")
-    ap.add_argument("--width", type=int, default=None, help="first-stage channels")
-    ap.add_argument("--target", default="llvm")
-    ap.add_argument("--cpu-time", action="store_true",
-                    help="time by the process's CPU time (needs TESSEL_NUM_THREADS=1)")
+    add_model_build_options(ap)
     args = ap.parse_args(argv)
-    if args.cpu_time and num_threads() != 1:
-        raise SystemExit("--cpu-time measures one thread: set TESSEL_NUM_THREADS=1")
+    check_cpu_time(args)
     return {m: compare(m, args) for m in args.models}
 
 
