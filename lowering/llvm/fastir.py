@@ -133,10 +133,7 @@ def _same_text_as_llvmlite() -> bool:
         i32 = ir.IntType(32)
         fn = ir.Function(ir.Module(), ir.FunctionType(i32, [i32]), "f")
         if fast:
-            old = fn.scope
-            new = _FastScope()
-            new._useset, new._basenamemap = set(old._useset), old._basenamemap.copy()
-            fn.scope = new
+            fast_scope(fn)
         b = (Builder if fast else ir.IRBuilder)(fn.append_basic_block("entry"))
         x = b.add(fn.args[0], ir.Constant(i32, 1), name="x")
         y = b.add(x, x, name="x")

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from lowering.kernel import array_address
+from relay_ir.backend.inplace import inplace_enabled
 from relay_ir.backend.memory_plan import (
     PAGE,
     MemoryPlan,
@@ -249,8 +250,7 @@ class GraphPlan:
             start = next(k for k, s in enumerate(steps) if v in s.outputs)
             end = max([k for k, s in enumerate(steps) if v in s.inputs], default=start)
             spans.append((start, end, _nbytes(values[v])))
-        share = (_inplace_shares(kernels, steps, temps, spans)
-                 if os.environ.get("TESSEL_PLAN_INPLACE", "1") != "0" else {})
+        share = _inplace_shares(kernels, steps, temps, spans) if inplace_enabled() else {}
         self.memory_plan: MemoryPlan = plan_memory(spans, share=share)
         _check_memory(values, self.memory_plan, {v: st.group for st in steps
                                                  for v in st.outputs})

@@ -29,12 +29,20 @@ and stores across each other), changes what any element reads.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 from lowering import ir as lir
 from tensor_expr.arith.structural import structural_equal
 from tensor_expr.expr import IntImm, PrimExpr
 from tensor_expr.visitor import post_order_visit
+
+
+def inplace_enabled() -> bool:
+    """Whether memory plans (the graph executor's, the VM's storage plan) may write an
+    output over an input: on unless TESSEL_PLAN_INPLACE=0, the A/B switch of
+    benchmarks.memory_plans."""
+    return os.environ.get("TESSEL_PLAN_INPLACE", "1") != "0"
 
 
 def _loads(e: Any) -> list[lir.BufferLoad]:

@@ -30,6 +30,20 @@ from relay_ir.visitor import binders, children, free_vars, post_order
 from tessel_errors import RelayError
 
 
+def op_name(e: Expr) -> str | None:
+    """The name of the operator `e` calls, or None when `e` is not a call of an operator
+    (a variable, a call of a function or constructor).
+
+        >>> from relay_ir.expr import Var
+        >>> from relay_ir.transform.rewrite import op_call
+        >>> op_name(op_call("add", [Var("a"), Var("b")])), op_name(Var("a"))
+        ('add', None)
+    """
+    if isinstance(e, Call) and isinstance(e.op, Op):
+        return e.op.name
+    return None
+
+
 def bound_vars(expr: Expr) -> list[Var]:
     """Every variable bound anywhere under `expr`, each listed as often as it is bound."""
     return [v for node in post_order(expr) for v in binders(node)]
@@ -103,6 +117,7 @@ __all__ = [
     "free_vars",
     "is_pure",
     "iter_functions",
+    "op_name",
     "post_order",
     "use_counts",
 ]

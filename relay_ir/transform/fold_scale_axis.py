@@ -59,8 +59,7 @@ import numpy as np
 
 from relay_ir.expr import Call, Constant, Expr, Function
 from relay_ir.module import IRModule
-from relay_ir.op.registry import Op
-from relay_ir.transform.analysis import use_counts
+from relay_ir.transform.analysis import op_name, use_counts
 from relay_ir.transform.infer_type import ensure_typed
 from relay_ir.transform.pass_manager import FunctionPass, PassContext
 from relay_ir.transform.rewrite import rewrite
@@ -70,12 +69,6 @@ from relay_ir.ty import TensorType
 _OUT_AXIS_OF_DATA = {"NCHW": 1, "NHWC": 3}
 _OUT_AXIS_OF_KERNEL = {"OIHW": 0, "HWIO": 3}
 _IN_AXIS_OF_KERNEL = {"OIHW": 1, "HWIO": 2}
-
-
-def _op_name(e: Expr) -> str | None:
-    if isinstance(e, Call) and isinstance(e.op, Op):
-        return e.op.name
-    return None
 
 
 def _float_type(t: object) -> TensorType | None:
@@ -144,7 +137,7 @@ def fold_scale_axis(expr: Expr) -> Expr:
         if t is None or uses.get(id(old), 0) != 1 or not isinstance(new, Call) or \
                 not isinstance(old, Call):
             return None
-        name = _op_name(new)
+        name = op_name(new)
         if name in ("nn.conv2d", "nn.dense"):
             return _scaled_anchor(new, t, vec, axis)
         if name == "nn.bias_add":
@@ -174,12 +167,12 @@ def fold_scale_axis(expr: Expr) -> Expr:
         return None
 
     def visit(old: Expr, new: Expr) -> Expr:
-        if _op_name(new) in ("nn.conv2d", "nn.dense"):
+        if op_name(new) in ("nn.conv2d", "nn.dense"):
             data = old.args[0]  # type: ignore[attr-defined]
             if uses.get(id(data), 0) == 1:
                 return _input_scaled(old, new) or new  # type: ignore[arg-type]
             return new
-        if _op_name(new) != "multiply":
+        if op_name(new) != "multiply":
             return new
         assert isinstance(old, Call) and isinstance(new, Call)
         t = _float_type(old.checked_type)
@@ -207,11 +200,11 @@ def _channel_axis(value: Expr) -> int | None:
     """The output-channel axis of the conv2d / dense under a chain of bias adds that
     produce `value`; None when there is none."""
     e = value
-    while _op_name(e) in ("add", "subtract", "nn.bias_add", "multiply"):
+    while op_name(e) in ("add", "subtract", "nn.bias_add", "multiply"):
         # the value side of a bias add is the one of the add's own type
         args = e.args  # type: ignore[attr-defined]
         e = args[0] if args[0].checked_type == e.checked_type else args[1]
-    if _op_name(e) in ("nn.conv2d", "nn.dense"):
+    if op_name(e) in ("nn.conv2d", "nn.dense"):
         t = _float_type(e.checked_type)
         axes = _anchor_axes(e, t) if t is not None else None  # type: ignore[arg-type]
         return axes[0] if axes else None
@@ -262,8 +255,8 @@ def _input_scaled(old: Call, new: Call) -> Expr | None:
     t = _float_type(old.args[0].checked_type)
     out_t = _float_type(old.checked_type)
     w = new.args[1]
-    if t is None or out_t is None or out_t.dtype != t.dtype or _op_name(scaled_x) != "multiply" \
-            or _op_name(old.args[0]) != "multiply" or not isinstance(w, Constant) \
+    if t is None or out_t is None or out_t.dtype != t.dtype or op_name(scaled_x) != "multiply" \
+            or op_name(old.args[0]) != "multiply" or not isinstance(w, Constant) \
             or w.data.dtype != np.dtype(t.dtype):
         return None
     if new.op.name == "nn.dense":  # type: ignore[union-attr]

@@ -49,7 +49,8 @@ from relay_ir.expr import Call, Constant, Expr, Function
 from relay_ir.module import IRModule
 from relay_ir.op._common import NotReady, RelationError
 from relay_ir.op.dyn_strided_slice import static_bounds
-from relay_ir.op.registry import TYPE_RELATIONS, Op, get_op
+from relay_ir.op.registry import TYPE_RELATIONS, get_op
+from relay_ir.transform.analysis import op_name
 from relay_ir.transform.infer_type import ensure_typed
 from relay_ir.transform.pass_manager import FunctionPass, PassContext
 from relay_ir.transform.rewrite import op_call, rewrite
@@ -57,12 +58,6 @@ from relay_ir.transform.shape_value import shape_value, static_reshape
 from relay_ir.ty import TensorType
 
 _SHAPE_ONLY = {"reshape", "squeeze", "expand_dims"}
-
-
-def _op_name(e: Expr) -> str | None:
-    if isinstance(e, Call) and isinstance(e.op, Op):
-        return e.op.name
-    return None
 
 
 def _all(e: Expr, value: float) -> bool:
@@ -106,8 +101,8 @@ def _adjacent_constants(old: Call, new: Call) -> Expr | None:
         return None
     for k in (0, 1):  # the inner op is args[k], the outer constant the other
         inner_old, inner_new, c2 = old.args[k], new.args[k], new.args[1 - k]
-        if _op_name(inner_new) != name or not isinstance(c2, Constant) or \
-                _op_name(inner_old) != name or inner_old.checked_type != t:
+        if op_name(inner_new) != name or not isinstance(c2, Constant) or \
+                op_name(inner_old) != name or inner_old.checked_type != t:
             continue
         for j in (0, 1):  # the value is inner args[j], the inner constant the other
             x, c1 = inner_new.args[j], inner_new.args[1 - j]  # type: ignore[attr-defined]
@@ -121,8 +116,7 @@ def _adjacent_constants(old: Call, new: Call) -> Expr | None:
                 shape = np.broadcast_shapes(c1.data.shape, c2.data.shape, t.shape)
             except ValueError:
                 continue
-            if shape != tuple(t.shape) or len(np.broadcast_shapes(
-                    c1.data.shape, c2.data.shape)) > len(t.shape):
+            if shape != tuple(t.shape):  # the constants would enlarge x
                 continue
             ufunc = np.add if name == "add" else np.multiply
             c = Constant(np.asarray(ufunc(c1.data, c2.data), dtype=dtype))
@@ -158,7 +152,7 @@ def simplify_expr(expr: Expr) -> Expr:
         return out
 
     def rule(old: Expr, new: Expr) -> Expr:
-        name = _op_name(new)
+        name = op_name(new)
         if name is None:
             return new
         assert isinstance(old, Call) and isinstance(new, Call)
@@ -199,7 +193,7 @@ def _simplify_shape(old: Call, new: Call, type_of: Callable[[Expr], object]) -> 
     inner_t = _static(old.args[0].checked_type)
     # Look through a chain of shape-only ops to its source (in the rewritten graph).
     source, source_t = inner, inner_t
-    while _op_name(source) in _SHAPE_ONLY:
+    while op_name(source) in _SHAPE_ONLY:
         arg = source.args[0]  # type: ignore[attr-defined]
         arg_t = _static(type_of(arg))
         if arg_t is None:
@@ -217,7 +211,7 @@ def _merge_reshapes(new: Call) -> Expr:
     would copy a dim of the inner result): a -1 is inferred from the element count, which
     the inner reshape keeps."""
     inner = new.args[0]
-    if _op_name(new) != "reshape" or 0 in new.attrs.newshape or _op_name(inner) != "reshape":
+    if op_name(new) != "reshape" or 0 in new.attrs.newshape or op_name(inner) != "reshape":
         return new
     return op_call("reshape", [inner.args[0]], newshape=new.attrs.newshape)  # type: ignore[attr-defined]
 
@@ -229,7 +223,7 @@ def _simplify_transpose(old: Call, new: Call, type_of: Callable[[Expr], object])
     ndim = t.ndim
     outer = _perm(new.attrs, ndim)
     x = new.args[0]
-    if _op_name(x) == "transpose" and isinstance(type_of(x.args[0]), TensorType):  # type: ignore[attr-defined]
+    if op_name(x) == "transpose" and isinstance(type_of(x.args[0]), TensorType):  # type: ignore[attr-defined]
         inner = _perm(x.attrs, ndim)  # type: ignore[attr-defined]
         composed = [inner[i] for i in outer]
         x = x.args[0]  # type: ignore[attr-defined]

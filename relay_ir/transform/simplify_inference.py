@@ -21,7 +21,7 @@ import numpy as np
 
 from relay_ir.expr import Call, Constant, Expr, Function, Tuple, TupleGetItem
 from relay_ir.module import IRModule
-from relay_ir.op.registry import Op
+from relay_ir.transform.analysis import op_name
 from relay_ir.transform.infer_type import ensure_typed
 from relay_ir.transform.pass_manager import FunctionPass, PassContext
 from relay_ir.transform.rewrite import op_call, rewrite
@@ -29,7 +29,7 @@ from relay_ir.ty import TensorType
 
 
 def _op_is(e: Expr, name: str) -> bool:
-    return isinstance(e, Call) and isinstance(e.op, Op) and e.op.name == name
+    return op_name(e) == name
 
 
 def _along(vec: Expr, ndim: int, axis: int) -> Expr:

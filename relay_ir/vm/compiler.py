@@ -29,13 +29,13 @@ compile once.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from relay_ir.backend.executor import KernelFn, Step, Value, aligned, pack_constants
+from relay_ir.backend.inplace import inplace_enabled
 from relay_ir.backend.lower_group import GroupLayout, constant_params, group_name
 from relay_ir.backend.pipeline import _Planner, bind_params, main_of, optimize_for_build
 from relay_ir.backend.tuned import TuningScope, TuningSource
@@ -198,8 +198,7 @@ class _ModuleCompiler:
         if len(funcs) != len(self.functions):
             raise RelayError("relay_ir.vm.compile: a global holds a bare fused group")
         static = [not k.dynamic for k in self.kernels]
-        inplace = (self.inplace_pairs if os.environ.get("TESSEL_PLAN_INPLACE", "1") != "0"
-                   else None)
+        inplace = self.inplace_pairs if inplace_enabled() else None
         funcs = tuple(plan_storage(f, static.__getitem__, inplace) for f in funcs)
         bytecode = B.Bytecode(funcs, tuple(k.name for k in self.kernels))
         return Executable(bytecode, self.constants, self.constructors, self.kernels, specs,

@@ -1,6 +1,6 @@
 """The fast IR builder leans on llvmlite internals; on an llvmlite whose internals differ it
 turns itself off and kernels still build, through llvmlite's plain path, to the same
-results."""
+results. The code generator's type and constant caches stay bounded."""
 
 from __future__ import annotations
 

@@ -84,7 +84,7 @@ def test_an_add_after_a_multiply_is_not_merged():
     assert _ops(body) == ["multiply", "add"]
 
 
-def test_adjacent_integer_adds_of_another_dtype_constant_are_kept():
+def test_adjacent_integer_adds_merge_exactly():
     x = tvar("x", (3,), "int32")
     mod = main_module([x], Tn.add(Tn.add(x, const(1, "int32")), const(2, "int32")))
     body = T.SimplifyExpr()(mod)["main"].body
