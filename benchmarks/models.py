@@ -1,9 +1,10 @@
 """Batch-1 latency of ResNet-18, ResNet-50, MobileNetV2 and ResNeXt-26 (grouped convs)
 with Tessel's default schedules (relay_ir.build; also with layout propagation off,
 "tessel NCHW"; with --db, "tessel tuned" built with that tuning database) beside ONNX
-Runtime and PyTorch eager and TorchScript frozen (benchmarks.onnx_torch ports, if torch
-is installed), all on Tessel's thread count. Outputs are checked against ONNX Runtime
-first; then --rounds interleaved rounds (each runs every system once per model), the
+Runtime and PyTorch eager, TorchScript frozen and TorchScript through
+optimize_for_inference ("torch oneDNN": oneDNN's blocked convs; benchmarks.onnx_torch
+ports, if torch is installed), all on Tessel's thread count. Outputs are checked against
+ONNX Runtime first; then --rounds interleaved rounds (each runs every system once per model), the
 median over rounds of each round's median, ratios to ONNX Runtime, and per model the
 convs with the largest gap to ONNX Runtime's profile (benchmarks.layer_profile), then the
 same summed per distinct conv with each conv's time alone and warm beside it (with
@@ -14,7 +15,8 @@ issue's per-layer goal: every distinct conv, tuned, at or above ONNX Runtime's s
     python -m benchmarks.models                      # all four at 224x224
     python -m benchmarks.models --models resnet18 --db r18.db --repeat 5
     python -m benchmarks.models --models resnet18 --image 32 --width 8 --repeat 1 --rounds 1
-    ATEN_CPU_CAPABILITY=avx2 python -m benchmarks.models --target "llvm -mcpu=haswell"  # AVX2
+    ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 \
+        python -m benchmarks.models --target "llvm -mcpu=haswell"   # AVX2 beside AVX2 oneDNN
     TESSEL_NUM_THREADS=1 python -m benchmarks.models --models resnet50 --cpu-time
     python -m benchmarks.models --models resnet18 --alternate   # two threads, calls in turn
 
@@ -250,8 +252,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     ap.add_argument("--tolerance", type=float, default=1e-3)
     ap.add_argument("--target", default="llvm",
                     help="Tessel's target, e.g. 'llvm -mcpu=haswell' for AVX2 code on any "
-                         "x86 host (run torch with ATEN_CPU_CAPABILITY=avx2 beside it; "
-                         "ONNX Runtime picks its kernels by the CPU and has no such switch)")
+                         "x86 host (run torch with ONEDNN_MAX_CPU_ISA=AVX2 "
+                         "ATEN_CPU_CAPABILITY=avx2 beside it: 'torch oneDNN' is then an "
+                         "AVX2 peer; ONNX Runtime picks its kernels by the CPU and has no "
+                         "such switch)")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time by the process's CPU time (needs TESSEL_NUM_THREADS=1)")
     args = ap.parse_args(argv)
@@ -264,7 +268,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     clock = time.process_time if args.cpu_time else time.perf_counter
     print(f"batch 1, {args.image}x{args.image}, threads {num_threads()}, target "
           f"'{args.target}', torch ATEN_CPU_CAPABILITY="
-          f"{os.environ.get('ATEN_CPU_CAPABILITY', '(default)')}")
+          f"{os.environ.get('ATEN_CPU_CAPABILITY', '(default)')} ONEDNN_MAX_CPU_ISA="
+          f"{os.environ.get('ONEDNN_MAX_CPU_ISA', '(default)')}")
     models = {m: prepare(m, args.db, args.tolerance, args) for m in args.models}
     per_round: dict[str, dict[str, list[float]]] = {m: {} for m in models}
     for r in range(args.rounds):  # interleaved: every system once per model per round

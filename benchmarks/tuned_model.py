@@ -98,8 +98,13 @@ def recorded(tasks: list[tuple[Task, int]], db_path: Path
 
 
 def torch_runners(model: Any, x: np.ndarray, threads: int) -> dict[str, Any]:
-    """{'torch eager': fn, 'torch jit': fn} for the ONNX `model` (jit left out if tracing or
-    freezing fails; {} without torch); each fn maps the input array to the output array."""
+    """{'torch eager': fn, 'torch jit': fn, 'torch oneDNN': fn} for the ONNX `model` (the
+    jit ones left out if tracing or freezing fails; {} without torch); each fn maps the
+    input array to the output array. 'torch oneDNN' is the frozen trace passed through
+    `torch.jit.optimize_for_inference`, which runs the convs as oneDNN's blocked-layout
+    kernels: PyTorch's fastest CPU path, and the one peer whose ISA can be capped
+    (`ONEDNN_MAX_CPU_ISA=AVX2` gives its AVX2 kernels on an AVX-512 host, as ONNX
+    Runtime's CPUID dispatch cannot)."""
     try:
         import torch
     except ImportError:
@@ -123,7 +128,9 @@ def torch_runners(model: Any, x: np.ndarray, threads: int) -> dict[str, Any]:
             # torch 2.13 deprecates jit (for torch.compile), but it is the usual deployment
             warnings.simplefilter("ignore", DeprecationWarning)
             jit = torch.jit.freeze(torch.jit.trace(net, xt))
+            onednn = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(net, xt)))
         out["torch jit"] = run(jit)
+        out["torch oneDNN"] = run(onednn)
     except Exception as e:  # a peer that cannot trace is reported, not fatal
         print(f"torch jit: trace/freeze failed ({type(e).__name__}: {e}); eager only")
     return out

@@ -84,3 +84,17 @@ def test_reshape_to_a_constant_shape_copies_zero_dims_and_infers_minus_one() -> 
     model = _graph(nodes, {}, [1, 162])
     model.graph.initializer.append(numpy_helper.from_array(np.array([0, -1], np.int64), "shape"))
     _check(model, (1, 2, 9, 9))
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
+def test_torch_runners_include_onednn_peer_that_matches_onnxruntime() -> None:
+    from benchmarks.tuned_model import torch_runners
+
+    model = resnet18(image=32, width=8, classes=10)
+    x = np.random.default_rng(11).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+    runners = torch_runners(model, x, 1)
+    assert set(runners) == {"torch eager", "torch jit", "torch oneDNN"}
+    np.testing.assert_allclose(runners["torch oneDNN"](), want, rtol=1e-4,
+                               atol=1e-4 * np.abs(want).max())
