@@ -1,10 +1,11 @@
 """What a model costs on the VM against the graph executor and ONNX Runtime, interleaved in
-one process: the model with static shapes on the VM (relay_ir.vm.compile: build's kernels,
-layout plan and constant arena, relay_ir.vm.layouts), the same model with a `?` batch on
-the VM (each group's batch-1 kernel run per image, relay_ir.vm.batch_split), and the
-static model built by relay_ir.build. Every round times each system once (medians of
---repeat calls), in alternating order; printed: each system's median over the rounds and
-its ratio to the graph executor's and to ORT's. Outputs are checked against ORT first.
+one process: the model with static shapes on the VM (relay_ir.vm.compile: build's
+kernels, layout plan and constant arena, relay_ir.vm.layouts), the same model with a `?`
+batch on the VM (each group's batch-1 kernel run per image, relay_ir.vm.batch_split, on
+the layout plan of the model's batch-1 copy), and the static model built by
+relay_ir.build. Every round times each system once (medians of --repeat calls), in
+alternating order; printed: each system's median over the rounds and its ratio to the
+graph executor's and to ORT's. Outputs are checked against ORT first.
 
     TESSEL_NUM_THREADS=1 python -m benchmarks.vm_static --models resnet18 --cpu-time
     python -m benchmarks.vm_static --models resnet18 --image 32 --width 8 --rounds 1

@@ -22,6 +22,11 @@ pool, elementwise ops) runs instead once per image with the kernel built for bat
 templates and tuning records included: one kernel for every batch size still, at the
 specialised kernel's speed per image.
 
+Such a kernel may be given a layout (relay_ir.vm.layouts plans a `?`-batch function as its
+batch-1 copy): its blocked inputs and outputs are NCHW[x]c with the batch outermost, so
+image b is still one contiguous run of bytes, and the batch-1 kernel is lowered in that
+layout, as relay_ir.build lowers the static model's group.
+
     >>> import relay_ir, relay_ir.vm
     >>> mod = relay_ir.parse("def @main(%x: Tensor[(?, 2), float32]) { exp(%x) }")
     >>> vm = relay_ir.vm.VirtualMachine(relay_ir.vm.compile(mod))
@@ -39,7 +44,14 @@ import numpy as np
 
 from lowering.kernel import array_address
 from relay_ir.backend.executor import aligned, kernel_fn
-from relay_ir.backend.lower_group import _evaluate, _flat, flatten_types, lower_group
+from relay_ir.backend.lower_group import (
+    GroupLayout,
+    _evaluate,
+    _flat,
+    flatten_types,
+    lower_group,
+    physical_spec,
+)
 from relay_ir.expr import Function, Var
 from relay_ir.transform.rewrite import substitute
 from relay_ir.ty import TensorType, TupleType, Type
@@ -52,12 +64,17 @@ Shapes = tuple[tuple[int, ...], ...]
 
 
 class DynamicKernel:
-    """A group with `?` dims: `kernel(inputs + output slots)` returns the outputs."""
+    """A group with `?` dims: `kernel(inputs + output slots)` returns the outputs.
+
+    `layout`: how its flattened inputs and outputs are stored (None: all logical); only
+    for a group that runs per image (relay_ir.vm.batch_split)."""
 
     dynamic = True
 
-    def __init__(self, fn: Function, name: str, target: Any, tuning_source: Any) -> None:
+    def __init__(self, fn: Function, name: str, target: Any, tuning_source: Any,
+                 layout: GroupLayout | None = None) -> None:
         self.fn, self.name, self.target = fn, name, target
+        self.layout = layout if layout is not None and layout.blocked else None
         self.tuning_source = tuning_source
         self.in_types = [t for p in fn.params
                          for t in flatten_types(p.checked_type or p.type_annotation)]
@@ -73,6 +90,12 @@ class DynamicKernel:
         self.batched = [has_batch(t) for t in self.in_types]
         self.flat = len(self.in_types) == len(self.fn.params)  # param k is input k
         self.plans: dict[Any, _ImagePlan] = {}  # per-image runs by input signature
+        lay = self.layout
+        if lay is not None and (not self.per_image or len(lay.in_blocks) != len(self.in_types)
+                                or len(lay.out_blocks) != self.num_outputs):
+            raise RelayError(f"the fused group {name} cannot take the layout {lay}: only a "
+                             "group that runs per image takes one, a block per input and "
+                             "output")
 
     # shape functions and the gradual check
 
@@ -114,6 +137,8 @@ class DynamicKernel:
             raise KernelArgumentError(f"kernel '{self.name}' takes {len(self.in_types)} tensors")
         ins = [np.require(a, requirements="CA") for a in ins]
         shapes = tuple(tuple(a.shape) for a in ins)
+        if self.layout is not None:
+            return self._call_blocked(ins, shapes, known)
         outs = [fresh(s, np.dtype(d), _nbytes(s, d))[0] for s, d in self.out_specs(shapes)]
         if self.per_image and self._run_per_image(ins, shapes, outs, known):
             return outs
@@ -123,6 +148,32 @@ class DynamicKernel:
         else:
             self.concrete(shapes)(list(ins) + outs)
         return outs
+
+    def _call_blocked(self, ins: list[np.ndarray], stored: Shapes,
+                      known: dict[int, int] | None) -> list[np.ndarray]:
+        """The per-image run on blocked values: the shape functions see the logical shapes,
+        the outputs are allocated in their stored layout."""
+        assert self.layout is not None
+        shapes = tuple(self._logical(k, s, b)
+                       for k, (s, b) in enumerate(zip(stored, self.layout.in_blocks)))
+        specs = [physical_spec(sp, b)
+                 for sp, b in zip(self.out_specs(shapes), self.layout.out_blocks)]
+        outs = [fresh(s, np.dtype(d), _nbytes(s, d))[0] for s, d in specs]
+        if not self._run_per_image(ins, shapes, outs, known):
+            given = ", ".join(str(s) for s in stored)
+            raise RelayRuntimeError(f"the fused group {self.name} runs per image on blocked "
+                                    f"values, but its inputs' batches differ: {given}")
+        return outs
+
+    def _logical(self, k: int, shape: tuple[int, ...], block: int) -> tuple[int, ...]:
+        if not block:
+            return shape
+        if len(shape) != 5 or shape[4] != block:
+            raise KernelArgumentError(f"kernel '{self.name}': input {k} must be stored "
+                                      f"NCHW{block}c (5 dims, the last {block}), got shape "
+                                      f"{list(shape)}")
+        n, c, h, w, _ = shape
+        return (n, c * block, h, w)
 
     def _run_per_image(self, ins: list[np.ndarray], shapes: Shapes, outs: list[np.ndarray],
                        known: dict[int, int] | None) -> bool:
@@ -143,14 +194,22 @@ class DynamicKernel:
                tuple(id(ins[k]) for k in sorted(consts)))
         plan = self.plans.get(key)
         if plan is None:
-            plan = self.plans[key] = self._image_plan(ins, shapes, consts)
+            plan = self.plans[key] = self._image_plan(ins, shapes, consts, outs)
         plan.run(ins, outs, sizes.pop())
         return True
 
-    def _image_plan(self, ins: list[np.ndarray], shapes: Shapes, consts: frozenset[int]
-                    ) -> _ImagePlan:
+    def _image_plan(self, ins: list[np.ndarray], shapes: Shapes, consts: frozenset[int],
+                    outs: list[np.ndarray]) -> _ImagePlan:
         one = tuple((1, *s[1:]) if b else s for s, b in zip(shapes, self.batched))
         kernel = self.concrete(one, consts)
+        want = [(1, *o.shape[1:]) for o in outs]
+        if [tuple(s) for s, _ in kernel.out_specs] != want:
+            # a conv's output block is its config's: a tuning database other than the one
+            # the layouts were planned with (a saved executable loaded with another)
+            raise RelayRuntimeError(f"the fused group {self.name} compiled to outputs of "
+                                    f"shapes {[s for s, _ in kernel.out_specs]} per image, not "
+                                    f"the planned {want}: compile the model again with the "
+                                    f"tuning database it runs with")
         packs = kernel.group.prepack if kernel.group is not None else {}
         fixed = {k: self._packed(ins[k], packs[k]) for k in packs}
         for k, (a, (_, dtype)) in enumerate(zip(ins, kernel.in_specs)):
@@ -158,8 +217,8 @@ class DynamicKernel:
             if got != np.dtype(dtype):
                 raise KernelArgumentError(f"kernel '{self.name}': input {k} must be {dtype}, "
                                           f"got {got}")
-        return _ImagePlan(kernel, self.batched, fixed, shapes,
-                          self.out_specs(shapes))
+        return _ImagePlan(kernel, self.batched, fixed, [a.shape for a in ins],
+                          [o.shape for o in outs])
 
     def _packed(self, const: np.ndarray, pack: Any) -> np.ndarray:
         # keyed by the constant's id: the executable keeps its constants alive, so the id
@@ -233,7 +292,7 @@ class DynamicKernel:
         if hit is None:
             spec_fn = self.specialise(shapes)
             with self.tuning_source.opened() as scope:
-                group = lower_group(spec_fn, self.target, consts, scope)
+                group = lower_group(spec_fn, self.target, consts, scope, self.layout)
             hit = StaticKernel.of_group(group, kernel_fn(group.kernel, group.in_specs +
                                                          group.out_specs))
             self.by_shape[(shapes, consts)] = hit
@@ -246,12 +305,14 @@ class _ImagePlan:
     image (a view per image and its checks cost more than the kernel on small images)."""
 
     def __init__(self, kernel: StaticKernel, batched: list[bool], fixed: dict[int, Any],
-                 shapes: Shapes, out_specs: list[tuple[tuple[int, ...], str]]) -> None:
+                 in_shapes: list[tuple[int, ...]], out_shapes: list[tuple[int, ...]]) -> None:
+        # the shapes as stored (blocked or logical): an image is all but axis 0 either way
         self.kernel, self.fixed = kernel, fixed
         self.steps = [_image_bytes(s, dt) if b and k not in fixed else 0
-                      for k, ((s, dt), b) in enumerate(zip(zip(shapes, [
+                      for k, ((s, dt), b) in enumerate(zip(zip(in_shapes, [
                           np.dtype(d) for _, d in kernel.in_specs]), batched))]
-        self.steps += [_image_bytes(s, np.dtype(d)) for s, d in out_specs]
+        self.steps += [_image_bytes(s, np.dtype(d))
+                       for s, (_, d) in zip(out_shapes, kernel.out_specs)]
 
     def run(self, ins: list[np.ndarray], outs: list[np.ndarray], batch: int) -> None:
         fn = self.kernel.fn
