@@ -50,7 +50,6 @@ from relay_ir.backend.lower_group import (
     _flat,
     flatten_types,
     lower_group,
-    physical_spec,
 )
 from relay_ir.expr import Function, Var
 from relay_ir.transform.rewrite import substitute
@@ -133,15 +132,25 @@ class DynamicKernel:
     def __call__(self, args: list[Any], known: dict[int, int] | None = None
                  ) -> list[np.ndarray]:
         ins = args[:len(args) - self.num_outputs]
+        if self.per_image and len(ins) == len(self.in_types):
+            # the common call: a plan made for these inputs runs with no shape work
+            plan = self.plans.get(self._signature(ins, known))
+            outs = plan.run(ins) if plan is not None else None
+            if outs is not None:
+                return outs
         if not all(isinstance(a, np.ndarray) for a in ins) or len(ins) != len(self.in_types):
             raise KernelArgumentError(f"kernel '{self.name}' takes {len(self.in_types)} tensors")
         ins = [np.require(a, requirements="CA") for a in ins]
         shapes = tuple(tuple(a.shape) for a in ins)
+        if self.per_image:
+            outs = self._run_per_image(ins, shapes, known)
+            if outs is not None:
+                return outs
         if self.layout is not None:
-            return self._call_blocked(ins, shapes, known)
+            given = ", ".join(str(s) for s in shapes)
+            raise RelayRuntimeError(f"the fused group {self.name} runs per image on blocked "
+                                    f"values, but its inputs' batches differ: {given}")
         outs = [fresh(s, np.dtype(d), _nbytes(s, d))[0] for s, d in self.out_specs(shapes)]
-        if self.per_image and self._run_per_image(ins, shapes, outs, known):
-            return outs
         kernel = self.symbolic(shapes)
         if kernel is not None:
             kernel(*ins, *outs)
@@ -149,23 +158,44 @@ class DynamicKernel:
             self.concrete(shapes)(list(ins) + outs)
         return outs
 
-    def _call_blocked(self, ins: list[np.ndarray], stored: Shapes,
-                      known: dict[int, int] | None) -> list[np.ndarray]:
-        """The per-image run on blocked values: the shape functions see the logical shapes,
-        the outputs are allocated in their stored layout."""
-        assert self.layout is not None
-        shapes = tuple(self._logical(k, s, b)
-                       for k, (s, b) in enumerate(zip(stored, self.layout.in_blocks)))
-        specs = [physical_spec(sp, b)
-                 for sp, b in zip(self.out_specs(shapes), self.layout.out_blocks)]
-        outs = [fresh(s, np.dtype(d), _nbytes(s, d))[0] for s, d in specs]
-        if not self._run_per_image(ins, shapes, outs, known):
-            given = ", ".join(str(s) for s in stored)
-            raise RelayRuntimeError(f"the fused group {self.name} runs per image on blocked "
-                                    f"values, but its inputs' batches differ: {given}")
-        return outs
+    def _signature(self, ins: list[Any], known: dict[int, int] | None) -> Any:
+        """What a per-image plan depends on: per input, its image's shape and dtype, or for
+        an executable's constant (its id in `known`) outside the batch, its id; None when
+        an input is not a C-contiguous aligned array."""
+        sig: list[Any] = []
+        for a, b in zip(ins, self.batched):
+            if not b and known and id(a) in known:
+                # the constants' ids: structurally equal groups share this kernel (the
+                # compiler's dynamic cache), e.g. a ResNet stage's 3x3 convs, each with a
+                # weight of its own, and a plan holds its call's constants packed
+                sig.append(id(a))
+            elif type(a) is np.ndarray and a.flags.c_contiguous and a.flags.aligned:
+                sig.append((a.shape[1:] if b else a.shape, a.dtype.num))
+            else:
+                return None
+        return tuple(sig)
+
+    def _run_per_image(self, ins: list[np.ndarray], shapes: Shapes,
+                       known: dict[int, int] | None) -> list[np.ndarray] | None:
+        """Run the batch-1 kernel on every image (the plan for these inputs made now);
+        None (nothing run) when the batched inputs disagree on the batch, which the
+        symbolic path then reports. The executable's constants (their ids in `known`) are
+        the kernel's constant params, packed once into the template's layout and kept."""
+        if len({s[0] for s, b in zip(shapes, self.batched) if b}) != 1:
+            return None
+        key = self._signature(ins, known)
+        plan = self.plans.get(key)
+        if plan is None:
+            if self.layout is not None:
+                shapes = tuple(self._logical(k, s, b)
+                               for k, (s, b) in enumerate(zip(shapes, self.layout.in_blocks)))
+            consts = frozenset(k for k, (a, b) in enumerate(zip(ins, self.batched))
+                               if self.flat and not b and known and id(a) in known)
+            plan = self.plans[key] = self._image_plan(ins, shapes, consts, known or {})
+        return plan.run(ins)
 
     def _logical(self, k: int, shape: tuple[int, ...], block: int) -> tuple[int, ...]:
+        # a blocked input's logical shape, for the shape functions
         if not block:
             return shape
         if len(shape) != 5 or shape[4] != block:
@@ -175,41 +205,12 @@ class DynamicKernel:
         n, c, h, w, _ = shape
         return (n, c * block, h, w)
 
-    def _run_per_image(self, ins: list[np.ndarray], shapes: Shapes, outs: list[np.ndarray],
-                       known: dict[int, int] | None) -> bool:
-        """Run the batch-1 kernel on every image; False (nothing run) when the batched
-        inputs disagree on the batch, which the symbolic path then reports. The
-        executable's constants (their ids in `known`) are the kernel's constant params,
-        packed once into the template's layout and kept."""
-        batched = self.batched
-        sizes = {s[0] for s, b in zip(shapes, batched) if b}
-        if len(sizes) != 1:
-            return False
-        consts = frozenset(k for k, (a, b) in enumerate(zip(ins, batched))
-                           if self.flat and not b and known and id(a) in known)
-        # the constants' ids too: structurally equal groups share this kernel (the
-        # compiler's dynamic cache), e.g. a ResNet stage's 3x3 convs, each with a weight of
-        # its own, and a plan holds its call's constants packed
-        key = (shapes, tuple(a.dtype for a in ins), consts,
-               tuple(id(ins[k]) for k in sorted(consts)))
-        plan = self.plans.get(key)
-        if plan is None:
-            plan = self.plans[key] = self._image_plan(ins, shapes, consts, outs)
-        plan.run(ins, outs, sizes.pop())
-        return True
-
     def _image_plan(self, ins: list[np.ndarray], shapes: Shapes, consts: frozenset[int],
-                    outs: list[np.ndarray]) -> _ImagePlan:
+                    known: dict[int, int]) -> _ImagePlan:
+        # `shapes`: the logical ones; the batch-1 kernel is lowered in the group's layout
         one = tuple((1, *s[1:]) if b else s for s, b in zip(shapes, self.batched))
+        self.out_specs(one)  # the gradual check, for the image
         kernel = self.concrete(one, consts)
-        want = [(1, *o.shape[1:]) for o in outs]
-        if [tuple(s) for s, _ in kernel.out_specs] != want:
-            # a conv's output block is its config's: a tuning database other than the one
-            # the layouts were planned with (a saved executable loaded with another)
-            raise RelayRuntimeError(f"the fused group {self.name} compiled to outputs of "
-                                    f"shapes {[s for s, _ in kernel.out_specs]} per image, not "
-                                    f"the planned {want}: compile the model again with the "
-                                    f"tuning database it runs with")
         packs = kernel.group.prepack if kernel.group is not None else {}
         fixed = {k: self._packed(ins[k], packs[k]) for k in packs}
         for k, (a, (_, dtype)) in enumerate(zip(ins, kernel.in_specs)):
@@ -217,8 +218,9 @@ class DynamicKernel:
             if got != np.dtype(dtype):
                 raise KernelArgumentError(f"kernel '{self.name}': input {k} must be {dtype}, "
                                           f"got {got}")
-        return _ImagePlan(kernel, self.batched, fixed, [a.shape for a in ins],
-                          [o.shape for o in outs])
+        addresses = {k: array_address(a) for k, a in fixed.items()}
+        addresses.update({k: known[id(ins[k])] for k in consts if k not in fixed})
+        return _ImagePlan(kernel, self.batched, addresses)
 
     def _packed(self, const: np.ndarray, pack: Any) -> np.ndarray:
         # keyed by the constant's id: the executable keeps its constants alive, so the id
@@ -302,28 +304,39 @@ class DynamicKernel:
 class _ImagePlan:
     """The per-image run of one input signature: the batch-1 kernel called once per image
     through one pointer array, each batched argument's address stepping by its bytes per
-    image (a view per image and its checks cost more than the kernel on small images)."""
+    image (a view per image and its checks cost more than the kernel on small images);
+    the constants' addresses (`fixed`, by input) are set once. Shapes are the stored ones
+    (blocked or logical): an image is all but axis 0 either way."""
 
-    def __init__(self, kernel: StaticKernel, batched: list[bool], fixed: dict[int, Any],
-                 in_shapes: list[tuple[int, ...]], out_shapes: list[tuple[int, ...]]) -> None:
-        # the shapes as stored (blocked or logical): an image is all but axis 0 either way
-        self.kernel, self.fixed = kernel, fixed
-        self.steps = [_image_bytes(s, dt) if b and k not in fixed else 0
-                      for k, ((s, dt), b) in enumerate(zip(zip(in_shapes, [
-                          np.dtype(d) for _, d in kernel.in_specs]), batched))]
-        self.steps += [_image_bytes(s, np.dtype(d))
-                       for s, (_, d) in zip(out_shapes, kernel.out_specs)]
+    def __init__(self, kernel: StaticKernel, batched: list[bool], fixed: dict[int, int]
+                 ) -> None:
+        self.fn, self.fixed = kernel.fn, list(fixed.items())
+        steps = [_image_bytes(s, np.dtype(d)) for s, d in kernel.in_specs]
+        self.moving = [(k, steps[k] if b else 0) for k, b in enumerate(batched)
+                       if k not in fixed]
+        self.batched = [k for k, b in enumerate(batched) if b]
+        self.outs = [(s[1:], np.dtype(d), _image_bytes(s, np.dtype(d)))
+                     for s, d in kernel.out_specs]
 
-    def run(self, ins: list[np.ndarray], outs: list[np.ndarray], batch: int) -> None:
-        fn = self.kernel.fn
-        arrays = [self.fixed.get(k, a) for k, a in enumerate(ins)] + outs
-        bases = [array_address(a) for a in arrays]
-        slots = fn.pointer_array()
-        pairs = list(enumerate(zip(bases, self.steps)))
+    def run(self, ins: list[np.ndarray]) -> list[np.ndarray] | None:
+        """The outputs, or None (nothing run) when the batched inputs' batches differ."""
+        batch = ins[self.batched[0]].shape[0]
+        if any(ins[k].shape[0] != batch for k in self.batched):
+            return None
+        slots = self.fn.pointer_array()
+        for j, address in self.fixed:
+            slots[j] = address
+        moving = [(j, array_address(ins[j]), step) for j, step in self.moving]
+        outs = []
+        for o, (shape, dtype, step) in enumerate(self.outs, len(ins)):
+            a, address = fresh((batch, *shape), dtype, step * batch)
+            outs.append(a)
+            moving.append((o, address, step))
         for i in range(batch):
-            for j, (base, step) in pairs:
+            for j, base, step in moving:
                 slots[j] = base + i * step
-            fn.call_pointers(slots)
+            self.fn.call_pointers(slots)
+        return outs
 
 
 def _nbytes(shape: tuple[int, ...], dtype: Any) -> int:
@@ -331,7 +344,8 @@ def _nbytes(shape: tuple[int, ...], dtype: Any) -> int:
 
 
 def _image_bytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
-    return int(dtype.itemsize) * math.prod(shape[1:])
+    # of a batch-1 kernel's argument: an image of a batched one
+    return int(dtype.itemsize) * math.prod(shape)
 
 
 def _concrete(t: Type, shapes: Any) -> Type:

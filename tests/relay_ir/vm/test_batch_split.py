@@ -81,3 +81,37 @@ def @main(%x: Tensor[(?, 8, 6, 6), float32], %w1: Tensor[(8, 8, 3, 3), float32],
         x = rng.standard_normal((batch, 8, 6, 6)).astype("float32")
         want = relay_ir.interpret(bind_params(mod, params), x=x)
         np.testing.assert_allclose(machine.run(x), want, rtol=1e-4, atol=1e-4)
+
+
+def test_one_per_image_plan_serves_every_batch_size():
+    text = "def @main(%x: Tensor[(?, 8, 6, 6), float32]) { nn.relu(nn.max_pool2d(%x)) }"
+    exe = vm.compile(relay_ir.parse(text))
+    machine = vm.VirtualMachine(exe)
+    rng = seeded_rng()
+    for batch in (1, 3, 2, 0):
+        x = rng.standard_normal((batch, 8, 6, 6)).astype("float32")
+        np.testing.assert_array_equal(machine.run(x), np.maximum(x, 0))
+    (kernel,) = [k for k in exe.kernels if k.per_image]
+    assert len(kernel.plans) == 1 and len(kernel.by_shape) == 1
+
+
+@pytest.mark.filterwarnings("ignore:fused group fused_add_exp compiles per input shape")
+def test_a_batch_of_one_broadcast_against_a_larger_batch_runs_the_symbolic_kernel():
+    # the per-image plan made for equal batches must not run on unequal ones
+    text = """
+def @main(%x: Tensor[(?, 3), float32], %y: Tensor[(?, 3), float32]) { exp(add(%x, %y)) }
+"""
+    machine = vm.VirtualMachine(vm.compile(relay_ir.parse(text)))
+    rng = seeded_rng()
+    for bx, by in ((4, 4), (1, 4), (4, 1), (2, 2)):
+        x = rng.standard_normal((bx, 3)).astype("float32")
+        y = rng.standard_normal((by, 3)).astype("float32")
+        np.testing.assert_allclose(machine.run(x, y), np.exp(x + y), rtol=1e-5, atol=1e-6)
+
+
+def test_a_strided_input_runs_per_image_as_a_contiguous_copy_would():
+    text = "def @main(%x: Tensor[(?, 3), float32]) { exp(%x) }"
+    machine = vm.VirtualMachine(vm.compile(relay_ir.parse(text)))
+    x = seeded_rng().standard_normal((4, 6)).astype("float32")
+    np.testing.assert_allclose(machine.run(x[:, ::2]), np.exp(x[:, ::2]), rtol=1e-6)
+    np.testing.assert_allclose(machine.run(x[::2, :3]), np.exp(x[::2, :3]), rtol=1e-6)
