@@ -10,9 +10,9 @@ and unpacked its output per call (ResNet-18 224x224, one core, CPU time: VM 25.8
 relay_ir.vm.compiler.pack_in_use_order), `TESSEL_NUM_THREADS=1 python -m
 benchmarks.memory_plans --models resnet18 --vm --cpu-time` read VM / graph 1.18x before,
 0.98-1.02x after (two runs each, alternated, load 3.6-4.0), ResNet-50 1.18x before, 1.00x
-after (one run each). Functions with control flow, closures, calls, `?` dims or groups without a
-kernel strategy keep every value logical: a blocked value must never reach a branch, a
-return, a callee or an interpreted op.
+after (one run each). Functions with control flow, closures, calls, `?` dims (but one
+input's batch, below) or groups without a kernel strategy keep every value logical: a
+blocked value must never reach a branch, a return, a callee or an interpreted op.
 
 A function whose one `?` is the batch of one parameter, and whose every group runs once
 per image (relay_ir.vm.batch_split), gets the plan of its batch-1 copy: the copy is the
@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from relay_ir.backend.layout_plan import layout_planning_enabled, plan_layouts
-from relay_ir.backend.lower_group import GroupLayout
+from relay_ir.backend.lower_group import GroupLayout, group_name
 from relay_ir.backend.pipeline import check_dataflow
 from relay_ir.expr import Call, Function, Var
 from relay_ir.op.registry import Op
@@ -173,8 +173,8 @@ def plan_function(fn: Function, target: Any, tuning: Any = None) -> dict[int, Gr
     if copy is None or not is_static_dataflow(copy):
         return {}
     calls, copies = _group_calls(fn), _group_calls(copy)
-    if len(calls) != len(copies):
-        return {}
+    if [group_name(c.op) for c in calls] != [group_name(c.op) for c in copies]:
+        return {}  # (re-typing keeps the calls and their order: a safeguard)
     by_copy = plan_layouts(copy, target, tuning)
     by_call = {id(c): by_copy[id(k)] for c, k in zip(calls, copies) if id(k) in by_copy}
     return _by_group(calls, by_call) or {}
