@@ -35,12 +35,16 @@ from relay_ir.frontend.onnx import from_onnx
 
 
 def question_mark_batch(model: Any) -> Any:
-    """A copy of an ONNX model whose inputs' and outputs' batch dims are `?` ("N")."""
+    """A copy of an ONNX model whose inputs' and outputs' batch dims are `?` ("N"); the
+    weights' dims stay."""
     import onnx
 
     out = onnx.ModelProto()
     out.CopyFrom(model)
+    weights = {t.name for t in out.graph.initializer}  # light_resnet50 lists them as inputs
     for v in (*out.graph.input, *out.graph.output):
+        if v.name in weights or not v.type.tensor_type.shape.dim:
+            continue  # a weight, or a value of unknown shape: no batch to mark
         dim = v.type.tensor_type.shape.dim[0]
         dim.ClearField("dim_value")
         dim.dim_param = "N"
