@@ -169,10 +169,13 @@ class DynamicKernel:
                 # compiler's dynamic cache), e.g. a ResNet stage's 3x3 convs, each with a
                 # weight of its own, and a plan holds its call's constants packed
                 sig.append(id(a))
-            elif type(a) is np.ndarray and a.flags.c_contiguous and a.flags.aligned:
-                sig.append((a.shape[1:] if b else a.shape, a.dtype.num))
-            else:
+                continue
+            if type(a) is not np.ndarray:
                 return None
+            flags = a.flags
+            if not (flags.c_contiguous and flags.aligned):
+                return None
+            sig.append((a.shape[1:] if b else a.shape, a.dtype.num))
         return tuple(sig)
 
     def _run_per_image(self, ins: list[np.ndarray], shapes: Shapes,
@@ -320,9 +323,11 @@ class _ImagePlan:
 
     def run(self, ins: list[np.ndarray]) -> list[np.ndarray] | None:
         """The outputs, or None (nothing run) when the batched inputs' batches differ."""
-        batch = ins[self.batched[0]].shape[0]
-        if any(ins[k].shape[0] != batch for k in self.batched):
-            return None
+        first, *rest = self.batched
+        batch = ins[first].shape[0]
+        for k in rest:
+            if ins[k].shape[0] != batch:
+                return None
         slots = self.fn.pointer_array()
         for j, address in self.fixed:
             slots[j] = address
@@ -332,10 +337,11 @@ class _ImagePlan:
             a, address = fresh((batch, *shape), dtype, step * batch)
             outs.append(a)
             moving.append((o, address, step))
+        call = self.fn.call_pointers
         for i in range(batch):
             for j, base, step in moving:
                 slots[j] = base + i * step
-            self.fn.call_pointers(slots)
+            call(slots)
         return outs
 
 
