@@ -140,7 +140,9 @@ class DynamicKernel:
                 return outs
         if not all(isinstance(a, np.ndarray) for a in ins) or len(ins) != len(self.in_types):
             raise KernelArgumentError(f"kernel '{self.name}' takes {len(self.in_types)} tensors")
-        ins = [np.require(a, requirements="CA") for a in ins]
+        # (a subclass, e.g. a memmap, as a plain array: a signature takes only those)
+        ins = [a if type(a) is np.ndarray else a.view(np.ndarray)
+               for a in (np.require(a, requirements="CA") for a in ins)]
         shapes = tuple(tuple(a.shape) for a in ins)
         if self.per_image:
             outs = self._run_per_image(ins, shapes, known)
@@ -161,7 +163,8 @@ class DynamicKernel:
     def _signature(self, ins: list[Any], known: dict[int, int] | None) -> Any:
         """What a per-image plan depends on: per input, its image's shape and dtype, or for
         an executable's constant (its id in `known`) outside the batch, its id; None when
-        an input is not a C-contiguous aligned array."""
+        an input is not a C-contiguous aligned array (of the class itself, not a
+        subclass)."""
         sig: list[Any] = []
         for a, b in zip(ins, self.batched):
             if not b and known and id(a) in known:
