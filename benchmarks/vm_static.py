@@ -1,10 +1,11 @@
 """What a model costs on the VM against the graph executor and ONNX Runtime, interleaved in
-one process: the model with static shapes on the VM (relay_ir.vm.compile: build's kernels,
-layout plan and constant arena, relay_ir.vm.layouts), the same model with a `?` batch on
-the VM (each group's batch-1 kernel run per image, relay_ir.vm.batch_split), and the
-static model built by relay_ir.build. Every round times each system once (medians of
---repeat calls), in alternating order; printed: each system's median over the rounds and
-its ratio to the graph executor's and to ORT's. Outputs are checked against ORT first.
+one process: the model with static shapes on the VM (relay_ir.vm.compile: build's
+kernels, layout plan and constant arena, relay_ir.vm.layouts), the same model with a `?`
+batch on the VM (each group's batch-1 kernel run per image, relay_ir.vm.batch_split, on
+the layout plan of the model's batch-1 copy), and the static model built by
+relay_ir.build. Every round times each system once (medians of --repeat calls), in
+alternating order; printed: each system's median over the rounds and its ratio to the
+graph executor's and to ORT's. Outputs are checked against ORT first.
 
     TESSEL_NUM_THREADS=1 python -m benchmarks.vm_static --models resnet18 --cpu-time
     python -m benchmarks.vm_static --models resnet18 --image 32 --width 8 --rounds 1
@@ -34,12 +35,16 @@ from relay_ir.frontend.onnx import from_onnx
 
 
 def question_mark_batch(model: Any) -> Any:
-    """A copy of an ONNX model whose inputs' and outputs' batch dims are `?` ("N")."""
+    """A copy of an ONNX model whose inputs' and outputs' batch dims are `?` ("N"); the
+    weights' dims stay."""
     import onnx
 
     out = onnx.ModelProto()
     out.CopyFrom(model)
+    weights = {t.name for t in out.graph.initializer}  # light_resnet50 lists them as inputs
     for v in (*out.graph.input, *out.graph.output):
+        if v.name in weights or not v.type.tensor_type.shape.dim:
+            continue  # a weight, or a value of unknown shape: no batch to mark
         dim = v.type.tensor_type.shape.dim[0]
         dim.ClearField("dim_value")
         dim.dim_param = "N"

@@ -171,7 +171,8 @@ class _ModuleCompiler:
         self.ctor_funcs: dict[int, int] = {}
         self.kernels: list[Any] = []
         self.static_of_planner: dict[int, int] = {}
-        self.dynamic_cache: list[tuple[Function, int]] = []
+        # (group, its layout, kernel index): equal groups in equal layouts share a kernel
+        self.dynamic_cache: list[tuple[Function, GroupLayout | None, int]] = []
         self.layouts: dict[int, GroupLayout] = {}  # the current function's (vm.layouts)
         self.lifted = 0
         self.kept: list[Any] = []
@@ -286,11 +287,13 @@ class _ModuleCompiler:
         if is_dynamic_group(fn):
             from relay_ir.structural import structural_equal
 
-            for other, k in self.dynamic_cache:
-                if structural_equal(other, fn):
+            layout = self.layout_of(fn)
+            for other, other_layout, k in self.dynamic_cache:
+                if other_layout == layout and structural_equal(other, fn):
                     return k, {}
-            self.kernels.append(DynamicKernel(fn, group_name(fn), self.target, self.source))
-            self.dynamic_cache.append((fn, len(self.kernels) - 1))
+            self.kernels.append(DynamicKernel(fn, group_name(fn), self.target, self.source,
+                                              layout))
+            self.dynamic_cache.append((fn, layout, len(self.kernels) - 1))
             return len(self.kernels) - 1, {}
         consts = constant_params(call)
         pk = self.planner.kernel_for(fn, consts, self.layout_of(fn))

@@ -22,6 +22,11 @@ pool, elementwise ops) runs instead once per image with the kernel built for bat
 templates and tuning records included: one kernel for every batch size still, at the
 specialised kernel's speed per image.
 
+Such a kernel may be given a layout (relay_ir.vm.layouts plans a `?`-batch function as its
+batch-1 copy): its blocked inputs and outputs are NCHW[x]c with the batch outermost, so
+image b is still one contiguous run of bytes, and the batch-1 kernel is lowered in that
+layout, as relay_ir.build lowers the static model's group.
+
     >>> import relay_ir, relay_ir.vm
     >>> mod = relay_ir.parse("def @main(%x: Tensor[(?, 2), float32]) { exp(%x) }")
     >>> vm = relay_ir.vm.VirtualMachine(relay_ir.vm.compile(mod))
@@ -39,7 +44,13 @@ import numpy as np
 
 from lowering.kernel import array_address
 from relay_ir.backend.executor import aligned, kernel_fn
-from relay_ir.backend.lower_group import _evaluate, _flat, flatten_types, lower_group
+from relay_ir.backend.lower_group import (
+    GroupLayout,
+    _evaluate,
+    _flat,
+    flatten_types,
+    lower_group,
+)
 from relay_ir.expr import Function, Var
 from relay_ir.transform.rewrite import substitute
 from relay_ir.ty import TensorType, TupleType, Type
@@ -52,12 +63,17 @@ Shapes = tuple[tuple[int, ...], ...]
 
 
 class DynamicKernel:
-    """A group with `?` dims: `kernel(inputs + output slots)` returns the outputs."""
+    """A group with `?` dims: `kernel(inputs + output slots)` returns the outputs.
+
+    `layout`: how its flattened inputs and outputs are stored (None: all logical); only
+    for a group that runs per image (relay_ir.vm.batch_split)."""
 
     dynamic = True
 
-    def __init__(self, fn: Function, name: str, target: Any, tuning_source: Any) -> None:
+    def __init__(self, fn: Function, name: str, target: Any, tuning_source: Any,
+                 layout: GroupLayout | None = None) -> None:
         self.fn, self.name, self.target = fn, name, target
+        self.layout = layout if layout is not None and layout.blocked else None
         self.tuning_source = tuning_source
         self.in_types = [t for p in fn.params
                          for t in flatten_types(p.checked_type or p.type_annotation)]
@@ -73,6 +89,12 @@ class DynamicKernel:
         self.batched = [has_batch(t) for t in self.in_types]
         self.flat = len(self.in_types) == len(self.fn.params)  # param k is input k
         self.plans: dict[Any, _ImagePlan] = {}  # per-image runs by input signature
+        lay = self.layout
+        if lay is not None and (not self.per_image or len(lay.in_blocks) != len(self.in_types)
+                                or len(lay.out_blocks) != self.num_outputs):
+            raise RelayError(f"the fused group {name} cannot take the layout {lay}: only a "
+                             "group that runs per image takes one, a block per input and "
+                             "output")
 
     # shape functions and the gradual check
 
@@ -110,13 +132,27 @@ class DynamicKernel:
     def __call__(self, args: list[Any], known: dict[int, int] | None = None
                  ) -> list[np.ndarray]:
         ins = args[:len(args) - self.num_outputs]
+        if self.per_image and len(ins) == len(self.in_types):
+            # the common call: a plan made for these inputs runs with no shape work
+            plan = self.plans.get(self._signature(ins, known))
+            outs = plan.run(ins) if plan is not None else None
+            if outs is not None:
+                return outs
         if not all(isinstance(a, np.ndarray) for a in ins) or len(ins) != len(self.in_types):
             raise KernelArgumentError(f"kernel '{self.name}' takes {len(self.in_types)} tensors")
-        ins = [np.require(a, requirements="CA") for a in ins]
+        # (a subclass, e.g. a memmap, as a plain array: a signature takes only those)
+        ins = [a if type(a) is np.ndarray else a.view(np.ndarray)
+               for a in (np.require(a, requirements="CA") for a in ins)]
         shapes = tuple(tuple(a.shape) for a in ins)
+        if self.per_image:
+            outs = self._run_per_image(ins, shapes, known)
+            if outs is not None:
+                return outs
+        if self.layout is not None:
+            given = ", ".join(str(s) for s in shapes)
+            raise RelayRuntimeError(f"the fused group {self.name} runs per image on blocked "
+                                    f"values, but its inputs' batches differ: {given}")
         outs = [fresh(s, np.dtype(d), _nbytes(s, d))[0] for s, d in self.out_specs(shapes)]
-        if self.per_image and self._run_per_image(ins, shapes, outs, known):
-            return outs
         kernel = self.symbolic(shapes)
         if kernel is not None:
             kernel(*ins, *outs)
@@ -124,32 +160,62 @@ class DynamicKernel:
             self.concrete(shapes)(list(ins) + outs)
         return outs
 
-    def _run_per_image(self, ins: list[np.ndarray], shapes: Shapes, outs: list[np.ndarray],
-                       known: dict[int, int] | None) -> bool:
-        """Run the batch-1 kernel on every image; False (nothing run) when the batched
-        inputs disagree on the batch, which the symbolic path then reports. The
-        executable's constants (their ids in `known`) are the kernel's constant params,
-        packed once into the template's layout and kept."""
-        batched = self.batched
-        sizes = {s[0] for s, b in zip(shapes, batched) if b}
-        if len(sizes) != 1:
-            return False
-        consts = frozenset(k for k, (a, b) in enumerate(zip(ins, batched))
-                           if self.flat and not b and known and id(a) in known)
-        # the constants' ids too: structurally equal groups share this kernel (the
-        # compiler's dynamic cache), e.g. a ResNet stage's 3x3 convs, each with a weight of
-        # its own, and a plan holds its call's constants packed
-        key = (shapes, tuple(a.dtype for a in ins), consts,
-               tuple(id(ins[k]) for k in sorted(consts)))
+    def _signature(self, ins: list[Any], known: dict[int, int] | None) -> Any:
+        """What a per-image plan depends on: per input, its image's shape and dtype, or for
+        an executable's constant (its id in `known`) outside the batch, its id; None when
+        an input is not a C-contiguous aligned array (of the class itself, not a
+        subclass)."""
+        sig: list[Any] = []
+        for a, b in zip(ins, self.batched):
+            if not b and known and id(a) in known:
+                # the constants' ids: structurally equal groups share this kernel (the
+                # compiler's dynamic cache), e.g. a ResNet stage's 3x3 convs, each with a
+                # weight of its own, and a plan holds its call's constants packed
+                sig.append(id(a))
+                continue
+            if type(a) is not np.ndarray:
+                return None
+            flags = a.flags
+            if not (flags.c_contiguous and flags.aligned):
+                return None
+            sig.append((a.shape[1:] if b else a.shape, a.dtype.num))
+        return tuple(sig)
+
+    def _run_per_image(self, ins: list[np.ndarray], shapes: Shapes,
+                       known: dict[int, int] | None) -> list[np.ndarray] | None:
+        """Run the batch-1 kernel on every image (the plan for these inputs made now);
+        None (nothing run) when the batched inputs disagree on the batch, which the
+        symbolic path then reports. The executable's constants (their ids in `known`) are
+        the kernel's constant params, packed once into the template's layout and kept."""
+        if len({s[0] for s, b in zip(shapes, self.batched) if b}) != 1:
+            return None
+        key = self._signature(ins, known)
         plan = self.plans.get(key)
         if plan is None:
-            plan = self.plans[key] = self._image_plan(ins, shapes, consts)
-        plan.run(ins, outs, sizes.pop())
-        return True
+            if self.layout is not None:
+                shapes = tuple(self._logical(k, s, b)
+                               for k, (s, b) in enumerate(zip(shapes, self.layout.in_blocks)))
+            consts = frozenset(k for k, (a, b) in enumerate(zip(ins, self.batched))
+                               if self.flat and not b and known and id(a) in known)
+            plan = self.plans[key] = self._image_plan(ins, shapes, consts, known or {})
+        return plan.run(ins)
 
-    def _image_plan(self, ins: list[np.ndarray], shapes: Shapes, consts: frozenset[int]
-                    ) -> _ImagePlan:
+    def _logical(self, k: int, shape: tuple[int, ...], block: int) -> tuple[int, ...]:
+        # a blocked input's logical shape, for the shape functions
+        if not block:
+            return shape
+        if len(shape) != 5 or shape[4] != block:
+            raise KernelArgumentError(f"kernel '{self.name}': input {k} must be stored "
+                                      f"NCHW{block}c (5 dims, the last {block}), got shape "
+                                      f"{list(shape)}")
+        n, c, h, w, _ = shape
+        return (n, c * block, h, w)
+
+    def _image_plan(self, ins: list[np.ndarray], shapes: Shapes, consts: frozenset[int],
+                    known: dict[int, int]) -> _ImagePlan:
+        # `shapes`: the logical ones; the batch-1 kernel is lowered in the group's layout
         one = tuple((1, *s[1:]) if b else s for s, b in zip(shapes, self.batched))
+        self.out_specs(one)  # the gradual check, for the image
         kernel = self.concrete(one, consts)
         packs = kernel.group.prepack if kernel.group is not None else {}
         fixed = {k: self._packed(ins[k], packs[k]) for k in packs}
@@ -158,8 +224,9 @@ class DynamicKernel:
             if got != np.dtype(dtype):
                 raise KernelArgumentError(f"kernel '{self.name}': input {k} must be {dtype}, "
                                           f"got {got}")
-        return _ImagePlan(kernel, self.batched, fixed, shapes,
-                          self.out_specs(shapes))
+        addresses = {k: array_address(a) for k, a in fixed.items()}
+        addresses.update({k: known[id(ins[k])] for k in consts if k not in fixed})
+        return _ImagePlan(kernel, self.batched, addresses)
 
     def _packed(self, const: np.ndarray, pack: Any) -> np.ndarray:
         # keyed by the constant's id: the executable keeps its constants alive, so the id
@@ -233,7 +300,7 @@ class DynamicKernel:
         if hit is None:
             spec_fn = self.specialise(shapes)
             with self.tuning_source.opened() as scope:
-                group = lower_group(spec_fn, self.target, consts, scope)
+                group = lower_group(spec_fn, self.target, consts, scope, self.layout)
             hit = StaticKernel.of_group(group, kernel_fn(group.kernel, group.in_specs +
                                                          group.out_specs))
             self.by_shape[(shapes, consts)] = hit
@@ -243,26 +310,42 @@ class DynamicKernel:
 class _ImagePlan:
     """The per-image run of one input signature: the batch-1 kernel called once per image
     through one pointer array, each batched argument's address stepping by its bytes per
-    image (a view per image and its checks cost more than the kernel on small images)."""
+    image (a view per image and its checks cost more than the kernel on small images);
+    the constants' addresses (`fixed`, by input) are set once. Shapes are the stored ones
+    (blocked or logical): an image is all but axis 0 either way."""
 
-    def __init__(self, kernel: StaticKernel, batched: list[bool], fixed: dict[int, Any],
-                 shapes: Shapes, out_specs: list[tuple[tuple[int, ...], str]]) -> None:
-        self.kernel, self.fixed = kernel, fixed
-        self.steps = [_image_bytes(s, dt) if b and k not in fixed else 0
-                      for k, ((s, dt), b) in enumerate(zip(zip(shapes, [
-                          np.dtype(d) for _, d in kernel.in_specs]), batched))]
-        self.steps += [_image_bytes(s, np.dtype(d)) for s, d in out_specs]
+    def __init__(self, kernel: StaticKernel, batched: list[bool], fixed: dict[int, int]
+                 ) -> None:
+        self.fn, self.fixed = kernel.fn, list(fixed.items())
+        steps = [_image_bytes(s, np.dtype(d)) for s, d in kernel.in_specs]
+        self.moving = [(k, steps[k] if b else 0) for k, b in enumerate(batched)
+                       if k not in fixed]
+        self.batched = [k for k, b in enumerate(batched) if b]
+        self.outs = [(s[1:], np.dtype(d), _image_bytes(s, np.dtype(d)))
+                     for s, d in kernel.out_specs]
 
-    def run(self, ins: list[np.ndarray], outs: list[np.ndarray], batch: int) -> None:
-        fn = self.kernel.fn
-        arrays = [self.fixed.get(k, a) for k, a in enumerate(ins)] + outs
-        bases = [array_address(a) for a in arrays]
-        slots = fn.pointer_array()
-        pairs = list(enumerate(zip(bases, self.steps)))
+    def run(self, ins: list[np.ndarray]) -> list[np.ndarray] | None:
+        """The outputs, or None (nothing run) when the batched inputs' batches differ."""
+        first, *rest = self.batched
+        batch = ins[first].shape[0]
+        for k in rest:
+            if ins[k].shape[0] != batch:
+                return None
+        slots = self.fn.pointer_array()
+        for j, address in self.fixed:
+            slots[j] = address
+        moving = [(j, array_address(ins[j]), step) for j, step in self.moving]
+        outs = []
+        for o, (shape, dtype, step) in enumerate(self.outs, len(ins)):
+            a, address = fresh((batch, *shape), dtype, step * batch)
+            outs.append(a)
+            moving.append((o, address, step))
+        call = self.fn.call_pointers
         for i in range(batch):
-            for j, (base, step) in pairs:
+            for j, base, step in moving:
                 slots[j] = base + i * step
-            fn.call_pointers(slots)
+            call(slots)
+        return outs
 
 
 def _nbytes(shape: tuple[int, ...], dtype: Any) -> int:
@@ -270,7 +353,8 @@ def _nbytes(shape: tuple[int, ...], dtype: Any) -> int:
 
 
 def _image_bytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
-    return int(dtype.itemsize) * math.prod(shape[1:])
+    # of a batch-1 kernel's argument: an image of a batched one
+    return int(dtype.itemsize) * math.prod(shape)
 
 
 def _concrete(t: Type, shapes: Any) -> Type:

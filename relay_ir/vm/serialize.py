@@ -54,7 +54,8 @@ _KERNEL = Obj({"kind": Str(choices=("static", "dynamic", "interpreted", "op")),
                "name": _NAME}, {
     "entry": _NAME, "object": _NAME, "num_threads_symbol": _NAME, "launch_symbol": _NAME,
     "messages": ListOf(Str()), "in_specs": _SPECS, "out_specs": _SPECS,
-    "text": Str(max_len=1 << 24)})
+    "text": Str(max_len=1 << 24), "in_blocks": ListOf(Int(lo=0, hi=1 << 16)),
+    "out_blocks": ListOf(Int(lo=0, hi=1 << 16))})
 VM_SCHEMA = Obj({
     "format": Str(max_len=64), "version": Int(), "target": Str(max_len=1024),
     "tuning_db": Str(max_len=4096),
@@ -204,7 +205,11 @@ def save(exe: Any, path: str) -> None:
                             "launch_symbol": k.fn.launch_symbol, "messages": k.fn.messages,
                             "in_specs": _specs(k.in_specs), "out_specs": _specs(k.out_specs)})
         elif isinstance(k, DynamicKernel):
-            kernels.append({"kind": "dynamic", "name": k.name, "text": astext(k.fn)})
+            kd = {"kind": "dynamic", "name": k.name, "text": astext(k.fn)}
+            if k.layout is not None:  # a per-image group on blocked values (vm.layouts)
+                kd.update(in_blocks=list(k.layout.in_blocks),
+                          out_blocks=list(k.layout.out_blocks))
+            kernels.append(kd)
             if k.tuning_source.path is not None:
                 tuning_db = str(k.tuning_source.path)
         elif isinstance(k, InterpretedGroup):
@@ -238,6 +243,22 @@ def save(exe: Any, path: str) -> None:
 
 def _specs(specs: Any) -> list[dict[str, Any]]:
     return [{"shape": [int(d) for d in s], "dtype": str(dt)} for s, dt in specs]
+
+
+def _layout(kd: dict[str, Any], group: Any, where: str) -> Any:
+    """A dynamic kernel's saved layout (None: logical), checked against its group."""
+    from relay_ir.backend.lower_group import GroupLayout, flatten_types
+
+    if "in_blocks" not in kd and "out_blocks" not in kd:
+        return None
+    ins = [t for p in group.params for t in flatten_types(p.checked_type)]
+    outs = flatten_types(group.body.checked_type)
+    got_in, got_out = kd.get("in_blocks", []), kd.get("out_blocks", [])
+    if len(got_in) != len(ins) or len(got_out) != len(outs):
+        raise RelayError(f"{where}: kernel {kd['name']!r} has {len(got_in)} input and "
+                         f"{len(got_out)} output blocks for a group of {len(ins)} inputs and "
+                         f"{len(outs)} outputs")
+    return GroupLayout(tuple(got_in), tuple(got_out))
 
 
 # --- load -----------------------------------------------------------------------------------
@@ -300,7 +321,8 @@ def _build(path: str, desc: dict[str, Any], files: dict[str, bytes], where: str)
             kernels.append(StaticKernel(kd["name"], ins, outs, fn))
         elif kd["kind"] == "dynamic":
             group = _typed(parse_expr(kd["text"]))
-            kernels.append(DynamicKernel(group, kd["name"], desc["target"], source))
+            kernels.append(DynamicKernel(group, kd["name"], desc["target"], source,
+                                         _layout(kd, group, where)))
         elif kd["kind"] == "interpreted":
             group = _typed(parse_expr(kd["text"]))
             kernels.append(InterpretedGroup(group, kd["name"].removesuffix(" (interpreted)")))

@@ -81,3 +81,61 @@ def @main(%x: Tensor[(?, 8, 6, 6), float32], %w1: Tensor[(8, 8, 3, 3), float32],
         x = rng.standard_normal((batch, 8, 6, 6)).astype("float32")
         want = relay_ir.interpret(bind_params(mod, params), x=x)
         np.testing.assert_allclose(machine.run(x), want, rtol=1e-4, atol=1e-4)
+
+
+def test_one_per_image_plan_serves_every_batch_size():
+    text = "def @main(%x: Tensor[(?, 8, 6, 6), float32]) { nn.relu(nn.max_pool2d(%x)) }"
+    exe = vm.compile(relay_ir.parse(text))
+    machine = vm.VirtualMachine(exe)
+    rng = seeded_rng()
+    for batch in (1, 3, 2, 0):
+        x = rng.standard_normal((batch, 8, 6, 6)).astype("float32")
+        np.testing.assert_array_equal(machine.run(x), np.maximum(x, 0))
+    (kernel,) = [k for k in exe.kernels if k.per_image]
+    assert len(kernel.plans) == 1 and len(kernel.by_shape) == 1
+
+
+@pytest.mark.filterwarnings("ignore:fused group fused_add_exp compiles per input shape")
+def test_a_batch_of_one_broadcast_against_a_larger_batch_runs_the_symbolic_kernel():
+    # the per-image plan made for equal batches must not run on unequal ones
+    text = """
+def @main(%x: Tensor[(?, 3), float32], %y: Tensor[(?, 3), float32]) { exp(add(%x, %y)) }
+"""
+    machine = vm.VirtualMachine(vm.compile(relay_ir.parse(text)))
+    rng = seeded_rng()
+    for bx, by in ((4, 4), (1, 4), (4, 1), (2, 2)):
+        x = rng.standard_normal((bx, 3)).astype("float32")
+        y = rng.standard_normal((by, 3)).astype("float32")
+        np.testing.assert_allclose(machine.run(x, y), np.exp(x + y), rtol=1e-5, atol=1e-6)
+
+
+def test_a_strided_input_runs_per_image_as_a_contiguous_copy_would():
+    text = "def @main(%x: Tensor[(?, 3), float32]) { exp(%x) }"
+    machine = vm.VirtualMachine(vm.compile(relay_ir.parse(text)))
+    x = seeded_rng().standard_normal((4, 6)).astype("float32")
+    np.testing.assert_allclose(machine.run(x[:, ::2]), np.exp(x[:, ::2]), rtol=1e-6)
+    np.testing.assert_allclose(machine.run(x[::2, :3]), np.exp(x[::2, :3]), rtol=1e-6)
+
+
+def test_a_shared_per_image_kernel_called_on_a_memmap_uses_each_calls_weight(tmp_path):
+    # a memmap (an ndarray subclass) has no plan signature of its own: were plans keyed
+    # by "no signature", the second weight's call would run with the first one's packing
+    from relay_ir.vm.dynamic import DynamicKernel
+
+    text = """
+def @main(%x: Tensor[(?, 8, 6, 6), float32], %w: Tensor[(8, 8, 3, 3), float32]) {
+  nn.conv2d(%x, %w, padding=[1, 1])
+}
+"""
+    rng = seeded_rng()
+    w1, w2 = ((rng.standard_normal((8, 8, 3, 3)) * 0.2).astype("float32") for _ in "12")
+    exe = vm.compile(relay_ir.parse(text), params={"w": w1})
+    (kernel,) = [k for k in exe.kernels if isinstance(k, DynamicKernel)]
+    x = rng.standard_normal((2, 8, 6, 6)).astype("float32")
+    mapped = np.lib.format.open_memmap(str(tmp_path / "x.npy"), "w+", "float32", x.shape)
+    mapped[:] = x
+    known = {id(w): w.ctypes.data for w in (w1, w2)}  # both the executable's constants
+    for w in (w1, w2, w1):
+        (got,) = kernel([mapped, w, None], known)
+        want = relay_ir.interpret(relay_ir.parse(text), x=x, w=w)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
