@@ -15,8 +15,8 @@ issue's per-layer goal: every distinct conv, tuned, at or above ONNX Runtime's s
     python -m benchmarks.models                      # all four at 224x224
     python -m benchmarks.models --models resnet18 --db r18.db --repeat 5
     python -m benchmarks.models --models resnet18 --image 32 --width 8 --repeat 1 --rounds 1
-    ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 \
-        python -m benchmarks.models --target "llvm -mcpu=haswell"   # AVX2 beside AVX2 oneDNN
+    ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2 \
+        python -m benchmarks.models --target "llvm -mcpu=haswell"   # AVX2 beside AVX2 torch
     TESSEL_NUM_THREADS=1 python -m benchmarks.models --models resnet50 --cpu-time
     python -m benchmarks.models --models resnet18 --alternate   # two threads, calls in turn
 
@@ -47,6 +47,12 @@ from lowering.kernel import num_threads
 from relay_ir.frontend.onnx import from_onnx
 from tessel_errors import TesselError
 from tessel_target import Target
+
+# what caps each of torch's CPU kernel libraries at AVX2 on a wider host: ATen's own
+# kernels, oneDNN's convs ('torch oneDNN'), and MKL's GEMM, which the frozen TorchScript's
+# convs call ('torch jit' ran ResNeXt-26 in 49 ms with MKL's AVX-512 against 65 capped)
+TORCH_AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+              "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
 
 
 def add_model_build_options(ap: argparse.ArgumentParser) -> None:
@@ -252,10 +258,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     ap.add_argument("--tolerance", type=float, default=1e-3)
     ap.add_argument("--target", default="llvm",
                     help="Tessel's target, e.g. 'llvm -mcpu=haswell' for AVX2 code on any "
-                         "x86 host (run torch with ONEDNN_MAX_CPU_ISA=AVX2 "
-                         "ATEN_CPU_CAPABILITY=avx2 beside it: 'torch oneDNN' is then an "
-                         "AVX2 peer; ONNX Runtime picks its kernels by the CPU and has no "
-                         "such switch)")
+                         "x86 host (run torch with " + " ".join(
+                             f"{k}={v}" for k, v in TORCH_AVX2.items()) + " beside it: "
+                         "the torch systems are then AVX2 peers; ONNX Runtime picks its "
+                         "kernels by the CPU and has no such switch)")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time by the process's CPU time (needs TESSEL_NUM_THREADS=1)")
     args = ap.parse_args(argv)
@@ -267,9 +273,12 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
                          "others' spinning)")
     clock = time.process_time if args.cpu_time else time.perf_counter
     print(f"batch 1, {args.image}x{args.image}, threads {num_threads()}, target "
-          f"'{args.target}', torch ATEN_CPU_CAPABILITY="
-          f"{os.environ.get('ATEN_CPU_CAPABILITY', '(default)')} ONEDNN_MAX_CPU_ISA="
-          f"{os.environ.get('ONEDNN_MAX_CPU_ISA', '(default)')}")
+          f"'{args.target}', torch " + " ".join(
+              f"{k}={os.environ.get(k, '(default)')}" for k in TORCH_AVX2))
+    if "avx512f" not in Target.parse(args.target).features and any(
+            os.environ.get(k) != v for k, v in TORCH_AVX2.items()):
+        print("  note: torch may run wider kernels than Tessel's target; for AVX2 peers "
+              "set " + " ".join(f"{k}={v}" for k, v in TORCH_AVX2.items()))
     models = {m: prepare(m, args.db, args.tolerance, args) for m in args.models}
     per_round: dict[str, dict[str, list[float]]] = {m: {} for m in models}
     for r in range(args.rounds):  # interleaved: every system once per model per round
