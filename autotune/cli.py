@@ -245,7 +245,7 @@ def _confirm_model(args: argparse.Namespace, mod: Any, params: Any, db: TuningDa
                         f"a rejected record again: its task's next confirmed record, "
                         f"judged in the next pass, or its default)")
     print(f"model confirmation: {said}; {got.seconds:.1f} s ({got.build_seconds:.1f} s "
-          f"building, {got.rounds} rounds timed)")
+          f"building, {got.rounds} rounds timed; {got.cpu_seconds:.1f} s of CPU)")
     return 0
 
 

@@ -98,12 +98,14 @@ class InModel:
 @dataclass
 class ModelConfirmation:
     """What `confirm_in_model` did: the verdicts (in the order judged), timed rounds,
-    seconds in all and of them building, why nothing was judged (`note`), if so, and
-    the tasks whose next record, after a rejection in the last pass, no verdict judged."""
+    seconds in all (and of this process's CPU) and of them building, why nothing was
+    judged (`note`), if so, and the tasks whose next record, after a rejection in the
+    last pass, no verdict judged."""
 
     verdicts: list[InModel] = field(default_factory=list)
     rounds: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # this process's: what it costs a quiet machine
     build_seconds: float = 0.0
     note: str = ""
     unjudged: list[str] = field(default_factory=list)
@@ -257,7 +259,6 @@ def confirm_in_model(mod: Any, params: dict[str, Any] | None, target: str,
     task's first confirm record (autotune.confirm). Call it outside a
     `tuning_logs.using_database` block: the default build must read no records.
     """
-    from relay_ir import build
     from tessel_target import Target
     from tuning_logs import current_database
 
@@ -274,39 +275,32 @@ def confirm_in_model(mod: Any, params: dict[str, Any] | None, target: str,
     if Target.parse(target).kind != "llvm":
         return ModelConfirmation(note=f"not for target '{target}': only CPU models are "
                                       "timed step by step")
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     result = ModelConfirmation()
-    with warnings.catch_warnings():  # untuned tasks: the tune command said so already
-        warnings.simplefilter("ignore")
-        default = build(mod, target, params)
-    try:
-        steps = default.plan.steps
-    except RelayError:  # `?` dims: the kernels are compiled at a run, for its shapes
-        steps = []
-    if not steps:
-        result.note = "the model has no static steps to time (give --shape for `?` dims)"
-        return result
-    arrays = _inputs(default)
     timer = timer or time_in_turn
-    result.build_seconds = time.perf_counter() - t0
+    default = None  # built once something is to be judged: most of this step's time
     for _ in range(passes):
         b0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tuned = build(mod, target, params, tuning_db=db)
-        if not _aligned(tuned.plan, default.plan):
-            result.note = ("the builds with and without records run different groups; "
-                           "nothing judged")
+        tuned = _build_quietly(mod, target, params, db)
+        steps = _static_steps(tuned)
+        if not steps:
+            result.note = "the model has no static steps to time (give --shape for `?` dims)"
             break
         applied = {k: a for k, a in _applied_records(tuned.plan, db, target).items()
                    if _unjudged(result.verdicts, k, a)}
+        if applied and default is None:
+            default = _build_quietly(mod, target, params, None)
         result.build_seconds += time.perf_counter() - b0
         if not applied:
             if not result.verdicts:
                 result.note = "every task applies its default"
             break
-        a_times, d_times = _time_until_clear(timer, [tuned.plan, default.plan], arrays,
-                                             applied, rounds, min_gain)
+        if not _aligned(tuned.plan, default.plan):
+            result.note = ("the builds with and without records run different groups; "
+                           "nothing judged")
+            break
+        a_times, d_times = _time_until_clear(timer, [tuned.plan, default.plan],
+                                             _inputs(default), applied, rounds, min_gain)
         result.rounds += len(a_times)
         verdicts = _judge(applied, a_times, d_times, min_gain)
         for v in verdicts:
@@ -319,7 +313,25 @@ def confirm_in_model(mod: Any, params: dict[str, Any] | None, target: str,
         result.unjudged = [_name(a) for k, a in _applied_records(tuned.plan, db, target).items()
                            if _unjudged(result.verdicts, k, a)]
     result.seconds = time.perf_counter() - t0
+    result.cpu_seconds = time.process_time() - cpu0
     return result
+
+
+def _build_quietly(mod: Any, target: str, params: dict[str, Any] | None,
+                   db: TuningDatabase | None) -> Any:
+    """relay_ir.build without its warning on untuned tasks (the tune command said so)."""
+    from relay_ir import build
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return build(mod, target, params, tuning_db=db)
+
+
+def _static_steps(lib: Any) -> list[Any]:
+    try:
+        return lib.plan.steps
+    except RelayError:  # `?` dims: the kernels are compiled at a run, for its shapes
+        return []
 
 
 def _unjudged(verdicts: Sequence[InModel], key: str, a: _Applied) -> bool:

@@ -217,16 +217,22 @@ def test_a_task_without_confirm_records_gets_the_defaults_record_before_its_reje
         assert applied.config_json == _default_json(conv)
 
 
-def test_nothing_is_timed_where_every_task_applies_its_default(tmp_path: Path,
-                                                               model) -> None:
+def test_nothing_is_timed_nor_built_untuned_where_every_task_applies_its_default(
+        tmp_path: Path, model, monkeypatch: pytest.MonkeyPatch) -> None:
+    import relay_ir
+
     mod, params = model
+    builds: list[Any] = []
+    real = relay_ir.build
+    monkeypatch.setattr(relay_ir, "build", lambda *a, **k: builds.append(k) or real(*a, **k))
 
     def never(*args: Any) -> list[np.ndarray]:
         raise AssertionError("nothing to time")
 
     with TuningDatabase(tmp_path / "t.db") as db:
         got = confirm_in_model(mod, params, "llvm", db, timer=never)
-    assert got.verdicts == [] and got.note == "every task applies its default"
+        assert got.verdicts == [] and got.note == "every task applies its default"
+        assert [k["tuning_db"] for k in builds] == [db]  # the untuned build is not needed
 
 
 def test_time_in_turn_times_every_step_of_each_build(model) -> None:
