@@ -171,23 +171,23 @@ def _applied_records(plan: Any, db: TuningDatabase, target: str) -> dict[str, _A
     from autotune.tuning import default_as_run
     from relay_ir.backend.tuned import find_tuned
 
-    out: dict[str, _Applied] = {}
+    out: dict[str, _Applied | None] = {}  # None: the task applies its default
     for k, step in enumerate(plan.steps):
         key = step.workload_key
-        if not key:
-            continue
         if key in out:
-            out[key].steps.append(k)
+            if out[key] is not None:
+                out[key].steps.append(k)
+            continue
+        if not key:
             continue
         task = Task.from_workload_key(key, target)
         got = find_tuned(db, task.template, list(task.args), task.attrs, target)
         default = default_as_run(task, _InModelLayouts())
-        if got is None or default is None:
-            continue
-        default_json = canonical_json(default.to_json())
-        if got.record.config_json != default_json:
-            out[key] = _Applied(task, got.record.config_json, default_json, [k])
-    return {k: a for k, a in out.items() if a.steps}
+        default_json = canonical_json(default.to_json()) if default is not None else ""
+        out[key] = None if got is None or default is None or \
+            got.record.config_json == default_json else \
+            _Applied(task, got.record.config_json, default_json, [k])
+    return {k: a for k, a in out.items() if a is not None}
 
 
 def _name(a: _Applied) -> str:
