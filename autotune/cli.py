@@ -129,6 +129,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     weights = [1] * len(tasks)
     alternates: list[list[int]] = []
     weight_bytes = 0  # the model's constant weights (runner_options: flushed or not)
+    mod = params = None
     if args.model:
         from autotune.extract import extract_model_tasks
 
@@ -153,6 +154,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if not tasks:
         raise TesselError("nothing to tune: give MODEL.onnx or --op SPEC "
                           "(e.g. --op matmul:1024x1024x1024)")
+    if args.trials < 0 or (args.trials == 0 and not args.model):
+        raise TesselError(f"--trials must be positive (0 only for MODEL: its model "
+                          f"confirmation alone), got {args.trials}")
+    if args.model and args.trials == 0 and args.trials_per_task is None:
+        print("--trials 0: nothing tuned; the records the database holds are confirmed "
+              "in the model")
+        with TuningDatabase(args.db) as db:
+            return _confirm_model(args, mod, params, db, None)
     summary = []
     model = bool(args.model)
     options = runner_options(args, model, weight_bytes)
@@ -171,7 +180,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         runner_cm = LocalRunner(n_parallel_build=args.build_workers, **options)
     with TuningDatabase(args.db) as db, runner_cm as runner:
         if args.model and args.trials_per_task is None:
-            return _tune_scheduled(args, tasks, weights, db, runner, alternates)
+            _tune_scheduled(args, tasks, weights, db, runner, alternates)
+            return _confirm_model(args, mod, params, db, runner)
         per_task = args.trials_per_task or args.trials
         confirm = args.confirm if args.confirm is not None else (2 if args.model else 0)
         if options["control"]:
@@ -199,9 +209,43 @@ def cmd_tune(args: argparse.Namespace) -> int:
             summary.append([task.name, args.tuner, p.trials, p.new_trials, p.errors,
                             _fmt(p.best_gflops), _fmt(p.best_mean * 1e3, 4),
                             f"{time.time() - t0:.1f}", "yes" if p.stopped_early else "no"])
-    print(_table(["task", "tuner", "trials", "new", "errors", "best GFLOP/s", "best ms",
-                  "time s", "early stop"], summary))
-    print(f"database: {args.db}")
+        print(_table(["task", "tuner", "trials", "new", "errors", "best GFLOP/s", "best ms",
+                      "time s", "early stop"], summary))
+        print(f"database: {args.db}", flush=True)
+        return _confirm_model(args, mod, params, db, runner) if args.model else 0
+
+
+def _confirm_model(args: argparse.Namespace, mod: Any, params: Any, db: TuningDatabase,
+                   runner: Any) -> int:
+    """The end of `tessel tune MODEL`: each task's applied record timed in the model beside
+    the untuned build, and rejected where it does not win there (autotune.model_confirm);
+    one line per verdict and the time it took."""
+    if not args.model_confirm:
+        return 0
+    from autotune.measure import kernel_clock
+    from autotune.model_confirm import confirm_in_model
+
+    clock = "CPU" if kernel_clock() is time.process_time else "wall"
+    print(f"model confirmation (--no-model-confirm skips it): each task's applied record "
+          f"in the model beside the untuned build, every step timed in the model's order, "
+          f"the two builds in turn, {clock} time", flush=True)
+    got = confirm_in_model(mod, params, args.target, db, runner=runner)
+    if got.verdicts:
+        rows = [[v.name, v.occurrences, f"{v.applied_s * 1e6:.0f}",
+                 f"{v.default_s * 1e6:.0f}", f"{v.ratio:.3f}", f"{v.noise:.3f}", v.rounds,
+                 "kept" if v.accepted else "rejected"]
+                for v in got.verdicts]
+        print(_table(["task", "steps", "applied us", "default us", "ratio", "noise",
+                      "rounds", "verdict"], rows))
+    if got.unjudged:
+        print(f"applied without a verdict in the model (the next confirmed record after a "
+              f"rejection in the last pass): {'; '.join(got.unjudged)}")
+    kept = len(got.verdicts) - len(got.rejected)
+    said = got.note or (f"{kept} kept, {len(got.rejected)} rejected (a build never applies "
+                        f"a rejected record again: its task's next confirmed record, "
+                        f"judged in the next pass, or its default)")
+    print(f"model confirmation: {said}; {got.seconds:.1f} s ({got.build_seconds:.1f} s "
+          f"building, {got.rounds} rounds timed; {got.cpu_seconds:.1f} s of CPU)")
     return 0
 
 
@@ -245,7 +289,7 @@ def _tune_scheduled(args: argparse.Namespace, tasks: list[Any], weights: list[in
                   "left because"], rows))
     print(f"model estimate (sum of occurrences x best time): "
           f"{result.model_estimate_s * 1e3:.4g} ms after {time.time() - t0:.1f} s")
-    print(f"database: {args.db}")
+    print(f"database: {args.db}", flush=True)
     return 0
 
 
@@ -551,6 +595,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "records again beside the default; a build applies only those that "
                         "win beyond the noise (autotune.confirm; default: 2 for MODEL, 0 "
                         "(off) for --op)")
+    t.add_argument("--model-confirm", action=argparse.BooleanOptionalAction, default=True,
+                   help="for MODEL: at the end, time each task's applied record in the "
+                        "model beside the untuned build and reject those that do not win "
+                        "there (autotune.model_confirm; --trials 0 does only this)")
     t.add_argument("--build-workers", type=int, default=None,
                    help="processes that compile candidates (default: one per core)")
     t.add_argument("--seed", type=int, default=0)

@@ -15,7 +15,10 @@ among them only, so a build applies only confirmed records, or the default. A co
 that would change the channel block a model keeps around the task (a blocked conv timed
 in the model's layouts whose output block differs from the fallback's) is rejected
 untimed: the model plans its layouts from the applied configs, so its consumers would
-read a layout the worker never timed them with.
+read a layout the worker never timed them with. A rejection is a confirm record with an
+error, and `TuningDatabase.best` never applies a config that has one, whatever its other
+confirm records say: autotune.model_confirm rejects so a confirmed record that loses to
+the default in the model.
 
     >>> from autotune import FakeRunner, Task
     >>> from tuning_logs import TuningDatabase

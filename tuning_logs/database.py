@@ -35,6 +35,7 @@ from .schema import (
     BUSY_TIMEOUT_S,
     DECISIONS_DDL,
     MEASUREMENT_COLUMNS,
+    REJECTED,
     connect,
     initialise,
     inspect_file,
@@ -401,7 +402,10 @@ class TuningDatabase:
         """The `k` error-free records of lowest mean, fastest first; of a task (workload,
         target, device) with confirm records (tuner "confirm", see autotune.confirm),
         only those: once a task's best was re-measured beside its default, what a build
-        applies is a confirmed record, never a lucky first measurement.
+        applies is a confirmed record, never a lucky first measurement. A config with a
+        confirm record that is an error (a rejection: untimed by autotune.confirm, or
+        slower in the model than the default, autotune.model_confirm) is left out, its
+        earlier confirm records too.
 
         `device_key=None` takes records of any device: only for a user who asked for that.
 
@@ -417,7 +421,7 @@ class TuningDatabase:
         where += (" AND (tuner = ? OR NOT EXISTS (SELECT 1 FROM measurements AS c WHERE "
                   "c.workload_key = measurements.workload_key AND c.target = "
                   "measurements.target AND c.device_key = measurements.device_key AND "
-                  "c.tuner = ?))")
+                  "c.tuner = ?)) AND NOT " + REJECTED)
         return self._select(f"{_SELECT}{where} ORDER BY mean, timestamp, id LIMIT ?",
                             [*params, CONFIRM_TUNER, CONFIRM_TUNER, k])
 

@@ -31,7 +31,9 @@ from .record import CONFIRM_TUNER, ERROR_KINDS
 
 # 2: the `tasks` view leaves out confirm records (a version-1 file's view counts them; it
 # is replaced when the file is opened for writing, see `upgrade`)
-SCHEMA_VERSION = 2
+# 3: its best leaves out configs a confirm record rejected (an error confirm record: lost
+# in the model, autotune.model_confirm, or rejected untimed), as `best` does
+SCHEMA_VERSION = 3
 MAGIC = "tessel-tuning-db"
 APPLICATION_ID = 0x5453454C  # "TSEL" in the SQLite header: `file(1)`-style recognition
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -47,9 +49,20 @@ MEASUREMENT_COLUMNS: tuple[str, ...] = (
     "digest",
 )
 
+# A record's config has a confirm record with an error: a rejection (autotune.confirm,
+# autotune.model_confirm), after which no build applies the config. `measurements` is the
+# record's row; the same text is in TuningDatabase.best.
+REJECTED = f"""EXISTS (SELECT 1 FROM measurements AS rejection
+    WHERE rejection.workload_key = measurements.workload_key
+      AND rejection.target = measurements.target
+      AND rejection.device_key = measurements.device_key
+      AND rejection.config = measurements.config
+      AND rejection.tuner = '{CONFIRM_TUNER}' AND rejection.error_kind != 'none')"""
+
 # One row per task. Confirm records (autotune.confirm) time configs again: they are not
 # trials; and a task that has them reports the best a build applies, the fastest error-free
-# confirm record (TuningDatabase.best), not a lucky first measurement.
+# confirm record of a config no confirm record rejected (TuningDatabase.best), not a lucky
+# first measurement.
 TASKS_SELECT = f"""
     SELECT workload_key, target, device_key,
            MAX(template) AS template,
@@ -57,7 +70,7 @@ TASKS_SELECT = f"""
            SUM(tuner != '{CONFIRM_TUNER}' AND error_kind = 'none') AS ok_trials,
            CASE WHEN SUM(tuner = '{CONFIRM_TUNER}') > 0
                 THEN MIN(CASE WHEN tuner = '{CONFIRM_TUNER}' AND error_kind = 'none'
-                              THEN mean END)
+                              AND NOT {REJECTED} THEN mean END)
                 ELSE MIN(CASE WHEN error_kind = 'none' THEN mean END) END AS best_mean,
            MAX(flops) AS flops,
            MAX(timestamp) AS last_update
@@ -251,7 +264,7 @@ def stored_version(db: sqlite_utils.Database) -> int:
     """The schema version a file's meta table records (`inspect_file` checked it).
 
         >>> db = sqlite_utils.Database(memory=True); initialise(db); stored_version(db)
-        2
+        3
     """
     return int(db.execute("SELECT value FROM meta WHERE key = 'schema_version'"
                           ).fetchone()[0])
@@ -259,7 +272,7 @@ def stored_version(db: sqlite_utils.Database) -> int:
 
 def upgrade(db: sqlite_utils.Database) -> bool:
     """Bring a file of an older schema version, opened for writing, to this one; True when
-    it did. Version 1 -> 2 replaces the `tasks` view (a view holds no data: DROP VIEW and
+    it did. Version 1 or 2 -> 3 replaces the `tasks` view (a view holds no data: DROP VIEW and
     CREATE VIEW) and adds the decisions table, in one immediate transaction that reads the
     version again, so two processes opening one old file upgrade it once. A current file
     is only read (no write lock: another process may be in the middle of a write).
@@ -306,7 +319,7 @@ def initialise(db: sqlite_utils.Database) -> None:
 
         >>> db = sqlite_utils.Database(memory=True); initialise(db)
         >>> db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
-        '2'
+        '3'
     """
     db.execute("BEGIN IMMEDIATE")  # statement by statement: executescript() would COMMIT
     try:
@@ -323,6 +336,6 @@ def initialise(db: sqlite_utils.Database) -> None:
         raise
 
 
-__all__ = ["APPLICATION_ID", "MAGIC", "MEASUREMENT_COLUMNS", "SCHEMA_VERSION", "TASKS_SELECT",
-           "connect", "initialise", "inspect_file", "read_as_current", "stored_version",
-           "upgrade"]
+__all__ = ["APPLICATION_ID", "MAGIC", "MEASUREMENT_COLUMNS", "REJECTED", "SCHEMA_VERSION",
+           "TASKS_SELECT", "connect", "initialise", "inspect_file", "read_as_current",
+           "stored_version", "upgrade"]

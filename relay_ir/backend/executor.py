@@ -229,12 +229,15 @@ class Value:
 
 @dataclass
 class Step:
-    """One kernel call: kernel index, input value ids, output value ids."""
+    """One kernel call: kernel index, input value ids, output value ids; the workload key
+    of the tuning task whose template compiled it ("" for a group without one, and in a
+    loaded model): what autotune.model_confirm sums a task's in-model time by."""
 
     kernel: int
     inputs: list[int]
     outputs: list[int]
     group: str
+    workload_key: str = ""
 
 
 class GraphPlan:

@@ -47,6 +47,7 @@ from schedule.templates import (
     get_template,
     input_packers,
     templates_for,
+    workload_key,
 )
 from schedule.templates.common import inline_injective, shape_of
 from schedule.templates.cuda_generic import schedule_gpu_generic
@@ -78,6 +79,9 @@ class GroupKernel:
     # flattened input position -> numpy transform applied once to that (constant) input
     # at build time, e.g. a conv2d weight packed into the template's blocked layout
     prepack: dict[int, Callable[[np.ndarray], np.ndarray]] = field(default_factory=dict)
+    # the tuning task whose template scheduled it (schedule.templates.workload_key), ""
+    # for a generic or plain schedule: its records are the ones the kernel applied
+    workload_key: str = ""
 
 
 def flatten_types(t: Type) -> list[TensorType]:
@@ -465,6 +469,8 @@ def lower_group(fn: Function, target: Any = "llvm",
         specs = list(in_specs)
         for k in prepack:
             specs[k] = (tuple(int(d.value) for d in args[k].shape), args[k].dtype)
-        return GroupKernel(name, kernel, specs, out_specs, how, prepack)
+        key = workload_key(task.template, list(task.specs), task.attrs) \
+            if task is not None and how == task.template else ""
+        return GroupKernel(name, kernel, specs, out_specs, how, prepack, key)
     raise RelayError(f"relay_ir.build could not compile the fused group {name}: "
                      + "; ".join(failed))

@@ -238,7 +238,8 @@ class _Planner:
             blocks = layout.out_blocks if layout else (0,) * len(flatten_types(e.checked_type))
             outs = [self.value("temp", t, block=b)
                     for t, b in zip(flatten_types(e.checked_type), blocks)]
-            self.steps.append(Step(k, ins, outs, self.group_kernels[k].name))
+            gk = self.group_kernels[k]
+            self.steps.append(Step(k, ins, outs, gk.name, gk.workload_key))
             return _nest_like(e.checked_type, iter(outs))
         raise not_dataflow_error(f"a {type(e).__name__} in @main")
 

@@ -128,6 +128,8 @@ def test_tune_compile_and_run_a_model(tmp_path: Path) -> None:
     assert "weights in cache (warm, as a model with 0.0 MiB of weights" in out  # a tiny one
     assert "batch   1 [2/2] conv2d_stem.x86 x1 (1, 4, 8, 8): first batch" in out
     assert "model estimate (sum of occurrences x best time)" in out
+    assert "model confirmation (--no-model-confirm skips it)" in out
+    assert "model confirmation: " in out.splitlines()[-1]
     out = _tessel("compile", "tiny.onnx", "-o", "tiny.tessel", cwd=tmp_path).stdout
     assert "-> tiny.tessel" in out and "1 of 1 tunable tasks have tuning records" in out
     out = _tessel("run", "tiny.tessel", "--input", "x=x.npy", "--repeat", "3", "-o", "y.npy",
@@ -136,6 +138,32 @@ def test_tune_compile_and_run_a_model(tmp_path: Path) -> None:
     sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     want = sess.run(None, {"x": np.load(xfile)})[0]
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-4, atol=1e-4)
+
+
+def test_tune_trials_0_only_confirms_in_the_model_and_the_flag_skips_that(
+        tmp_path: Path) -> None:
+    from autotune.extract import extract_model_tasks
+    from relay_ir.frontend.onnx import from_onnx
+    from tests.autotune.test_model_confirm import _confirmed
+    from tuning_logs import TuningDatabase
+
+    model, _ = _tiny_onnx(tmp_path)
+    out = _tessel("tune", "tiny.onnx", "--trials", "0", "--db", "t.db", cwd=tmp_path).stdout
+    assert "--trials 0: nothing tuned" in out and "batch " not in out
+    assert out.splitlines()[-1].startswith("model confirmation: every task applies its "
+                                           "default; ")
+    mod, params = from_onnx(str(model))
+    ((stem, _),) = extract_model_tasks(mod, "llvm", params).tasks
+    with TuningDatabase(tmp_path / "t.db") as db:
+        _confirmed(db, stem, [0.8])
+    out = _tessel("tune", "tiny.onnx", "--trials", "0", "--db", "t.db", cwd=tmp_path).stdout
+    row = next(line for line in out.splitlines() if line.startswith("conv2d_stem.x86 x1"))
+    assert row.split()[-1] in ("kept", "rejected")
+    out = _tessel("tune", "tiny.onnx", "--trials", "0", "--db", "t.db", "--no-model-confirm",
+                  cwd=tmp_path).stdout
+    assert "model confirmation" not in out
+    p = _tessel("tune", "--op", "matmul:32x32x32", "--trials", "0", cwd=tmp_path, ok=False)
+    assert p.returncode == 2 and "--trials must be positive (0 only for MODEL" in p.stderr
 
 
 def _two_convs(tmp_path: Path) -> None:

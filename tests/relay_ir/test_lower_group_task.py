@@ -72,6 +72,30 @@ def test_a_constant_conv_weight_gives_the_packed_task_in_both(asked: list[str],
     assert set(asked) == {task.workload_key}
 
 
+@pytest.mark.parametrize("program, inputs", [(mlp, mlp_inputs),
+                                             (resnet_block, resnet_block_inputs)])
+def test_each_step_names_the_task_whose_template_compiled_it(program, inputs) -> None:
+    mod = program()
+    params = _params(mod, inputs(np.random.default_rng(3)))
+    tasks = {t.workload_key: n for t, n in extract_tasks(mod, "llvm", params)}
+    steps = relay_ir.build(mod, params=params).plan.steps
+    named = [s.workload_key for s in steps if s.workload_key]
+    assert {k: named.count(k) for k in named} == tasks
+    assert all(s.group.startswith(("fused_dense", "fused_conv2d")) == bool(s.workload_key)
+               for s in steps)
+
+
+def test_a_step_whose_template_does_not_apply_names_no_task(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(cfg, outs):
+        raise ScheduleError("dense.x86: refused for this test")
+    monkeypatch.setitem(TEMPLATES, "dense.x86",
+                        dataclasses.replace(TEMPLATES["dense.x86"], schedule=refuse))
+    with pytest.warns(UserWarning, match="compiled with the dense"):
+        lib = relay_ir.build(mlp())
+    assert all(s.workload_key == "" for s in lib.plan.steps)
+
+
 def test_a_template_that_does_not_apply_warns_naming_the_group_and_the_reason(
         monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(cfg, outs):

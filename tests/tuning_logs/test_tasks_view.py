@@ -1,7 +1,8 @@
-"""The `tasks` view leaves confirm records out itself (schema version 2): in a new file,
-in a version-1 file opened for writing (its view replaced, the version bumped), and in a
-version-1 file opened read-only (a temporary view shadows the file's, the file untouched);
-the best a task reports is what a build applies (`TuningDatabase.best`)."""
+"""The `tasks` view leaves confirm records out itself (schema version 2) and the configs a
+confirm record rejected (version 3): in a new file, in a version-1 or version-2 file opened
+for writing (its view replaced, the version bumped), and in a version-1 file opened
+read-only (a temporary view shadows the file's, the file untouched); the best a task
+reports is what a build applies (`TuningDatabase.best`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from tuning_logs import CONFIRM_TUNER, SCHEMA_VERSION, ErrorKind, TuningDatabase
 
-W1, W2, W3 = "mm|a", "mm|b", "mm|c"
+W1, W2, W3, W4 = "mm|a", "mm|b", "mm|c", "mm|d"
 
 # the view a version-1 file holds (tuning_logs/schema.py before version 2)
 V1_VIEW = """CREATE VIEW tasks AS
@@ -24,11 +25,27 @@ V1_VIEW = """CREATE VIEW tasks AS
     FROM measurements
     GROUP BY workload_key, target, device_key"""
 
+# the view a version-2 file holds: rejected configs still counted
+V2_VIEW = """CREATE VIEW tasks AS
+    SELECT workload_key, target, device_key,
+           MAX(template) AS template,
+           SUM(tuner != 'confirm') AS trials,
+           SUM(tuner != 'confirm' AND error_kind = 'none') AS ok_trials,
+           CASE WHEN SUM(tuner = 'confirm') > 0
+                THEN MIN(CASE WHEN tuner = 'confirm' AND error_kind = 'none'
+                              THEN mean END)
+                ELSE MIN(CASE WHEN error_kind = 'none' THEN mean END) END AS best_mean,
+           MAX(flops) AS flops,
+           MAX(timestamp) AS last_update
+    FROM measurements
+    GROUP BY workload_key, target, device_key"""
+
 
 def _fill(db: TuningDatabase, make_record) -> None:
     """W1: four trials (one failed), a lucky 0.5 that confirmation rejected (credited the
     default's 1.0) and a confirmed 0.8; W2: never confirmed; W3: confirm records that all
-    failed (nothing a build may apply)."""
+    failed (nothing a build may apply); W4: a confirmed 0.7 that the model then rejected
+    (an error confirm record of its config): the default's 1.0 applies."""
     db.add_many([
         make_record(workload_key=W1, config={"i": 0}, costs=(1.0,)),
         make_record(workload_key=W1, config={"i": 1}, costs=(0.5,)),
@@ -43,10 +60,16 @@ def _fill(db: TuningDatabase, make_record) -> None:
         make_record(workload_key=W3, config={"i": 0}, costs=(0.4,)),
         make_record(workload_key=W3, config={"i": 1}, costs=(), tuner=CONFIRM_TUNER,
                     error_kind=ErrorKind.RUNTIME_ERROR),
+        make_record(workload_key=W4, config={"i": 0}, costs=(1.0,)),
+        make_record(workload_key=W4, config={"i": 1}, costs=(0.6,)),
+        make_record(workload_key=W4, config={"i": 0}, costs=(1.0,), tuner=CONFIRM_TUNER),
+        make_record(workload_key=W4, config={"i": 1}, costs=(0.7,), tuner=CONFIRM_TUNER),
+        make_record(workload_key=W4, config={"i": 1}, costs=(), tuner=CONFIRM_TUNER,
+                    error_kind=ErrorKind.RUNTIME_ERROR),
     ])
 
 
-EXPECTED = {W1: (4, 3, 0.8), W2: (2, 2, 0.6), W3: (1, 1, None)}
+EXPECTED = {W1: (4, 3, 0.8), W2: (2, 2, 0.6), W3: (1, 1, None), W4: (2, 2, 1.0)}
 
 
 def _summaries(db: TuningDatabase) -> dict[str, tuple[int, int, float | None]]:
@@ -79,12 +102,12 @@ def _version(path: Path) -> str:
         conn.close()
 
 
-def _as_version_1(path: Path) -> None:
-    """Make a file what a version-1 Tessel wrote: its view and its version."""
+def _as_version_1(path: Path, view: str = V1_VIEW, version: str = "1") -> None:
+    """Make a file what a version-1 (or another older) Tessel wrote: its view and version."""
     conn = sqlite3.connect(path)
     conn.execute("DROP VIEW tasks")
-    conn.execute(V1_VIEW)
-    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.execute(view)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [version])
     conn.commit()
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
@@ -96,7 +119,7 @@ def test_a_new_files_view_leaves_confirm_records_out(db_path, make_record):
         assert _summaries(db) == EXPECTED
         assert {w: best for w, (_, _, best) in EXPECTED.items()} == _applied(db)
     assert _raw_view(db_path) == EXPECTED
-    assert _version(db_path) == str(SCHEMA_VERSION) == "2"
+    assert _version(db_path) == str(SCHEMA_VERSION) == "3"
 
 
 def test_an_old_file_opened_for_writing_gets_the_new_view(db_path, make_record):
@@ -107,8 +130,19 @@ def test_an_old_file_opened_for_writing_gets_the_new_view(db_path, make_record):
     with TuningDatabase(db_path) as db:
         assert _summaries(db) == EXPECTED
         db.add(make_record(workload_key=W2, config={"i": 2}, costs=(0.55,)))
-    assert _version(db_path) == "2"
+    assert _version(db_path) == "3"
     assert _raw_view(db_path) == {**EXPECTED, W2: (3, 3, 0.55)}
+
+
+def test_a_version_2_file_opened_for_writing_leaves_rejected_configs_out(db_path,
+                                                                        make_record):
+    with TuningDatabase(db_path) as db:
+        _fill(db, make_record)
+    _as_version_1(db_path, V2_VIEW, "2")
+    assert _raw_view(db_path)[W4] == (2, 2, 0.7)  # the old view: the rejected 0.7
+    with TuningDatabase(db_path) as db:
+        assert _summaries(db) == EXPECTED
+    assert _version(db_path) == "3" and _raw_view(db_path) == EXPECTED
 
 
 def test_an_old_file_opened_read_only_reports_right_and_stays_untouched(db_path, make_record):

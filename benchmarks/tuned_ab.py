@@ -1,0 +1,75 @@
+"""One ONNX model built untuned and with each of several tuning databases, run in turn in
+one process: the median over rounds of each build's median run, and its ratio to the
+untuned build. What `tessel tune MODEL`'s model confirmation (autotune.model_confirm) is
+for: a database before it and a copy after it, against the untuned model.
+
+    TESSEL_NUM_THREADS=1 python -m benchmarks.tuned_ab resnet18.onnx before.db after.db \\
+        --cpu-time --rounds 7 --repeat 5
+
+--cpu-time times each run by the process's CPU time (one thread: TESSEL_NUM_THREADS=1),
+which a loaded machine moves less than wall time (benchmarks.models).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+import warnings
+
+import numpy as np
+
+import relay_ir
+from relay_ir.frontend.onnx import from_onnx
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", help="an ONNX file")
+    ap.add_argument("dbs", nargs="+", help="tuning databases, each one tuned build")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--repeat", type=int, default=5, help="runs of each build per round")
+    ap.add_argument("--cpu-time", action="store_true", help="time by the process's CPU time")
+    args = ap.parse_args()
+    if args.cpu_time and os.environ.get("TESSEL_NUM_THREADS") != "1":
+        ap.error("--cpu-time needs TESSEL_NUM_THREADS=1 (several threads' CPU times add up)")
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    mod, params = from_onnx(args.model)
+    names = ["untuned", *args.dbs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        libs = [relay_ir.build(mod, params=params)] + [
+            relay_ir.build(mod, params=params, tuning_db=db) for db in args.dbs]
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.standard_normal(s).astype(d) for n, s, d in libs[0].input_specs}
+    want = libs[0].run(**feeds)
+    for name, lib in zip(names[1:], libs[1:]):
+        # random weights give outputs of 1e4 and more: compared to the output's scale
+        err = float(np.max(np.abs(lib.run(**feeds) - want)) / np.max(np.abs(want)))
+        if err > 1e-4:
+            raise SystemExit(f"the build with {name} computes otherwise: an error of "
+                             f"{err:.2g} of the output's largest value")
+    medians: list[list[float]] = [[] for _ in libs]
+    for r in range(args.rounds):
+        order = range(len(libs)) if r % 2 == 0 else reversed(range(len(libs)))
+        for k in order:
+            libs[k].run(**feeds)  # warm-up: the state a run of the same model leaves
+            runs = []
+            for _ in range(args.repeat):
+                t0 = clock()
+                libs[k].run(**feeds)
+                runs.append(clock() - t0)
+            medians[k].append(statistics.median(runs))
+    base = statistics.median(medians[0])
+    print(f"{args.model}: {args.rounds} rounds x {args.repeat} runs, "
+          f"{'CPU' if args.cpu_time else 'wall'} time, load {os.getloadavg()[0]:.2f}")
+    for name, m in zip(names, medians):
+        ratios = [a / b for a, b in zip(m, medians[0])]
+        print(f"{name:<40} {statistics.median(m) * 1e3:8.2f} ms  "
+              f"x{statistics.median(m) / base:.3f} of untuned (per round "
+              f"{min(ratios):.3f}-{max(ratios):.3f})")
+
+
+if __name__ == "__main__":
+    main()
