@@ -146,14 +146,24 @@ def test_a_record_that_wins_in_the_model_stays_applied(tmp_path: Path, model, co
         assert _applied(db, conv) == cand and all(r.ok for r in db.history(conv.workload_key))
 
 
-def test_a_tie_in_the_model_is_a_rejection(tmp_path: Path, model, conv) -> None:
+def test_a_tie_in_the_model_keeps_the_record_confirmed_alone(tmp_path: Path, model,
+                                                              conv) -> None:
     mod, params = model
     with TuningDatabase(tmp_path / "t.db") as db:
-        _confirmed(db, conv, [0.8])
+        (cand,) = _confirmed(db, conv, [0.8])
         got = confirm_in_model(mod, params, "llvm", db, timer=by_task(lambda n, p: 1.0),
                                rounds=12)
-        assert got.rounds == 12 and not got.verdicts[0].accepted
-        assert _applied(db, conv) == _default_json(conv)
+        assert got.rounds == 12 and got.verdicts[0].accepted
+        assert _applied(db, conv) == cand
+
+
+def test_a_small_loss_within_max_loss_keeps_the_record(tmp_path: Path, model, conv) -> None:
+    mod, params = model
+    with TuningDatabase(tmp_path / "t.db") as db:
+        (cand,) = _confirmed(db, conv, [0.8])
+        got = confirm_in_model(mod, params, "llvm", db, timer=by_task(lambda n, p: 1.05),
+                               max_loss=0.1)
+        assert got.verdicts[0].accepted and _applied(db, conv) == cand
 
 
 def test_after_a_rejection_the_next_confirmed_record_is_judged_too(tmp_path: Path, model,
