@@ -174,6 +174,36 @@ PREFETCH_STEP_LINES = 8
 # output channels, weights of 16-128K floats), three runs: the convs 0.985, 0.988, 0.998
 # of off, 128@28 -> 512 (four) 0.96-0.985, the model (median) 1.008, 1.003, 0.979
 PREFETCH_ROWS_OC = True
+# a conv with taps (3x3) whose accumulators are a plane of at most PREFETCH_PLANE_PIXELS
+# output pixels (the default at 7x7) prefetches the next oc chunk's weights whatever
+# PREFETCH_WEIGHTS says, spread over the plane's tile rows in each input-channel block.
+# Each of its weights serves only the plane's 49 pixels, so its chunk (256@14 -> 512
+# stride 2: 288 KiB of ResNet-18's 4.5 MiB) is read from memory at the micro-kernel's
+# pace: in the model that conv ran 944 us against 651 warm and alone. One Emerald Rapids
+# core (2 MiB L2), CPU time, 7 rounds interleaved in one process (benchmarks.
+# template_switch --switch PREFETCH_PLANE_WEIGHTS), off -> on: ResNet-18 (load 1.1-1.5)
+# 256@14 -> 512 stride 2 944 -> 625 us (ONNX Runtime 725), 512@7 3x3 (three) 4255 ->
+# 3599, the convs in order 17.86 -> 16.80 ms, the model (median) 18.60 -> 17.73;
+# ResNet-50 (load 1.7-2.6) 512@14 -> 512 stride 2 1914 -> 1323 (ONNX Runtime 1679),
+# 512@7 3x3 (two) 2835 -> 2410, the convs 39.88 -> 38.63, the model 43.62 -> 40.73.
+# Alone (the kernel repeated, load 4-5) warm 256@14 -> 512 s2 651 -> 641 us, 512@14 ->
+# 512 s2 1283 -> 1291, 512@7 1178 -> 1229 (its kh row bounds stay a guard: the kh loop
+# holds the prefetch); with a fresh copy of the weights each call 1037 -> 692, 1987 ->
+# 1398, 1569 -> 1347. AVX2 code (haswell's 256 KiB L2: two chunks do not fit) is
+# unchanged. Tried beside it, slower: the 14x14 3x3 convs (tile scope) prefetching too,
+# in 4-channel steps or by block (ResNet-18's 256@14 3x3, three, 3221 -> 3556 us, load
+# 3.6), a 14x14 plane with its prefetch (4321 against the tile's 3544), the prefetch at
+# the kh loop instead of kw (24 lines a step: 692 -> 845 us cold, 256@14 -> 512 s2, load
+# 4.6); tile-scope 7x7 outputs prefetching (final.db's tuned 256@14 -> 512 s2) 736 -> 716
+# us, within the noise. The template's version stays 3: final.db's best configs of these
+# shapes (tile scope, or planes of 2-FMA steps) build as before; a record of a plane with
+# steps of 32+ FMAs undersells it now (it was timed without the prefetch).
+PREFETCH_PLANE_WEIGHTS = True
+PREFETCH_PLANE_PIXELS = 49
+# the fewest vector FMAs a prefetching step of such a plane may have: the default's steps
+# are an ic block of 4 channels by a row of 7 columns x 2 vectors (56 FMAs); tuned planes
+# of one channel by one column (2 FMAs a step, final.db's 512@7 3x3) go without
+MIN_PREFETCH_STEP_FMAS_PLANE = 32
 
 # ---------------------------------------------------------------------------------------
 # Choosing the blocks
@@ -526,9 +556,13 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         spread = (cho, OH // reg_h)
     elif rows_outer and scope == "row" and spread is not None:
         spread = (cwo, -(-OW // reg_n))  # the row's tiles are the accumulator's loop
-    if spread is not None and (PREFETCH_WEIGHTS or (PREFETCH_1X1_WEIGHTS and taps == 1)):
+    plane_taps = PREFETCH_PLANE_WEIGHTS and scope == "plane" and taps > 1 and \
+        OH * OW <= PREFETCH_PLANE_PIXELS
+    if spread is not None and (PREFETCH_WEIGHTS or (PREFETCH_1X1_WEIGHTS and taps == 1)
+                               or plane_taps):
         _prefetch_next_chunk(s, CC, spread[0], spread[1], red[order[2]], red[3], cfg.target,
-                             tile_fmas=reg_h * reg_n * (oc_bn // vec))
+                             tile_fmas=reg_h * reg_n * (oc_bn // vec),
+                             least=MIN_PREFETCH_STEP_FMAS_PLANE if plane_taps else None)
     if cfg["unroll_kw"].val:
         s[CC].unroll(red[2])
     s[CC].unroll(chi)
@@ -546,7 +580,8 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
 
 
 def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_block: Any,
-                         at_channel: Any, target: Target, tile_fmas: int) -> None:
+                         at_channel: Any, target: Target, tile_fmas: int,
+                         least: int | None = None) -> None:
     """Prefetch the next oc chunk's kernel block into L2 while this chunk is computed.
     (`rows` may also be the register tiles of one (row, chunk) iteration in the rows_oc
     order: they share the next chunk's prefetches, PREFETCH_ROWS_OC.)
@@ -571,8 +606,10 @@ def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_blo
     ResNet-18 in AVX2 code (-mcpu=haswell, 256 KiB L2) 1.5% (one). Coarser steps (a
     burst of 25 lines per kh step in the plane, 65 per ic block in a 1x1 conv) made
     ResNet-18 2.6% slower than none; one input channel per step everywhere (a guard per
-    16-28 FMAs) 9.8% slower. By default only 1x1 convs prefetch (PREFETCH_1X1_WEIGHTS),
-    whose steps were one input channel of 14-28 FMAs (MIN_PREFETCH_STEP_FMAS_1X1): in
+    16-28 FMAs) 9.8% slower. By default only 1x1 convs (PREFETCH_1X1_WEIGHTS) and convs
+    with taps accumulated in a plane of 7x7 or less (PREFETCH_PLANE_WEIGHTS; steps of
+    `least` FMAs or more, MIN_PREFETCH_STEP_FMAS_PLANE) prefetch. The 1x1 convs' steps
+    were one input channel of 14-28 FMAs (MIN_PREFETCH_STEP_FMAS_1X1): in
     ResNet-50 that took 0.3 ms off 1024@14 -> 256's five calls, 0.4 off 1024@14 -> 2048
     stride 2, and 1.7 ms off the model. A 32 x 32 block's slice now goes 4 channels (8
     lines, counted exactly: the packed weights start on a line) a step (PREFETCH_GROUPED:
@@ -600,7 +637,8 @@ def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_blo
     # the step's vector FMAs (the register tile's, per input channel of the step) must
     # outweigh its guard and prefetches: tuned configs of one channel by one or two
     # columns (2-4 FMAs a step) ran 1.4-6x slower with them (see PREFETCH_WEIGHTS)
-    least = MIN_PREFETCH_STEP_FMAS_1X1 if shape[2] * shape[3] == 1 else MIN_PREFETCH_STEP_FMAS
+    if least is None:
+        least = MIN_PREFETCH_STEP_FMAS_1X1 if shape[2] * shape[3] == 1 else MIN_PREFETCH_STEP_FMAS
     if tile_fmas * channels < least:
         return
     if per_channel and channels > 1:
