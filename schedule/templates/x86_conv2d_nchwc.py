@@ -212,7 +212,10 @@ MIN_PREFETCH_STEP_FMAS_PLANE = 32
 # (256@14 3x3 on AVX-512: 7 columns x 2 vectors, not 14 x 2). With 28 accumulators the
 # prefetches' branches inside the tile's reduction made LLVM spill them (378 zmm stack moves
 # in 256@14 3x3's kernel, 4.1x slower warm); with 14 none, and warm alone 927 -> 939 us,
-# cold (a fresh copy of the weights each call) 1103 -> 1008 (load 2.4). ResNet-50's 256@14
+# cold (a fresh copy of the weights each call) 1103 -> 1008 (load 2.4). Against main's
+# 14 x 2 tile without it (benchmarks.conv_configs 256 14 256 3 1 '{"tile_ow": [-1, 14]}'
+# --block 32, load 2.3): warm 251 -> 247 GFLOP/s, cold 205 -> 228 (ONNX Runtime 221
+# warm, 197 cold). ResNet-50's 256@14
 # 3x3 convs read 2.25 MiB of weights each, every weight used 196 times: cold they ran 202
 # GFLOP/s against 252 warm (python -m benchmarks.conv_configs 256 14 256 3 1 --block 32
 # --cold-weights 64; ONNX Runtime 181 and 212), the whole 2.25 MiB's streaming time. One
