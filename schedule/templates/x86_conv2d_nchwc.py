@@ -174,6 +174,66 @@ PREFETCH_STEP_LINES = 8
 # output channels, weights of 16-128K floats), three runs: the convs 0.985, 0.988, 0.998
 # of off, 128@28 -> 512 (four) 0.96-0.985, the model (median) 1.008, 1.003, 0.979
 PREFETCH_ROWS_OC = True
+# a conv with taps (3x3) whose accumulators are a plane of at most PREFETCH_PLANE_PIXELS
+# output pixels (the default at 7x7) prefetches the next oc chunk's weights whatever
+# PREFETCH_WEIGHTS says, spread over the plane's tile rows in each input-channel block.
+# Each of its weights serves only the plane's 49 pixels, so its chunk (256@14 -> 512
+# stride 2: 288 KiB of ResNet-18's 4.5 MiB) is read from memory at the micro-kernel's
+# pace: in the model that conv ran 944 us against 651 warm and alone. One Emerald Rapids
+# core (2 MiB L2), CPU time, 7 rounds interleaved in one process (benchmarks.
+# template_switch --switch PREFETCH_PLANE_WEIGHTS), off -> on: ResNet-18 (load 1.1-1.5)
+# 256@14 -> 512 stride 2 944 -> 625 us (ONNX Runtime 725), 512@7 3x3 (three) 4255 ->
+# 3599, the convs in order 17.86 -> 16.80 ms, the model (median) 18.60 -> 17.73;
+# ResNet-50 (load 1.7-2.6) 512@14 -> 512 stride 2 1914 -> 1323 (ONNX Runtime 1679),
+# 512@7 3x3 (two) 2835 -> 2410, the convs 39.88 -> 38.63, the model 43.62 -> 40.73.
+# Alone (the kernel repeated, load 4-5) warm 256@14 -> 512 s2 651 -> 641 us, 512@14 ->
+# 512 s2 1283 -> 1291, 512@7 1178 -> 1229 (its kh row bounds stay a guard: the kh loop
+# holds the prefetch); with a fresh copy of the weights each call 1037 -> 692, 1987 ->
+# 1398, 1569 -> 1347. AVX2 code (haswell's 256 KiB L2: two chunks do not fit) is
+# unchanged. Tried beside it, slower: the 14x14 3x3 convs prefetching in their tile of 28
+# accumulators (ResNet-18's 256@14 3x3, three, 3221 -> 3556 us, load 3.6: they spilled,
+# see PREFETCH_TILE_WEIGHTS), a 14x14 plane with its prefetch (4321 against the tile's
+# 3544), a row accumulator at 14x14 with it (1.05x), the prefetch at
+# the kh loop instead of kw (24 lines a step: 692 -> 845 us cold, 256@14 -> 512 s2, load
+# 4.6); tile-scope 7x7 outputs prefetching (final.db's tuned 256@14 -> 512 s2) 736 -> 716
+# us, within the noise. The template's version stays 3: final.db's best configs of these
+# shapes (tile scope, or planes of 2-FMA steps) build as before; a record of a plane with
+# steps of 32+ FMAs undersells it now (it was timed without the prefetch).
+PREFETCH_PLANE_WEIGHTS = True
+PREFETCH_PLANE_PIXELS = 49
+# the fewest vector FMAs a prefetching step of such a plane may have: the default's steps
+# are an ic block of 4 channels by a row of 7 columns x 2 vectors (56 FMAs); tuned planes
+# of one channel by one column (2 FMAs a step, final.db's 512@7 3x3) go without
+MIN_PREFETCH_STEP_FMAS_PLANE = 32
+# a conv with taps whose accumulators are the register tile (the default from 8x8 to 14x14
+# outputs) prefetches the next oc chunk's weights too where its output has at most
+# PREFETCH_TILE_PIXELS pixels and its tile at most PREFETCH_TILE_ACCUMULATORS vectors, steps
+# of MIN_PREFETCH_STEP_FMAS_PLANE; the fallback's tile for such a conv keeps to that many
+# (256@14 3x3 on AVX-512: 7 columns x 2 vectors, not 14 x 2). With 28 accumulators the
+# prefetches' branches inside the tile's reduction made LLVM spill them (378 zmm stack moves
+# in 256@14 3x3's kernel, 4.1x slower warm); with 14 none, and warm alone 927 -> 939 us,
+# cold (a fresh copy of the weights each call) 1103 -> 1008 (load 2.4). Against main's
+# 14 x 2 tile without it (benchmarks.conv_configs 256 14 256 3 1 '{"tile_ow": [-1, 14]}'
+# --block 32, load 2.3): warm 251 -> 247 GFLOP/s, cold 205 -> 228 (ONNX Runtime 221
+# warm, 197 cold). ResNet-50's 256@14
+# 3x3 convs read 2.25 MiB of weights each, every weight used 196 times: cold they ran 202
+# GFLOP/s against 252 warm (python -m benchmarks.conv_configs 256 14 256 3 1 --block 32
+# --cold-weights 64; ONNX Runtime 181 and 212), the whole 2.25 MiB's streaming time. One
+# Emerald Rapids core, CPU time, 7 rounds in one process (template_switch --switch
+# PREFETCH_TILE_WEIGHTS, load 2.4-2.8), off -> on: ResNet-18 256@14 3x3 (three) 3329 ->
+# 2948 us, 128@28 -> 256 stride 2 575 -> 510, the convs 16.59 -> 16.19 ms, the model
+# (median) 16.99 -> 16.35; ResNet-50 256@14 3x3 (five) 5530 -> 5013, 256@28 -> 256 stride 2
+# 1165 -> 1090, the convs 38.24 -> 37.67, the model 39.25 -> 38.29. Of that the 7-column
+# tile alone (no prefetch) was 2-3%: 256@14 3x3 3329 -> 3258, 5530 -> 5394. AVX2 code
+# (haswell: 7 x 1 accumulators, as before; its 256 KiB L2 holds two 72 KiB chunks)
+# ResNet-18 256@14 3x3 7463 -> 6950, the model 35.16 -> 34.55 (prefetch alone, load 2.5).
+# Tuned (final.db, load 3.0): ResNet-18 256@14 3x3 3078 -> 2978, 256@14 -> 512 stride 2
+# (tile scope) 747 -> 723, ResNet-50 256@14 3x3 5245 -> 4996: its tuned tiles of 14
+# accumulators prefetch too. The version stays 3: such a record runs faster than it was
+# timed, the knobs choose the same loops.
+PREFETCH_TILE_WEIGHTS = True
+PREFETCH_TILE_PIXELS = 196
+PREFETCH_TILE_ACCUMULATORS = 16
 
 # ---------------------------------------------------------------------------------------
 # Choosing the blocks
@@ -257,6 +317,12 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     OH, OW = a.out_hw(H, W, KH, KW)
 
     ic0, oc0, reg0 = pick_blocks(C, CO, OW, fixed_oc, cfg.target)
+    if PREFETCH_TILE_WEIGHTS and KH * KW > 1 and \
+            default_acc_scope(OH, OW, KH * KW) == "tile" and OH * OW <= PREFETCH_TILE_PIXELS:
+        # a tile the weight prefetch leaves registers for (PREFETCH_TILE_ACCUMULATORS)
+        vecs = max(1, oc0 // cfg.target.fp32_lanes)
+        reg0 = max([d for d in range(1, reg0 + 1)
+                    if OW % d == 0 and d * vecs <= PREFETCH_TILE_ACCUMULATORS] or [reg0])
     if dl == "NCHWxc" and (KH, KW) == (1, 1) and a.padding == (0, 0, 0, 0):
         # a 1x1 conv reads data blocked as it arrives with no stage at all; in other blocks
         # its pad stage re-blocks the whole input each call (ResNet-18's 1x1 stride-2 convs
@@ -526,9 +592,16 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         spread = (cho, OH // reg_h)
     elif rows_outer and scope == "row" and spread is not None:
         spread = (cwo, -(-OW // reg_n))  # the row's tiles are the accumulator's loop
-    if spread is not None and (PREFETCH_WEIGHTS or (PREFETCH_1X1_WEIGHTS and taps == 1)):
+    plane_taps = PREFETCH_PLANE_WEIGHTS and scope == "plane" and taps > 1 and \
+        OH * OW <= PREFETCH_PLANE_PIXELS
+    plane_taps = plane_taps or (PREFETCH_TILE_WEIGHTS and scope == "tile" and taps > 1 and
+                                OH * OW <= PREFETCH_TILE_PIXELS and
+                                reg_h * reg_n * (oc_bn // vec) <= PREFETCH_TILE_ACCUMULATORS)
+    if spread is not None and (PREFETCH_WEIGHTS or (PREFETCH_1X1_WEIGHTS and taps == 1)
+                               or plane_taps):
         _prefetch_next_chunk(s, CC, spread[0], spread[1], red[order[2]], red[3], cfg.target,
-                             tile_fmas=reg_h * reg_n * (oc_bn // vec))
+                             tile_fmas=reg_h * reg_n * (oc_bn // vec),
+                             least=MIN_PREFETCH_STEP_FMAS_PLANE if plane_taps else None)
     if cfg["unroll_kw"].val:
         s[CC].unroll(red[2])
     s[CC].unroll(chi)
@@ -546,7 +619,8 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
 
 
 def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_block: Any,
-                         at_channel: Any, target: Target, tile_fmas: int) -> None:
+                         at_channel: Any, target: Target, tile_fmas: int,
+                         least: int | None = None) -> None:
     """Prefetch the next oc chunk's kernel block into L2 while this chunk is computed.
     (`rows` may also be the register tiles of one (row, chunk) iteration in the rows_oc
     order: they share the next chunk's prefetches, PREFETCH_ROWS_OC.)
@@ -571,8 +645,11 @@ def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_blo
     ResNet-18 in AVX2 code (-mcpu=haswell, 256 KiB L2) 1.5% (one). Coarser steps (a
     burst of 25 lines per kh step in the plane, 65 per ic block in a 1x1 conv) made
     ResNet-18 2.6% slower than none; one input channel per step everywhere (a guard per
-    16-28 FMAs) 9.8% slower. By default only 1x1 convs prefetch (PREFETCH_1X1_WEIGHTS),
-    whose steps were one input channel of 14-28 FMAs (MIN_PREFETCH_STEP_FMAS_1X1): in
+    16-28 FMAs) 9.8% slower. By default only 1x1 convs (PREFETCH_1X1_WEIGHTS) and convs
+    with taps accumulated in a plane of 7x7 or less (PREFETCH_PLANE_WEIGHTS) or in a tile
+    of at most 16 accumulators at 14x14 or less (PREFETCH_TILE_WEIGHTS; steps of `least`
+    FMAs or more, MIN_PREFETCH_STEP_FMAS_PLANE) prefetch. The 1x1 convs' steps
+    were one input channel of 14-28 FMAs (MIN_PREFETCH_STEP_FMAS_1X1): in
     ResNet-50 that took 0.3 ms off 1024@14 -> 256's five calls, 0.4 off 1024@14 -> 2048
     stride 2, and 1.7 ms off the model. A 32 x 32 block's slice now goes 4 channels (8
     lines, counted exactly: the packed weights start on a line) a step (PREFETCH_GROUPED:
@@ -600,7 +677,8 @@ def _prefetch_next_chunk(s: Schedule, CC: Tensor, rows: Any, n_rows: int, at_blo
     # the step's vector FMAs (the register tile's, per input channel of the step) must
     # outweigh its guard and prefetches: tuned configs of one channel by one or two
     # columns (2-4 FMAs a step) ran 1.4-6x slower with them (see PREFETCH_WEIGHTS)
-    least = MIN_PREFETCH_STEP_FMAS_1X1 if shape[2] * shape[3] == 1 else MIN_PREFETCH_STEP_FMAS
+    if least is None:
+        least = MIN_PREFETCH_STEP_FMAS_1X1 if shape[2] * shape[3] == 1 else MIN_PREFETCH_STEP_FMAS
     if tile_fmas * channels < least:
         return
     if per_channel and channels > 1:

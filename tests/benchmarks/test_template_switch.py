@@ -20,13 +20,22 @@ def _prefetching(lib: relay_ir.CompiledModel) -> int:
     return sum("@llvm.prefetch" in getattr(k.jit, "optimized_ir", "") for k in lib.plan.kernels)
 
 
+PREFETCH_SWITCHES = ["PREFETCH_1X1_WEIGHTS", "PREFETCH_PLANE_WEIGHTS", "PREFETCH_TILE_WEIGHTS"]
+
+
 @pytest.mark.slow  # two builds of a ResNet-18 of width 64
-def test_the_1x1_prefetch_switch_builds_two_models_that_agree() -> None:
+@pytest.mark.parametrize("switch", PREFETCH_SWITCHES)
+def test_each_prefetch_switch_builds_two_models_that_agree(
+        switch: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # width 64: the 1x1 stride-2 conv at 4x4 (256 -> 512) has 16 oc chunks, chunks outside
-    # the rows (more channels than pixels)
+    # the rows (more channels than pixels); the 3x3 convs at 4x4 accumulate a plane in 4+
+    # chunks, those at 8x8 a tile of 16 accumulators in 2. The other switches are off:
+    # the kernels that prefetch are this one's.
+    for other in set(PREFETCH_SWITCHES) - {switch}:
+        monkeypatch.setattr(template, other, False)
     mod, params = from_onnx(resnet18(image=32, width=64, classes=10))
-    libs = switched_builds(mod, params, "llvm", *resolve_switch("PREFETCH_1X1_WEIGHTS"))
-    assert template.PREFETCH_1X1_WEIGHTS is True  # put back
+    libs = switched_builds(mod, params, "llvm", *resolve_switch(switch))
+    assert getattr(template, switch) is True  # put back
     assert _prefetching(libs["on"]) >= 1 and _prefetching(libs["off"]) == 0
     x = seeded_rng().standard_normal((1, 3, 32, 32)).astype(np.float32)
     np.testing.assert_allclose(libs["on"].run(input=x), libs["off"].run(input=x),

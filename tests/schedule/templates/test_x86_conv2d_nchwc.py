@@ -310,7 +310,9 @@ def no_guard(monkeypatch: Any) -> None:
 
 
 def test_the_default_reads_blocked_data_through_the_guard_and_does_not_prefetch() -> None:
-    args = [((1, 2, 8, 8, 16), "float32"), ((64, 32, 3, 3), "float32")]
+    # 256 output pixels: more than a 3x3 conv prefetches its weights for
+    # (PREFETCH_TILE_PIXELS); PREFETCH_WEIGHTS, for every conv, stays off
+    args = [((1, 2, 16, 16, 16), "float32"), ((64, 32, 3, 3), "float32")]
     s, ts = instantiate("conv2d_NCHWc.x86", args, MULTI_ATTRS, target=AVX512)
     text = str(lowering.lower(s, ts))
     assert "prefetch(" not in text and "data_pad" not in text, text
@@ -492,6 +494,128 @@ def test_a_1x1_conv_without_the_switch_or_with_few_fmas_a_step_does_not_prefetch
     monkeypatch.setattr(template, "PREFETCH_1X1_WEIGHTS", False)
     s, ts = instantiate("conv2d_NCHWc.x86", args, ONE_BY_ONE_ATTRS, target=target)
     assert "prefetch(" not in str(lowering.lower(s, ts))
+
+
+# a 3x3 conv with a 7x7 output in model layouts, as ResNet-18's 256@14 -> 512 stride 2
+# and 512@7 3x3 (scaled down): the default accumulates a plane, in 4 oc chunks or more
+PLANE_ATTRS = {"padding": 1, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
+               "out_layout": "NCHWc"}
+
+
+def _plane_args(target: str, hw: int = 7) -> list:
+    block = 16 if AVX512 in target else 8
+    return [((1, 64 // block, hw, hw, block), "float32"), ((128, 64, 3, 3), "float32")]
+
+
+def _plane_lowered(target: str, args: list, attrs: dict, **knobs: Any) -> tuple[Any, str]:
+    """The default config but for `knobs` (a plane at 7x7, a tile at 14x14) and its
+    lowered text."""
+    space = config_space("conv2d_NCHWc.x86", args, attrs, target)
+    cfg = _with(space, target, args, attrs, **knobs)
+    s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=target)
+    return cfg, str(lowering.lower(s, ts))
+
+
+@pytest.mark.parametrize("hw, stride", [(7, 1), (14, 2)])
+def test_a_7x7_plane_3x3_conv_prefetches_the_next_chunks_weights_and_equals_numpy(
+        hw: int, stride: int) -> None:
+    # its weights serve 49 pixels each and stream from memory in a model
+    # (PREFETCH_PLANE_WEIGHTS); the next chunk's slice of each ic block is spread over
+    # the plane's 7 tile rows, a (kh, kw) step of 4 channels x 7 columns x 2 vectors each
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 64, hw, hw)), rand(rng, (128, 64, 3, 3))
+    args = _plane_args(AVX512, hw)
+    attrs = {**PLANE_ATTRS, "strides": stride}
+    cfg, text = _plane_lowered(AVX512, args, attrs)
+    assert cfg["acc_scope"].val == "plane"
+    chunks = 128 // int(cfg["tile_oc"].size[-1])
+    assert re.search(rf"prefetch\(kernel\[min\(\(n\.oc\.fused \+ 1\), {chunks - 1}\), ",
+                     text), text
+    assert re.search(r"if \(\(floormod\(.*, 7\) == h\.outer\)\)", text), text
+    _check(AVX512, args, attrs, cfg, blocked(x, 16), w, conv2d_nchw(x, w, stride, 1))
+
+
+def test_a_7x7_plane_in_avx2_code_keeps_its_28_fma_steps_without_prefetch(
+        monkeypatch: Any) -> None:
+    # AVX2's default plane tile is 7 columns x 1 vector of 4 channels a step: under
+    # MIN_PREFETCH_STEP_FMAS_PLANE, so AVX2 code is as before; with the bound lowered it
+    # prefetches and still equals numpy
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 64, 7, 7)), rand(rng, (128, 64, 3, 3))
+    args = _plane_args(AVX2)
+    cfg, text = _plane_lowered(AVX2, args, PLANE_ATTRS)
+    assert cfg["acc_scope"].val == "plane" and "prefetch(" not in text
+    monkeypatch.setattr(template, "MIN_PREFETCH_STEP_FMAS_PLANE", 28)
+    cfg, text = _plane_lowered(AVX2, args, PLANE_ATTRS)
+    assert "prefetch(" in text
+    _check(AVX2, args, PLANE_ATTRS, cfg, blocked(x, 8), w, conv2d_nchw(x, w, 1, 1))
+
+
+def test_a_3x3_plane_does_not_prefetch_with_the_switch_off_few_fmas_a_step_or_14x14(
+        monkeypatch: Any) -> None:
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    def prefetches(args: list, **knobs: Any) -> bool:
+        return "prefetch(" in _plane_lowered(AVX512, args, PLANE_ATTRS, acc_scope="plane",
+                                             **knobs)[1]
+
+    args = _plane_args(AVX512)
+    assert prefetches(args)
+    # one input channel by one column: 2 FMAs a step (tuned 512@7 planes in final.db)
+    assert not prefetches(args, tile_ic=[-1, 1], tile_ow=[-1, 1])
+    # 196 pixels: each weight serves 4x as many (measured slower beside the tile scope)
+    assert not prefetches(_plane_args(AVX512, 14))
+    monkeypatch.setattr(template, "PREFETCH_PLANE_WEIGHTS", False)
+    assert not prefetches(args)
+
+
+def test_a_7x7_plane_whose_two_chunks_outgrow_the_targets_l2_does_not_prefetch() -> None:
+    # ResNet-18's 256@14 -> 512 stride 2: two chunks of 288 KiB fit 3/4 of a 1 MiB L2,
+    # not of 512 KiB
+    args = [((1, 16, 14, 14, 16), "float32"), ((512, 256, 3, 3), "float32")]
+    attrs = {**PLANE_ATTRS, "strides": 2}
+    for target, prefetch in ((AVX512, True), (AVX512 + " -l2-kib=512", False)):
+        s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, target=target)
+        assert ("prefetch(" in str(lowering.lower(s, ts))) == prefetch, target
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("hw, stride", [(14, 1), (28, 2)])
+def test_a_14x14_3x3_conv_keeps_a_tile_of_16_accumulators_prefetches_and_equals_numpy(
+        target: str, hw: int, stride: int) -> None:
+    # ResNet-50's 256@14 3x3 (scaled down): the fallback's tile is 7 columns (x 2 vectors
+    # on AVX-512, not 14 x 2: the prefetch's branches made LLVM spill 28 accumulators),
+    # and the next chunk's weights are spread over the 14 rows (PREFETCH_TILE_WEIGHTS)
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 64, hw, hw)), rand(rng, (128, 64, 3, 3))
+    args = _plane_args(target, hw)
+    attrs = {**PLANE_ATTRS, "strides": stride}
+    cfg, text = _plane_lowered(target, args, attrs)
+    assert cfg["acc_scope"].val == "tile" and int(cfg["tile_ow"].size[-1]) == 7
+    chunks = 128 // int(cfg["tile_oc"].size[-1])
+    assert re.search(rf"prefetch\(kernel\[min\(\(floordiv\(.*, 14\) \+ 1\), {chunks - 1}\), ",
+                     text), text
+    assert re.search(r"if \(\(floormod\(.*, 14\) == floormod\(", text), text
+    _check(target, args, attrs, cfg, blocked(x, args[0][0][-1]), w,
+           conv2d_nchw(x, w, stride, 1))
+
+
+def test_a_tile_3x3_conv_does_not_prefetch_with_28_accumulators_the_switch_off_or_28x28(
+        monkeypatch: Any) -> None:
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    def prefetches(args: list, **knobs: Any) -> bool:
+        return "prefetch(" in _plane_lowered(AVX512, args, PLANE_ATTRS, **knobs)[1]
+
+    args = _plane_args(AVX512, 14)
+    assert prefetches(args)
+    assert not prefetches(args, tile_ow=[-1, 14])  # 28 accumulators
+    assert not prefetches(_plane_args(AVX512, 28))  # 784 pixels: each weight used 784 times
+    monkeypatch.setattr(template, "PREFETCH_TILE_WEIGHTS", False)
+    cfg, text = _plane_lowered(AVX512, args, PLANE_ATTRS)
+    assert "prefetch(" not in text and int(cfg["tile_ow"].size[-1]) == 14  # main's default
 
 
 # padded data blocked by a multiple of the config's channel block: read through a guard
@@ -685,11 +809,16 @@ def _parallel_extent(text: str) -> int:
     (256, 14, {"acc_scope": "plane", "reduce_order": [1, 0, 2, 3]}), (512, 7, {}),
 ])
 def test_a_guarded_conv_keeps_the_rows_parallel_and_at_most_three_micro_kernels(
-        target: str, c: int, hw: int, knobs: dict) -> None:
+        target: str, c: int, hw: int, knobs: dict, monkeypatch: Any) -> None:
     # ResNet-18's 3x3 convs in model layouts: the parallel loop is (n, oc chunk, row) as
     # without the guard (the plane: (n, oc chunk)), the kh row of taps is the kh loop's
     # bounds, and only border column tiles are copies of the micro-kernel (one ic_inner
-    # loop each)
+    # loop each). Without the weight prefetch of the 14x14 and 7x7 convs: its steps lie
+    # in the kh loop, which then keeps the row guard inside (PREFETCH_TILE_WEIGHTS)
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    monkeypatch.setattr(template, "PREFETCH_TILE_WEIGHTS", False)
+    monkeypatch.setattr(template, "PREFETCH_PLANE_WEIGHTS", False)
     block = 16 if target == AVX512 else 8
     args = [((1, c // block, hw, hw, block), "float32"), ((c, c, 3, 3), "float32")]
     attrs = {"padding": 1, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
