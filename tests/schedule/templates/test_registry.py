@@ -91,11 +91,12 @@ def test_a_versioned_template_files_its_records_under_its_version() -> None:
     from schedule.templates import TEMPLATES, older_workload_keys, workload_key
 
     args = [((1, 32, 8, 8), "float32"), ((32, 32, 3, 3), "float32")]
-    assert TEMPLATES["conv2d_NCHWc.x86"].version == 3
+    assert TEMPLATES["conv2d_NCHWc.x86"].version == 4
     key = workload_key("conv2d_NCHWc.x86", args, {})
-    assert key.startswith("conv2d_NCHWc.x86#v3|")
+    assert key.startswith("conv2d_NCHWc.x86#v4|")
     assert older_workload_keys("conv2d_NCHWc.x86", args, {}) == [
-        key.replace("#v3|", "|", 1), key.replace("#v3|", "#v2|", 1)]
+        key.replace("#v4|", "|", 1), key.replace("#v4|", "#v2|", 1),
+        key.replace("#v4|", "#v3|", 1)]
     assert Task.from_workload_key(key).template == "conv2d_NCHWc.x86"
     # a template at version 1 keeps the keys it always had
     assert workload_key("dense.x86", [((4, 16), "float32")] * 2).startswith("dense.x86|")

@@ -99,10 +99,13 @@ def test_rows_outside_the_oc_chunks_equal_numpy(target: str, scope: str, layout:
 @pytest.mark.parametrize("k, hw, co, out, order", [(1, 56, 64, "NCHWc", "rows_oc"),
                                                   (1, 56, 64, "NCHW", "oc_rows"),
                                                   (1, 14, 256, "NCHWc", "oc_rows"),
-                                                  (3, 56, 64, "NCHWc", "oc_rows")])
-def test_a_1x1_conv_with_more_pixels_than_channels_defaults_to_rows_outside(
+                                                  (3, 56, 64, "NCHWc", "rows_oc"),
+                                                  (3, 28, 128, "NCHWc", "rows_oc"),
+                                                  (3, 14, 256, "NCHWc", "oc_rows")])
+def test_a_conv_with_more_pixels_than_channels_defaults_to_rows_outside(
         k: int, hw: int, co: int, out: str, order: str) -> None:
-    # (writing the blocked layout; an NCHW output keeps the chunks outside)
+    # (writing the blocked layout; an NCHW output keeps the chunks outside; 3x3 convs too:
+    # each thread then reads the rows the 1x1 conv before it wrote on the same thread)
     from schedule.space import FallbackConfig
 
     args = [((1, 64, hw, hw), "float32"), ((co, 64, k, k), "float32")]
