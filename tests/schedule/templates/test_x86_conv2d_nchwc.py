@@ -734,6 +734,34 @@ def test_a_guarded_conv_gives_the_same_output_on_one_and_two_threads(
     close(unblocked(outs[0]), conv2d_nchw(x, w, 1, 1))
 
 
+def test_a_3x3_conv_split_by_rows_by_default_gives_one_threads_output_on_two(
+        monkeypatch: Any) -> None:
+    # 256 output pixels, 32 channels: the default splits the rows between the threads
+    # (ROWS_OUTER_WITH_TAPS), the guarded padding on the rows at each thread's edge
+    from schedule.space import FallbackConfig
+
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 64, 16, 16)), rand(rng, (32, 64, 3, 3))
+    args = [((1, 4, 16, 16, 16), "float32"), ((32, 64, 3, 3), "float32")]
+    attrs = {"padding": 1, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
+             "out_layout": "NCHWc"}
+    if _foreign_cpu(AVX512):
+        pytest.skip("the host cannot run AVX-512 code")
+    cfg = FallbackConfig(AVX512)
+    s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=AVX512)
+    assert cfg["loop_order"].val == "rows_oc"
+    wk = input_packers("conv2d_NCHWc.x86", args, ts[:2], attrs)[1](w)
+    outs = []
+    for threads in ("1", "2"):  # a kernel reads the thread count when it is loaded
+        monkeypatch.setenv("TESSEL_NUM_THREADS", threads)
+        k = lowering.build(s, ts, target=AVX512)
+        out = np.full([int(d.value) for d in ts[-1].shape], np.nan, "float32")
+        k(blocked(x, 16), wk, out)
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    close(unblocked(outs[0]), conv2d_nchw(x, w, 1, 1))
+
+
 def test_a_register_tile_of_several_rows_keeps_the_padded_copy() -> None:
     # the rows' guard would lie inside the unrolled micro-kernel (built 2-8x slower)
     args = [((1, 2, 8, 8, 16), "float32"), ((32, 32, 3, 3), "float32")]
