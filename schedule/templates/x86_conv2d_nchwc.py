@@ -186,7 +186,13 @@ PREFETCH_ROWS_OC = True
 # 507-511 -> 499-501, the steps 21.49 -> 21.12 ms (a second oc_rows build 21.45); one
 # thread (load 4.2) the steps 44.49 -> 44.24 ms, 128@56 -> 28 stride 2 1290 -> 1190 us.
 # Again, two builds of each (load 3.6): two threads 21.46, 21.43 -> 21.06, 21.04 ms; AVX2
-# code (-mcpu=haswell), one thread (load 2.1): 83.05, 83.64 -> 83.19, 83.50 ms
+# code (-mcpu=haswell), one thread (load 2.1): 83.05, 83.64 -> 83.19, 83.50 ms. Whole
+# runs, two threads, interleaved in one process, 100 each, quiet (load 1.1): ResNet-50
+# 22.62 -> 22.16 ms (median), ResNet-18 9.76 -> 9.21; one thread (load 2) 43.00 -> 43.54
+# and 19.74 -> 19.65 (medians; 25th percentiles 40.79 -> 40.67, 19.43 -> 19.31).
+# benchmarks.models --alternate, processes in turn, two pairs (load 1.0-1.35): ResNet-50
+# 1.00x, 1.03x -> 0.98x, 1.03x of ORT, ResNet-18 1.08x, 0.96x -> 1.02x, 1.14x (ORT itself
+# 10.2-12.0 ms): whole-model ratios move more than this between runs
 ROWS_OUTER_WITH_TAPS = True
 
 # ---------------------------------------------------------------------------------------
