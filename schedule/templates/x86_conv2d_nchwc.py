@@ -234,6 +234,28 @@ MIN_PREFETCH_STEP_FMAS_PLANE = 32
 PREFETCH_TILE_WEIGHTS = True
 PREFETCH_TILE_PIXELS = 196
 PREFETCH_TILE_ACCUMULATORS = 16
+# a conv with taps (3x3) and more output pixels than output channels takes the rows_oc
+# order by default as the 1x1 convs do: its parallel loop then splits the rows between
+# the threads, as the 1x1 conv before it (rows_oc too) wrote them, so each core reads the
+# rows it wrote (and a halo row) instead of every row, half of them from the other core's
+# cache; the weights each core reads in full are 144-576 KiB. ResNet-50 untuned on two
+# threads (Emerald Rapids, builds interleaved in one process, step medians of 40 runs over
+# the samples in which no pool thread waited for a CPU, as benchmarks.step_sequence keeps
+# them, and the worker ran 90% of the step or more; load 3.9), oc_rows
+# -> rows_oc: 128@56 -> 28 stride 2 717 -> 535 us, 64@56 531-553 -> 490-494, 128@28
+# 507-511 -> 499-501, the steps 21.49 -> 21.12 ms (a second oc_rows build 21.45); one
+# thread (load 4.2) the steps 44.49 -> 44.24 ms, 128@56 -> 28 stride 2 1290 -> 1190 us.
+# Again, two builds of each (load 3.6): two threads 21.46, 21.43 -> 21.06, 21.04 ms; AVX2
+# code (-mcpu=haswell), one thread (load 2.1): 83.05, 83.64 -> 83.19, 83.50 ms. Whole
+# runs, two threads, interleaved in one process, 100 each, quiet (load 1.1): ResNet-50
+# 22.62 -> 22.16 ms (median), ResNet-18 9.76 -> 9.21; one thread (load 2) 43.00 -> 43.54
+# and 19.74 -> 19.65 (medians; 25th percentiles 40.79 -> 40.67, 19.43 -> 19.31).
+# benchmarks.models --alternate, processes in turn, two pairs (load 1.0-1.35): ResNet-50
+# 1.00x, 1.03x -> 0.98x, 1.03x of ORT, ResNet-18 1.08x, 0.96x -> 1.02x, 1.14x (ORT itself
+# 10.2-12.0 ms): whole-model ratios move more than this between runs. Only the fallback's
+# loop_order changes: a record names its loop_order, so records keep their meaning and
+# the version stays 3 (the fallback re-pinned)
+ROWS_OUTER_WITH_TAPS = True
 
 # ---------------------------------------------------------------------------------------
 # Choosing the blocks
@@ -538,14 +560,21 @@ def schedule_conv2d_nchwc(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
             chunks=int(shape_of(conv)[1])))
         # rows outer for a 1x1 conv whose input outweighs its weights (more pixels than
         # output channels) writing the blocked layout: ResNet-50's 256@56 -> 64 on one
-        # Sapphire Rapids core (load 1.4) 168 -> 182 GFLOP/s, 512@28 -> 128 189 -> 194; 3x3
-        # convs and 1x1 convs with more channels than pixels (1024@14 -> 256: 197 -> 190)
-        # keep the chunks outer, and so does an NCHW output: unpacked row by row across
-        # all chunks into a fresh array per run, 64@56 -> 128 stride 2 fell from 99 to 47
-        # GFLOP/s in benchmarks.conv_layers (the same kernel timed on one reused, aligned
-        # output did not change: a cause in the output's memory, not found)
+        # Sapphire Rapids core (load 1.4) 168 -> 182 GFLOP/s, 512@28 -> 128 189 -> 194; so
+        # do 3x3 convs with more pixels than output channels (ROWS_OUTER_WITH_TAPS: the
+        # rows each thread wrote stay on it). 1x1 convs with more channels than pixels
+        # (1024@14 -> 256: 197 -> 190) keep the chunks outer (on two threads rows_oc for
+        # ResNet-50's 14x14 1x1 convs took 1024@14 -> 256 from 300 to 271 us, the steps
+        # 21.54 -> 21.49 ms, one thread 39.18 -> 39.68), and so does an NCHW output:
+        # unpacked row by row across all chunks into a fresh array per run, 64@56 -> 128
+        # stride 2 fell from 99 to 47 GFLOP/s in benchmarks.conv_layers (the same kernel
+        # timed on one reused, aligned output did not change: a cause in the output's
+        # memory, not found)
         CO = shape_of(conv)[1] * oc_bn
-        rows = taps == 1 and OH * OW > CO and len(O.shape) == 5
+        # (a grouped conv, this schedule's other user, keeps its 3x3 convs' chunks outer:
+        # not measured; each core reads only its groups' channels there)
+        taps_ok = ROWS_OUTER_WITH_TAPS and conv.op.name == CONV
+        rows = (taps == 1 or taps_ok) and OH * OW > CO and len(O.shape) == 5
         fallback_value(cfg, "loop_order", "rows_oc" if rows else "oc_rows")
         # Alternatives to these defaults measured inside ResNet-50 (one Sapphire Rapids
         # core, CPU time, every conv of a shape changed at once, builds interleaved in one

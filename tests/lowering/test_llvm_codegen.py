@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -210,6 +211,42 @@ def test_pool_runs_kernels_called_from_several_python_threads(
     for t in threads:
         t.join()
     assert not errors
+
+
+def uneven_chunks(steps: int) -> PrimFunc:
+    """B[i] = `steps` * i rounds of x -> x * 0.5 + 1 from B[i], over a parallel i in [0, 2):
+    the second chunk (a worker's) takes far longer than the first (the launcher's)."""
+    B = Buffer("B", (2,), "float32")
+    i, j = te.var("i"), te.var("j")
+    body = For(j, te.const(0), te.const(steps) * i, ForKind.SERIAL,
+               BufferStore(B, B[i] * 0.5 + 1.0, (i,)))
+    return PrimFunc("uneven", (B,), For(i, te.const(0), te.const(2), ForKind.PARALLEL, body))
+
+
+def test_pool_launcher_sleeps_and_is_woken_by_a_slow_worker(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the worker's chunk (2M dependent steps, about 1-4 ms) outlasts the launcher's spin, so
+    # the launcher sleeps and the worker's last task must wake it (a lost wake-up hangs)
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "2")
+    k = lowering.build(uneven_chunks(2_000_000))
+    for start in (0.0, 3.0, -7.0):
+        b = np.full(2, start, "float32")
+        k(b)
+        assert b[0] == start and b[1] == 2.0  # x * 0.5 + 1 settles at 2
+
+
+def test_pool_wakes_idle_workers_after_a_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a pause longer than the workers' spin puts them to sleep; each launch after it must
+    # wake them or run alone, with the same results either way
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "3")
+    func, make, ref = EXAMPLES["matmul_blocked"]
+    k = lowering.build(func)
+    for _ in range(5):
+        time.sleep(0.02)
+        for _ in range(3):
+            arrays = make(seeded_rng())
+            k(*arrays)
+            np.testing.assert_allclose(arrays[2], ref(arrays)[2], rtol=2e-5, atol=1e-4)
 
 
 def generate_with_pthread_self(f: PrimFunc):

@@ -99,10 +99,13 @@ def test_rows_outside_the_oc_chunks_equal_numpy(target: str, scope: str, layout:
 @pytest.mark.parametrize("k, hw, co, out, order", [(1, 56, 64, "NCHWc", "rows_oc"),
                                                   (1, 56, 64, "NCHW", "oc_rows"),
                                                   (1, 14, 256, "NCHWc", "oc_rows"),
-                                                  (3, 56, 64, "NCHWc", "oc_rows")])
-def test_a_1x1_conv_with_more_pixels_than_channels_defaults_to_rows_outside(
+                                                  (3, 56, 64, "NCHWc", "rows_oc"),
+                                                  (3, 28, 128, "NCHWc", "rows_oc"),
+                                                  (3, 14, 256, "NCHWc", "oc_rows")])
+def test_a_conv_with_more_pixels_than_channels_defaults_to_rows_outside(
         k: int, hw: int, co: int, out: str, order: str) -> None:
-    # (writing the blocked layout; an NCHW output keeps the chunks outside)
+    # (writing the blocked layout; an NCHW output keeps the chunks outside; 3x3 convs too:
+    # each thread then reads the rows the 1x1 conv before it wrote on the same thread)
     from schedule.space import FallbackConfig
 
     args = [((1, 64, hw, hw), "float32"), ((co, 64, k, k), "float32")]
@@ -584,10 +587,15 @@ def test_a_7x7_plane_whose_two_chunks_outgrow_the_targets_l2_does_not_prefetch()
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("hw, stride", [(14, 1), (28, 2)])
 def test_a_14x14_3x3_conv_keeps_a_tile_of_16_accumulators_prefetches_and_equals_numpy(
-        target: str, hw: int, stride: int) -> None:
+        target: str, hw: int, stride: int, monkeypatch: Any) -> None:
     # ResNet-50's 256@14 3x3 (scaled down): the fallback's tile is 7 columns (x 2 vectors
     # on AVX-512, not 14 x 2: the prefetch's branches made LLVM spill 28 accumulators),
-    # and the next chunk's weights are spread over the 14 rows (PREFETCH_TILE_WEIGHTS)
+    # and the next chunk's weights are spread over the 14 rows (PREFETCH_TILE_WEIGHTS).
+    # Scaled down it has more pixels than output channels, which would take it to the
+    # rows_oc order (ROWS_OUTER_WITH_TAPS); ResNet's 256@14 has fewer and keeps oc_rows
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    monkeypatch.setattr(template, "ROWS_OUTER_WITH_TAPS", False)
     rng = seeded_rng()
     x, w = rand(rng, (1, 64, hw, hw)), rand(rng, (128, 64, 3, 3))
     args = _plane_args(target, hw)
@@ -848,6 +856,34 @@ def test_a_guarded_conv_gives_the_same_output_on_one_and_two_threads(
     if _foreign_cpu(AVX512):
         pytest.skip("the host cannot run AVX-512 code")
     s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=AVX512)
+    wk = input_packers("conv2d_NCHWc.x86", args, ts[:2], attrs)[1](w)
+    outs = []
+    for threads in ("1", "2"):  # a kernel reads the thread count when it is loaded
+        monkeypatch.setenv("TESSEL_NUM_THREADS", threads)
+        k = lowering.build(s, ts, target=AVX512)
+        out = np.full([int(d.value) for d in ts[-1].shape], np.nan, "float32")
+        k(blocked(x, 16), wk, out)
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    close(unblocked(outs[0]), conv2d_nchw(x, w, 1, 1))
+
+
+def test_a_3x3_conv_split_by_rows_by_default_gives_one_threads_output_on_two(
+        monkeypatch: Any) -> None:
+    # 256 output pixels, 32 channels: the default splits the rows between the threads
+    # (ROWS_OUTER_WITH_TAPS), the guarded padding on the rows at each thread's edge
+    from schedule.space import FallbackConfig
+
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 64, 16, 16)), rand(rng, (32, 64, 3, 3))
+    args = [((1, 4, 16, 16, 16), "float32"), ((32, 64, 3, 3), "float32")]
+    attrs = {"padding": 1, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
+             "out_layout": "NCHWc"}
+    if _foreign_cpu(AVX512):
+        pytest.skip("the host cannot run AVX-512 code")
+    cfg = FallbackConfig(AVX512)
+    s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=AVX512)
+    assert cfg["loop_order"].val == "rows_oc"
     wk = input_packers("conv2d_NCHWc.x86", args, ts[:2], attrs)[1](w)
     outs = []
     for threads in ("1", "2"):  # a kernel reads the thread count when it is loaded
