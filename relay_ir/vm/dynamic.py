@@ -150,8 +150,12 @@ class DynamicKernel:
                 return outs
         if self.layout is not None:
             given = ", ".join(str(s) for s in shapes)
-            raise RelayRuntimeError(f"the fused group {self.name} runs per image on blocked "
-                                    f"values, but its inputs' batches differ: {given}")
+            why = "its inputs' batches differ" if self.per_image else \
+                "its per-image run is turned off (per_image = False)"
+            raise RelayRuntimeError(f"the fused group {self.name} stores blocked values, "
+                                    f"which only its per-image kernel reads, but {why}: "
+                                    f"{given}; compile with AlterOpLayout disabled for "
+                                    "symbolic-extent kernels on NCHW values")
         outs = [fresh(s, np.dtype(d), _nbytes(s, d))[0] for s, d in self.out_specs(shapes)]
         kernel = self.symbolic(shapes)
         if kernel is not None:

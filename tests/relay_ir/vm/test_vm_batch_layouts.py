@@ -197,3 +197,16 @@ def @main(%x: Tensor[(?, 32, 6, 6), float32], %w: Tensor[(32, 32, 3, 3), float32
     if batch:
         want = relay_ir.interpret(bind_params(mod, {"w": w}), x=x)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_blocked_group_with_its_per_image_run_off_says_to_disable_alter_op_layout():
+    from tessel_errors import RelayRuntimeError
+
+    mod, params, inp = _resnet()
+    machine = vm.VirtualMachine(vm.compile(mod, params=params))
+    for k in machine.exe.kernels:
+        if isinstance(k, DynamicKernel):
+            k.per_image = False  # symbolic-extent kernels read NCHW, not the blocked plan
+    x = seeded_rng().standard_normal((2, 3, 32, 32)).astype("float32")
+    with pytest.raises(RelayRuntimeError, match="per_image = False.*AlterOpLayout disabled"):
+        machine.run(**{inp: x})
