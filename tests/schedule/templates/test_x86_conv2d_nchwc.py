@@ -843,6 +843,19 @@ def test_a_guarded_conv_keeps_the_rows_parallel_and_at_most_three_micro_kernels(
     assert 1 <= text.count("for (ic_inner") <= 3, text
 
 
+def _one_thread_equals_two_and_numpy(monkeypatch: Any, s: Any, ts: Any, wk: np.ndarray,
+                                     x: np.ndarray, w: np.ndarray) -> None:
+    outs = []
+    for threads in ("1", "2"):  # a kernel reads the thread count when it is loaded
+        monkeypatch.setenv("TESSEL_NUM_THREADS", threads)
+        k = lowering.build(s, ts, target=AVX512)
+        out = np.full([int(d.value) for d in ts[-1].shape], np.nan, "float32")
+        k(blocked(x, 16), wk, out)
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    close(unblocked(outs[0]), conv2d_nchw(x, w, 1, 1))
+
+
 @pytest.mark.parametrize("scope", ["tile", "row", "plane"])
 def test_a_guarded_conv_gives_the_same_output_on_one_and_two_threads(
         monkeypatch: Any, scope: str) -> None:
@@ -857,15 +870,7 @@ def test_a_guarded_conv_gives_the_same_output_on_one_and_two_threads(
         pytest.skip("the host cannot run AVX-512 code")
     s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=AVX512)
     wk = input_packers("conv2d_NCHWc.x86", args, ts[:2], attrs)[1](w)
-    outs = []
-    for threads in ("1", "2"):  # a kernel reads the thread count when it is loaded
-        monkeypatch.setenv("TESSEL_NUM_THREADS", threads)
-        k = lowering.build(s, ts, target=AVX512)
-        out = np.full([int(d.value) for d in ts[-1].shape], np.nan, "float32")
-        k(blocked(x, 16), wk, out)
-        outs.append(out)
-    np.testing.assert_array_equal(outs[0], outs[1])
-    close(unblocked(outs[0]), conv2d_nchw(x, w, 1, 1))
+    _one_thread_equals_two_and_numpy(monkeypatch, s, ts, wk, x, w)
 
 
 def test_a_3x3_conv_split_by_rows_by_default_gives_one_threads_output_on_two(
@@ -885,15 +890,7 @@ def test_a_3x3_conv_split_by_rows_by_default_gives_one_threads_output_on_two(
     s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=AVX512)
     assert cfg["loop_order"].val == "rows_oc"
     wk = input_packers("conv2d_NCHWc.x86", args, ts[:2], attrs)[1](w)
-    outs = []
-    for threads in ("1", "2"):  # a kernel reads the thread count when it is loaded
-        monkeypatch.setenv("TESSEL_NUM_THREADS", threads)
-        k = lowering.build(s, ts, target=AVX512)
-        out = np.full([int(d.value) for d in ts[-1].shape], np.nan, "float32")
-        k(blocked(x, 16), wk, out)
-        outs.append(out)
-    np.testing.assert_array_equal(outs[0], outs[1])
-    close(unblocked(outs[0]), conv2d_nchw(x, w, 1, 1))
+    _one_thread_equals_two_and_numpy(monkeypatch, s, ts, wk, x, w)
 
 
 def test_a_register_tile_of_several_rows_keeps_the_padded_copy() -> None:
