@@ -14,6 +14,7 @@ from autotune import FakeRunner, Task, make_tuner, tune
 from autotune.block_rule import BlockRule, block_rule
 from autotune.confirm import confirm_best
 from autotune.measure import timed_as
+from autotune.tuning import default_as_run
 from tuning_logs import CONFIRM_TUNER, TuningDatabase
 
 HSW = "llvm -mcpu=haswell"
@@ -108,21 +109,27 @@ def test_a_space_with_nothing_left_still_tunes_the_default(tmp_path: Path,
     with TuningDatabase(tmp_path / "t.db") as db:
         p = tune(CONV, tuner, 16, db, runner)
     assert not tuner.has_next() and tuner.next_batch(4) == []
-    assert [inp.config.index for inp in runner.seen] == [CONV.default_config().index]
+    # the default as the model runs it (a 3x3 conv with more pixels than channels splits
+    # rows first where it writes the blocked layout: ROWS_OUTER_WITH_TAPS)
+    assert [inp.config.index for inp in runner.seen] == [default_as_run(CONV, runner).index]
     assert p.trials == 1 and p.default_mean == pytest.approx(MS)
 
 
 def test_confirmation_rejects_a_layout_changing_record_of_an_old_database(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch) -> None:
     cost, block = _other_blocks_faster(CONV)
-    default = CONV.default_config().index
+    default = default_as_run(CONV, FakeRunner(cost, model_layout=True)).index
 
     def costs(t: Task, c) -> float:  # the default a little faster than its block's rest
         return 0.9 * MS if c.index == default else cost(t, c)
 
     with TuningDatabase(tmp_path / "t.db") as db:
-        # an older database: tuned before the tuners kept the block (nothing restricted)
-        tune(CONV, make_tuner("random", CONV, seed=0), 24, db, FakeRunner(costs))
+        # an older database: tuned in the model's layouts (its default as the model runs
+        # it measured first) before the tuners kept the block (nothing restricted)
+        with monkeypatch.context() as m:
+            m.setattr(autotune.tuning, "block_rule", lambda task, runner: None)
+            tune(CONV, make_tuner("random", CONV, seed=0), 24, db,
+                 FakeRunner(costs, model_layout=True))
         old = [r for r in db.history(CONV.workload_key, CONV.target, CONV.device_key)
                if r.ok and CONV.config_from_json(r.config_json)["tile_oc"].size[-1] != block]
         assert old and min(r.mean for r in old) < 0.9 * MS
