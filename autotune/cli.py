@@ -120,7 +120,7 @@ def _progress_callback(bar: Any) -> Any:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     """Tune each --op and print a summary table."""
-    from autotune.measure import LocalRunner, kernel_clock
+    from autotune.measure import LocalRunner
     from autotune.op_spec import parse_op_spec
     from autotune.tuners import make_tuner
     from autotune.tuning import tune
@@ -170,7 +170,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
               f"{'evicted first (cold' if options['cache_flush'] else 'in cache (warm'}"
               f", as a model with {weight_bytes / 2**20:.1f} MiB of weights runs them; "
               f"--{'no-' if options['cache_flush'] else ''}cache-flush to change), "
-              f"{'CPU' if kernel_clock() is time.process_time else 'wall'} time")
+              f"{_clock_word()} time")
     if args.cluster:
         from autotune.cluster import RayRunner
 
@@ -215,17 +215,24 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return _confirm_model(args, mod, params, db, runner) if args.model else 0
 
 
+def _clock_word() -> str:
+    """What the timed slots read (measure.kernel_clock), for the tune command's output."""
+    from autotune.measure import kernel_clock
+
+    return "CPU" if kernel_clock() is time.process_time else "wall"
+
+
 def _confirm_model(args: argparse.Namespace, mod: Any, params: Any, db: TuningDatabase,
                    runner: Any) -> int:
     """The end of `tessel tune MODEL`: each task's applied record timed in the model beside
-    the untuned build, and rejected where it does not win there (autotune.model_confirm);
+    the untuned build, and rejected where it loses there beyond the noise
+    (autotune.model_confirm);
     one line per verdict and the time it took."""
     if not args.model_confirm:
         return 0
-    from autotune.measure import kernel_clock
     from autotune.model_confirm import confirm_in_model
 
-    clock = "CPU" if kernel_clock() is time.process_time else "wall"
+    clock = _clock_word()
     print(f"model confirmation (--no-model-confirm skips it): each task's applied record "
           f"in the model beside the untuned build, every step timed in the model's order, "
           f"the two builds in turn, {clock} time", flush=True)
@@ -597,8 +604,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(off) for --op)")
     t.add_argument("--model-confirm", action=argparse.BooleanOptionalAction, default=True,
                    help="for MODEL: at the end, time each task's applied record in the "
-                        "model beside the untuned build and reject those that do not win "
-                        "there (autotune.model_confirm; --trials 0 does only this)")
+                        "model beside the untuned build and reject those that lose there "
+                        "beyond the noise (autotune.model_confirm; --trials 0 does only "
+                        "this)")
     t.add_argument("--build-workers", type=int, default=None,
                    help="processes that compile candidates (default: one per core)")
     t.add_argument("--seed", type=int, default=0)

@@ -172,14 +172,39 @@ def confirm_best(task: Task, db: TuningDatabase, runner: Any, k: int = 2,
 
 def _reject(task: Task, db: TuningDatabase, default_json: str, runner: Any,
             config_json: str, why: str) -> Verdict | None:
-    """Record `config_json` as rejected untimed (an error record, never applied), after
-    the default's record so that the task still has one to apply; None (nothing recorded)
-    when the task has no unit to record the default in."""
-    if _unit(task, db, default_json, None, runner) is None:
+    """Record `config_json` as rejected untimed (see `record_rejection`); None when
+    nothing could be recorded."""
+    if not record_rejection(task, db, default_json, config_json, f"rejected: {why}",
+                            runner):
         return None
-    db.add(_confirm_record(task, config_json, 0.0, f"rejected: {why}",
-                           ErrorKind.RUNTIME_ERROR))
     return Verdict(config_json, math.inf, math.inf, 0, False)
+
+
+def record_rejection(task: Task, db: TuningDatabase, default_json: str, config_json: str,
+                     note: str, runner: Any, default_seconds: float | None = None) -> bool:
+    """Record `config_json` as rejected (a confirm record with an error: builds never
+    apply it again), after the default's confirm record where the task has none yet, so
+    that the task still has a record to apply. The default's record is in the task's unit
+    (see `_unit`: the runner's, else the default's tuning record, else
+    `default_seconds`, e.g. its time in the model); False, nothing recorded, when there is
+    no unit at all.
+
+        >>> from autotune import FakeRunner, Task
+        >>> from tuning_logs import TuningDatabase
+        >>> import tempfile, pathlib
+        >>> t = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+        >>> db = TuningDatabase(pathlib.Path(tempfile.mkdtemp()) / "t.db")
+        >>> record_rejection(t, db, "{}", '{"i": 1}', "slower", FakeRunner(lambda t, c: 1.0))
+        False
+        >>> record_rejection(t, db, "{}", '{"i": 1}', "slower", None, default_seconds=1e-3)
+        True
+    """
+    if _unit(task, db, default_json, None, runner) is None and (
+            default_seconds is None
+            or _unit(task, db, default_json, [default_seconds], None) is None):
+        return False
+    db.add(_confirm_record(task, config_json, 0.0, note, ErrorKind.RUNTIME_ERROR))
+    return True
 
 
 def _unit(task: Task, db: TuningDatabase, default_json: str,
@@ -206,4 +231,5 @@ def _unit(task: Task, db: TuningDatabase, default_json: str,
     return unit
 
 
-__all__ = ["MIN_GAIN", "QUARTETS", "Verdict", "candidates", "confirm_best", "judge"]
+__all__ = ["MIN_GAIN", "QUARTETS", "Verdict", "candidates", "confirm_best", "judge",
+           "record_rejection"]

@@ -74,7 +74,7 @@ import numpy as np
 from autotune.measure import LOOK, kernel_clock, ratio_noise, settled
 from autotune.task import Task
 from tessel_errors import RelayError, TesselError
-from tuning_logs import ErrorKind, TuningDatabase, canonical_json
+from tuning_logs import TuningDatabase, canonical_json
 
 ROUNDS = 30  # at most; every verdict of ResNet-18 and -50 was clear well before
 PASSES = 2   # builds with the database: the first, and one after rejections
@@ -142,12 +142,10 @@ def time_in_turn(plans: Sequence[Any], arrays: list[np.ndarray], rounds: int,
         >>> a.shape == (10, len(tuned.plan.steps))                     # doctest: +SKIP
         True
     """
+    from relay_ir.backend.profile import bound_steps
+
     clock = clock or kernel_clock()
-    calls = []
-    for plan in plans:
-        env = plan.execute(arrays)  # the values every step reads and writes
-        calls.append([(plan.kernels[s.kernel], [env[v] for v in (*s.inputs, *s.outputs)])
-                      for s in plan.steps])
+    calls = [bound_steps(plan, arrays) for plan in plans]
     out = [np.zeros((rounds, len(c))) for c in calls]
     for r in range(rounds):
         order = range(len(plans)) if r % 2 == 0 else reversed(range(len(plans)))
@@ -246,13 +244,13 @@ def _reject(db: TuningDatabase, a: _Applied, verdict: InModel, runner: Any) -> N
     """The rejection record of `verdict`'s config, after a confirm record of the default
     where the task has none yet (its unit, autotune.confirm), so that the task still has
     a record to apply: the default."""
-    from autotune.confirm import _confirm_record, _unit
+    from autotune.confirm import record_rejection
 
-    if _unit(a.task, db, a.default_json, None, runner) is None:  # not even a tuning record
-        _unit(a.task, db, a.default_json, [verdict.default_s / verdict.occurrences], None)
     note = (f"{verdict.explain()}; {verdict.applied_s * 1e6:.0f} against "
             f"{verdict.default_s * 1e6:.0f} us over its {verdict.occurrences} steps")
-    db.add(_confirm_record(a.task, a.config_json, 0.0, note, ErrorKind.RUNTIME_ERROR))
+    # without a runner's unit or a tuning record of the default, its time in the model
+    record_rejection(a.task, db, a.default_json, a.config_json, note, runner,
+                     default_seconds=verdict.default_s / verdict.occurrences)
 
 
 def _inputs(lib: Any, seed: int = 0) -> list[np.ndarray]:

@@ -58,6 +58,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from relay_ir.backend.profile import bound_steps
+
 
 @dataclass(frozen=True)
 class LayerTime:
@@ -128,14 +130,11 @@ def warm_convs(lib: Any, feeds: dict[str, Any], repeat: int = 10) -> list[LayerT
     output over its residual input (relay_ir.backend.inplace) reads its own last output
     as the residual on the repeats: the same work on other numbers."""
     plan = lib.plan
-    arrays = [feeds[name] for name, _, _ in lib.input_specs]
-    env = plan.execute(arrays)
+    calls = bound_steps(plan, [feeds[name] for name, _, _ in lib.input_specs])
     times = []
-    for step in plan.steps:
+    for step, (fn, args) in zip(plan.steps, calls):
         if "conv" not in step.group:
             continue
-        fn = plan.kernels[step.kernel]
-        args = [env[v] for v in step.inputs] + [env[v] for v in step.outputs]
         fn(args)
         runs = []
         for _ in range(max(1, repeat)):
@@ -170,9 +169,7 @@ def primed_convs(lib: Any, feeds: dict[str, Any], prime: str = "none", repeat: i
     if prime not in PRIMES:
         raise ValueError(f"prime must be one of {', '.join(PRIMES)}, got {prime!r}")
     plan = lib.plan
-    env = plan.execute([feeds[name] for name, _, _ in lib.input_specs])
-    calls = [(plan.kernels[s.kernel], [env[v] for v in s.inputs] + [env[v] for v in s.outputs])
-             for s in plan.steps]
+    calls = bound_steps(plan, [feeds[name] for name, _, _ in lib.input_specs])
     convs = [k for k, s in enumerate(plan.steps) if "conv" in s.group]
     runs: dict[int, list[float]] = {k: [] for k in convs}
     for _ in range(max(1, repeat)):

@@ -57,14 +57,25 @@ class ProfileTable:
     __repr__ = __str__
 
 
+def bound_steps(plan: Any, arrays: Sequence[Any]) -> list[tuple[Any, list[Any]]]:
+    """Run `plan` once on `arrays` and return each step as (kernel, its arrays: inputs
+    then outputs) bound to that run's values, so that a step can be called again alone,
+    `fn(args)`, in or out of the model's order (profiling, model confirmation).
+
+        >>> calls = bound_steps(lib.plan, [x])  # doctest: +SKIP
+        >>> fn, args = calls[3]; fn(args)       # doctest: +SKIP
+    """
+    env = plan.execute(arrays)
+    return [(plan.kernels[s.kernel], [env[v] for v in (*s.inputs, *s.outputs)])
+            for s in plan.steps]
+
+
 def profile_plan(plan: Any, arrays: Sequence[Any], repeat: int = 10) -> ProfileTable:
     """Time every step of `plan` on `arrays`: one warm-up run, then `repeat` runs."""
-    env = plan.execute(arrays)  # warm-up, and the values every step reads
+    calls = bound_steps(plan, arrays)  # the warm-up run binds the values
     times: list[list[float]] = [[] for _ in plan.steps]
     for _ in range(max(1, repeat)):
-        for k, s in enumerate(plan.steps):
-            args = [env[v] for v in s.inputs] + [env[v] for v in s.outputs]
-            fn = plan.kernels[s.kernel]
+        for k, (fn, args) in enumerate(calls):
             t0 = time.perf_counter()
             fn(args)
             times[k].append(time.perf_counter() - t0)

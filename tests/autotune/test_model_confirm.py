@@ -1,6 +1,6 @@
 """autotune.model_confirm: a task's applied record timed in the model beside the untuned
-build; one that does not win there is rejected, and the next build applies the default (or
-the task's next confirmed record, judged in turn). Step times come from a stand-in timer
+build; one that loses there beyond the noise is rejected, and the next build applies the
+default (or the task's next confirmed record, judged in turn). Step times come from a stand-in timer
 (which build, which task) so that each verdict is known in advance; `time_in_turn`, the
 real one, is checked on its own."""
 
