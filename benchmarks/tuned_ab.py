@@ -21,18 +21,24 @@ import warnings
 import numpy as np
 
 import relay_ir
+from benchmarks.models import median_seconds, relative_error
+from lowering.kernel import num_threads
 from relay_ir.frontend.onnx import from_onnx
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict[str, list[float]]:
+    """Run the comparison; returns each build's per-round medians (seconds), by name.
+
+        >>> main(["resnet18.onnx", "before.db", "after.db", "--rounds", "3"])  # doctest: +SKIP
+    """
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model", help="an ONNX file")
     ap.add_argument("dbs", nargs="+", help="tuning databases, each one tuned build")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--repeat", type=int, default=5, help="runs of each build per round")
     ap.add_argument("--cpu-time", action="store_true", help="time by the process's CPU time")
-    args = ap.parse_args()
-    if args.cpu_time and os.environ.get("TESSEL_NUM_THREADS") != "1":
+    args = ap.parse_args(argv)
+    if args.cpu_time and num_threads() != 1:
         ap.error("--cpu-time needs TESSEL_NUM_THREADS=1 (several threads' CPU times add up)")
     clock = time.process_time if args.cpu_time else time.perf_counter
     mod, params = from_onnx(args.model)
@@ -46,29 +52,27 @@ def main() -> None:
     want = libs[0].run(**feeds)
     for name, lib in zip(names[1:], libs[1:]):
         # random weights give outputs of 1e4 and more: compared to the output's scale
-        err = float(np.max(np.abs(lib.run(**feeds) - want)) / np.max(np.abs(want)))
+        err = relative_error(np.asarray(lib.run(**feeds)), np.asarray(want))
         if err > 1e-4:
             raise SystemExit(f"the build with {name} computes otherwise: an error of "
                              f"{err:.2g} of the output's largest value")
     medians: list[list[float]] = [[] for _ in libs]
     for r in range(args.rounds):
-        order = range(len(libs)) if r % 2 == 0 else reversed(range(len(libs)))
-        for k in order:
-            libs[k].run(**feeds)  # warm-up: the state a run of the same model leaves
-            runs = []
-            for _ in range(args.repeat):
-                t0 = clock()
-                libs[k].run(**feeds)
-                runs.append(clock() - t0)
-            medians[k].append(statistics.median(runs))
+        for k in range(len(libs)) if r % 2 == 0 else reversed(range(len(libs))):
+            # one untimed run first: the state a run of the same model leaves
+            medians[k].append(median_seconds(lambda k=k: libs[k].run(**feeds), args.repeat,
+                                             warmup=1, clock=clock))
     base = statistics.median(medians[0])
     print(f"{args.model}: {args.rounds} rounds x {args.repeat} runs, "
           f"{'CPU' if args.cpu_time else 'wall'} time, load {os.getloadavg()[0]:.2f}")
     for name, m in zip(names, medians):
+        # paired by round: the machine's speed drifts over seconds, a round's pair shares it
         ratios = [a / b for a, b in zip(m, medians[0])]
         print(f"{name:<40} {statistics.median(m) * 1e3:8.2f} ms  "
-              f"x{statistics.median(m) / base:.3f} of untuned (per round "
-              f"{min(ratios):.3f}-{max(ratios):.3f})")
+              f"x{statistics.median(m) / base:.3f} of untuned (per round: median "
+              f"{statistics.median(ratios):.3f}, {min(ratios):.3f}-{max(ratios):.3f}, "
+              f"below 1 in {sum(x < 1 for x in ratios)} of {len(ratios)})")
+    return dict(zip(names, medians))
 
 
 if __name__ == "__main__":
