@@ -15,8 +15,10 @@ issue's per-layer goal: every distinct conv, tuned, at or above ONNX Runtime's s
     python -m benchmarks.models                      # all four at 224x224
     python -m benchmarks.models --models resnet18 --db r18.db --repeat 5
     python -m benchmarks.models --models resnet18 --image 32 --width 8 --repeat 1 --rounds 1
+    python -m benchmarks.avx2_host benchmarks.models   # all peers as on an AVX2-only CPU
     ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2 \
         python -m benchmarks.models --target "llvm -mcpu=haswell"   # AVX2 beside AVX2 torch
+                                   # (ONNX Runtime still AVX-512 on an AVX-512 host)
     TESSEL_NUM_THREADS=1 python -m benchmarks.models --models resnet50 --cpu-time
     python -m benchmarks.models --models resnet18 --alternate   # two threads, calls in turn
 
@@ -258,10 +260,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     ap.add_argument("--tolerance", type=float, default=1e-3)
     ap.add_argument("--target", default="llvm",
                     help="Tessel's target, e.g. 'llvm -mcpu=haswell' for AVX2 code on any "
-                         "x86 host (run torch with " + " ".join(
-                             f"{k}={v}" for k, v in TORCH_AVX2.items()) + " beside it: "
-                         "the torch systems are then AVX2 peers; ONNX Runtime picks its "
-                         "kernels by the CPU and has no such switch)")
+                         "x86 host; for AVX2 peers run the whole benchmark under "
+                         "benchmarks.avx2_host (ONNX Runtime, torch and the default target "
+                         "then see an AVX2-only CPU), or cap torch alone with " + " ".join(
+                             f"{k}={v}" for k, v in TORCH_AVX2.items()))
     ap.add_argument("--cpu-time", action="store_true",
                     help="time by the process's CPU time (needs TESSEL_NUM_THREADS=1)")
     args = ap.parse_args(argv)
@@ -272,13 +274,15 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
                          f"{num_threads()} threads; the process's CPU time would add the "
                          "others' spinning)")
     clock = time.process_time if args.cpu_time else time.perf_counter
+    posed = os.environ.get("TESSEL_CPUID_CAP") == "avx2"  # under benchmarks.avx2_host
     print(f"batch 1, {args.image}x{args.image}, threads {num_threads()}, target "
-          f"'{args.target}', torch " + " ".join(
-              f"{k}={os.environ.get(k, '(default)')}" for k in TORCH_AVX2))
-    if "avx512f" not in Target.parse(args.target).features and any(
-            os.environ.get(k) != v for k, v in TORCH_AVX2.items()):
-        print("  note: torch may run wider kernels than Tessel's target; for AVX2 peers "
-              "set " + " ".join(f"{k}={v}" for k, v in TORCH_AVX2.items()))
+          f"'{args.target}' ({Target.parse(args.target).vector_bits}-bit vectors), " + (
+              "every runtime on an AVX2-only CPU (benchmarks.avx2_host)" if posed else
+              "torch " + " ".join(f"{k}={os.environ.get(k, '(default)')}"
+                                  for k in TORCH_AVX2)))
+    if "avx512f" not in Target.parse(args.target).features and not posed:
+        print("  note: ONNX Runtime and torch may run wider kernels than Tessel's target; "
+              "for AVX2 peers run under python -m benchmarks.avx2_host benchmarks.models")
     models = {m: prepare(m, args.db, args.tolerance, args) for m in args.models}
     per_round: dict[str, dict[str, list[float]]] = {m: {} for m in models}
     for r in range(args.rounds):  # interleaved: every system once per model per round
