@@ -23,7 +23,7 @@ from collections import OrderedDict
 from typing import Any
 
 from lowering import ir as lir
-from lowering.kernel import Kernel, fingerprint
+from lowering.kernel import Kernel, fingerprint, num_threads
 from tessel_errors import CodegenError
 from tessel_target import Target
 
@@ -87,9 +87,14 @@ def debug_level() -> int:
 
 
 def cache_key(func: lir.PrimFunc, target: Target) -> str:
-    """The compile-cache key of `func` for `target`."""
+    """The compile-cache key of `func` for `target`, at this thread count and pool choice
+    ($TESSEL_NUM_THREADS, $TESSEL_THREAD_POOL): a Kernel writes them into its compiled
+    module's globals, which every Kernel of one cache entry shares, so a kernel built for
+    one thread would otherwise run on as many threads as a later build of the same code
+    asked for."""
+    pool = os.environ.get("TESSEL_THREAD_POOL", "1") != "0"
     text = fingerprint(func) + "\n" + repr(func.attrs) + "\n" + str(target) + "\n" + \
-        target.mcpu + "|" + target.mattr
+        target.mcpu + "|" + target.mattr + f"\nthreads {num_threads()} pool {pool}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 

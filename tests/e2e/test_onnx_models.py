@@ -88,3 +88,21 @@ def test_resnet18_matches_onnxruntime() -> None:
 @pytest.mark.slow
 def test_mobilenet_v2_matches_onnxruntime() -> None:
     _check(onnx_models.mobilenet_v2(), seeded_rng())
+
+
+def test_small_resnet18_on_two_threads_equals_one_thread(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # every parallel loop splits its iterations between the threads (rows or oc chunks,
+    # conv2d_NCHWc.x86's loop_order) and each runs once and alone: one thread's outputs,
+    # bit for bit (the compile cache keeps the two thread counts' kernels apart)
+    mod, params = from_onnx(onnx_models.resnet18(image=64, width=16))
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "1")
+    serial = relay_ir.build(mod, params=params)
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "2")
+    parallel = relay_ir.build(mod, params=params)
+    rng = seeded_rng()
+    for _ in range(3):
+        feeds = {n: rng.standard_normal(s).astype(dt) for n, s, dt in serial.input_specs}
+        want = np.asarray(serial.run(**feeds))
+        for _ in range(3):
+            np.testing.assert_array_equal(np.asarray(parallel.run(**feeds)), want)

@@ -192,6 +192,40 @@ def test_cache_separates_targets_and_programs() -> None:
     assert len({id(k._jit) for k in (k1, k2, k3)}) == 3
 
 
+def parallel_fill(n: int) -> PrimFunc:
+    """B[i] = i over a parallel i in [0, n)."""
+    B = Buffer("B", (n,), "int32")
+    i = te.var("i")
+    return PrimFunc("pfill", (B,), For(i, te.const(0), te.const(n), ForKind.PARALLEL,
+                                       BufferStore(B, i, (i,))))
+
+
+def kernel_threads(k: lowering.Kernel) -> int:
+    """The thread count the kernel's parallel loops read when it runs."""
+    import ctypes
+
+    return ctypes.c_int32.from_address(k._jit.address(k.generated.num_threads_symbol)).value
+
+
+def test_cache_keeps_kernels_of_other_thread_counts_apart(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the thread count lives in the compiled module: a kernel built for one thread must
+    # keep running on one after the same code is built for three
+    build_module.clear_cache()
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "1")
+    k1 = lowering.build(parallel_fill(64))
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "3")
+    k3 = lowering.build(parallel_fill(64))
+    monkeypatch.setenv("TESSEL_THREAD_POOL", "0")
+    k3_own = lowering.build(parallel_fill(64))
+    assert len({id(k._jit) for k in (k1, k3, k3_own)}) == 3
+    assert (kernel_threads(k1), kernel_threads(k3)) == (1, 3)
+    for k in (k1, k3, k3_own):
+        b = unwritten(64, "int32")
+        k(b)
+        assert b.tolist() == list(range(64))
+
+
 def test_same_printed_ir_with_different_var_identity_is_not_confused() -> None:
     # two loops over vars both named "i": the inner one shadows in one program only
     B = Buffer("B", (3, 3), "int32")
