@@ -247,3 +247,15 @@ def test_split_prefetches_compute_the_same_in_the_interpreter(store_uses_row):
         results.append(o)
     assert not np.array_equal(results[0], start)
     np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_steps_of_more_prefetches_than_the_limit_stay_beside_the_work():
+    hoist = importlib.import_module("lowering.passes.hoist_guards")
+    n = hoist.MAX_SPLIT_STEP_LINES
+    guard = te.all(k + i >= 1, k + i < 8)
+    work = ir.IfThenElse(guard, _for(j, 0, 16, ir.BufferStore(B, te.const(1.0), (i * 16 + j,))))
+    for calls, split in ((n, True), (n + 1, False)):
+        pf = ir.IfThenElse(te.floormod(k, 4) == te.floormod(i, 4),
+                           ir.seq(*[_prefetch(k + 16 * c) for c in range(calls)]))
+        out = hoist_guards_stmt(_for(i, 0, 4, _for(k, 0, 3, ir.seq(pf, work))))
+        assert isinstance(out.body, ir.SeqStmt) == split, str(out)
