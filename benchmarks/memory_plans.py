@@ -2,7 +2,9 @@
 beside ONNX Runtime, interleaved in one process: the same kernels, only where the data
 lie differs. --switch inplace: outputs written over a dying input where the kernel allows
 it (relay_ir.backend.inplace; TESSEL_PLAN_INPLACE); --switch constants: the constants in
-one arena in first-use order (executor.pack_constants; TESSEL_PACK_CONSTANTS).
+one arena in first-use order (executor.pack_constants; TESSEL_PACK_CONSTANTS); --switch
+gaps: a value that no free block holds placed in a gap of a block held in part, rather
+than in a new block (relay_ir.backend.memory_plan; TESSEL_PLAN_GAPS).
 
 Each setting gets --arenas graph plans of its own (fresh allocations each; where an arena
 lands in memory moved one model's time by about 2% here), every round times each once, in
@@ -18,6 +20,7 @@ slower from a cost that moved between kernels.
 
     TESSEL_NUM_THREADS=1 python -m benchmarks.memory_plans --models resnet50 --cpu-time
     TESSEL_NUM_THREADS=1 python -m benchmarks.memory_plans --switch constants --cpu-time
+    TESSEL_NUM_THREADS=1 python -m benchmarks.memory_plans --switch gaps --steps 5 --cpu-time
     TESSEL_NUM_THREADS=1 python -m benchmarks.memory_plans --models resnet18 --vm --cpu-time
     TESSEL_NUM_THREADS=1 python -m benchmarks.memory_plans --rounds 4 --steps 10 --cpu-time
     python -m benchmarks.memory_plans --models resnet18 --image 32 --width 8 --rounds 1
@@ -50,7 +53,8 @@ from relay_ir.backend.memory_plan import PAGE
 from relay_ir.frontend.onnx import from_onnx
 
 PLANS = ("on", "off")
-SWITCHES = {"inplace": "TESSEL_PLAN_INPLACE", "constants": "TESSEL_PACK_CONSTANTS"}
+SWITCHES = {"inplace": "TESSEL_PLAN_INPLACE", "constants": "TESSEL_PACK_CONSTANTS",
+            "gaps": "TESSEL_PLAN_GAPS"}
 
 
 def plans_of(lib: Any, arenas: int, switch: str = "inplace") -> dict[str, list[GraphPlan]]:

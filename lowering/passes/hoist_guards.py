@@ -17,6 +17,12 @@ branch around the taps instead made LLVM store the register tile's 28 accumulato
 the stack at each kw step (64@56 3x3 on one Sapphire Rapids core: 1.77 ms against the
 padded copy's 1.45).
 
+A loop whose body is software prefetches (lowering.prefetch: they change no value) beside
+work under one guard is split in two first, the prefetches' loop before the work's, so
+that the guard can leave the work's loop or become its bounds: a conv that prefetches
+the next oc chunk's weights at each (kh, kw) step kept its row guard as an `if` per kw
+step (and per peeled column part) otherwise.
+
     >>> import tensor_expr as te
     >>> from lowering import ir
     >>> from lowering.passes.hoist_guards import hoist_guards_stmt
@@ -43,11 +49,22 @@ from __future__ import annotations
 import dataclasses
 
 from lowering import ir
+from lowering.prefetch import PREFETCH
 from tensor_expr import expr as E
 from tensor_expr.arith import simplify
 from tensor_expr.arith.linear import linearize
+from tensor_expr.arith.structural import structural_equal
 from tensor_expr.visitor import collect_vars, post_order_visit, substitute
 
+# split a loop of prefetches beside guarded work (see the module text); False keeps them
+# together (an A/B switch: benchmarks.template_switch --switch
+# lowering.passes.hoist_guards.SPLIT_PREFETCHES)
+SPLIT_PREFETCHES = True
+# the most prefetches (cache lines) one statement of a split-off loop may issue: split off,
+# a row issues its steps back to back at its start, and steps of 16 lines (tuned 512@7
+# planes of 8 channels) ran 0-3% slower so, while steps of 8 (the default's 4 channels)
+# ran 11-15% faster (ResNet-18, one Emerald Rapids core, in the model's order)
+MAX_SPLIT_STEP_LINES = 8
 # a guard around this many statement runs or more is large work: its test is cheap beside
 # it, and a copy of it is dear (loop_partition does not peel for it)
 SMALL_WORK = 16
@@ -158,11 +175,89 @@ def _to_bounds(s: ir.For, keep: list[E.PrimExpr]) -> tuple[ir.For, list[E.PrimEx
     return dataclasses.replace(s, min=lo, extent=simplify(E.max(hi - lo, 0))), left
 
 
+def prefetch_only(s: ir.Stmt) -> bool:
+    """Whether `s` does nothing but prefetch (calls of lowering.prefetch under ifs, loops
+    and lets): it changes no value, so it may run anywhere in the loop around it."""
+    if isinstance(s, ir.Evaluate):
+        return isinstance(s.value, E.Call) and s.value.name == PREFETCH
+    if isinstance(s, (ir.SeqStmt, ir.IfThenElse, ir.For, ir.LetStmt)):
+        return all(prefetch_only(k) for k in ir.stmt_children(s))
+    return False
+
+
+def _prefetch_calls(s: ir.Stmt) -> int:
+    """Prefetch calls written in `s` (its loops not multiplied out)."""
+    if isinstance(s, ir.Evaluate):
+        return 1
+    return sum(_prefetch_calls(k) for k in ir.stmt_children(s))
+
+
+def _apart_from_prefetches(body: ir.Stmt) -> tuple[ir.Stmt, ir.IfThenElse] | None:
+    """(the prefetches, the rest as one guard) of a body of prefetches (each statement of
+    at most MAX_SPLIT_STEP_LINES calls) beside statements that are all else-less ifs of one
+    condition that reads no memory; else None."""
+    if not isinstance(body, ir.SeqStmt):
+        return None
+    pf = [x for x in body.stmts if prefetch_only(x)]
+    if any(_prefetch_calls(x) > MAX_SPLIT_STEP_LINES for x in pf):
+        return None
+    rest = [x for x in body.stmts if not prefetch_only(x)]
+    if not pf or not rest or not all(isinstance(x, ir.IfThenElse) and x.else_case is None
+                                     for x in rest):
+        return None
+    cond = rest[0].condition
+    if _reads_memory(cond) or not all(structural_equal(x.condition, cond) for x in rest):
+        return None
+    return ir.seq(*pf), ir.IfThenElse(cond, ir.seq(*[x.then_case for x in rest]))
+
+
+def _store_vars(s: ir.Stmt) -> set[int]:
+    """The ids of the variables in the indices of the stores of `s`."""
+    found: set[int] = set()
+
+    def visit(n: ir.Stmt) -> None:
+        if isinstance(n, ir.BufferStore):
+            for i in n.indices:
+                found.update(id(v) for v in collect_vars(i))
+
+    ir.post_order_visit_stmt(s, visit)
+    return found
+
+
 class _Hoist(ir.StmtMutator):
+    def __init__(self) -> None:
+        super().__init__()
+        self._around: list[E.Var | None] = []  # the loops around the one visited
+
     def visit_For(self, s: ir.For) -> ir.Stmt:
-        body = self.visit(s.body)
+        # (a loop of one iteration, a compute_at stage's own axis, indexes stores that
+        # are carried across the loops around all the same)
+        one = isinstance(s.extent, E.IntImm) and s.extent.value == 1
+        self._around.append(None if one else s.var)
+        try:
+            body = self.visit(s.body)
+        finally:
+            self._around.pop()
         if s.kind is ir.ForKind.THREAD_BINDING:
             return s if body is s.body else dataclasses.replace(s, body=body)
+        split = _apart_from_prefetches(body) if SPLIT_PREFETCHES and \
+            s.kind is not ir.ForKind.VECTORIZED else None
+        # only where the work stores per iteration of a loop around (a conv's plane row):
+        # its values are not carried in registers across every loop around, so the
+        # prefetches' loop can run before they are loaded. A register tile carried across
+        # the whole reduction (the tile scope) kept its prefetches inside: split, 256@14
+        # 3x3 ran 10% slower and a tuned 256@14 -> 512 stride 2 45% (its tile spilled)
+        around = {id(v) for v in self._around if v is not None}
+        if split is not None and not _store_vars(split[1]) & around:
+            split = None
+        if split is not None:  # the prefetches' loop, then the work's, its guard hoisted
+            plain = dataclasses.replace(s, body=split[1])
+            work_loop = self._hoisted(plain, split[1])
+            if work_loop is not plain:  # (a guard that stays gains nothing from the split)
+                return ir.seq(dataclasses.replace(s, body=split[0]), work_loop)
+        return self._hoisted(s, body)
+
+    def _hoisted(self, s: ir.For, body: ir.Stmt) -> ir.Stmt:
         conds, inner = _guard_chain(body)
         # a loop of one iteration (a compute_at stage's own axes, inlined later by
         # remove_no_op) lets a conjunct out with its var as the loop's min

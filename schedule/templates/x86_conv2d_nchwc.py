@@ -187,15 +187,18 @@ PREFETCH_ROWS_OC = True
 # ResNet-50 (load 1.7-2.6) 512@14 -> 512 stride 2 1914 -> 1323 (ONNX Runtime 1679),
 # 512@7 3x3 (two) 2835 -> 2410, the convs 39.88 -> 38.63, the model 43.62 -> 40.73.
 # Alone (the kernel repeated, load 4-5) warm 256@14 -> 512 s2 651 -> 641 us, 512@14 ->
-# 512 s2 1283 -> 1291, 512@7 1178 -> 1229 (its kh row bounds stay a guard: the kh loop
-# holds the prefetch); with a fresh copy of the weights each call 1037 -> 692, 1987 ->
-# 1398, 1569 -> 1347. AVX2 code (haswell's 256 KiB L2: two chunks do not fit) is
-# unchanged. Tried beside it, slower: the 14x14 3x3 convs prefetching in their tile of 28
-# accumulators (ResNet-18's 256@14 3x3, three, 3221 -> 3556 us, load 3.6: they spilled,
-# see PREFETCH_TILE_WEIGHTS), a 14x14 plane with its prefetch (4321 against the tile's
-# 3544), a row accumulator at 14x14 with it (1.05x), the prefetch at
-# the kh loop instead of kw (24 lines a step: 692 -> 845 us cold, 256@14 -> 512 s2, load
-# 4.6); tile-scope 7x7 outputs prefetching (final.db's tuned 256@14 -> 512 s2) 736 -> 716
+# 512 s2 1283 -> 1291, 512@7 1178 -> 1229 (its kh row bounds stayed a guard: the kh loop
+# held the prefetch; since, lowering.passes.hoist_guards splits the prefetches off into a
+# loop of their own before the row's work, whose guard becomes the kh bounds: ResNet-18's
+# 512@7 3x3, untuned, 11-15% faster in the model's order); with a fresh copy of the
+# weights each call 1037 -> 692, 1987 -> 1398, 1569 -> 1347. AVX2 code (haswell's 256 KiB
+# L2: two chunks do not fit) is unchanged. Tried beside it, slower: the 14x14 3x3 convs
+# prefetching in their tile of 28 accumulators (ResNet-18's 256@14 3x3, three, 3221 ->
+# 3556 us, load 3.6: they spilled, see PREFETCH_TILE_WEIGHTS), a 14x14 plane with its
+# prefetch (4321 against the tile's 3544), a row accumulator at 14x14 with it (1.05x),
+# the prefetch at the kh loop instead of kw (24 lines a step: 692 -> 845 us cold, 256@14
+# -> 512 s2, load 4.6); tile-scope 7x7 outputs prefetching (final.db's tuned 256@14 ->
+# 512 s2) 736 -> 716
 # us, within the noise. The template's version stays 3: final.db's best configs of these
 # shapes (tile scope, or planes of 2-FMA steps) build as before; a record of a plane with
 # steps of 32+ FMAs undersells it now (it was timed without the prefetch).

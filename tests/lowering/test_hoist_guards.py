@@ -4,6 +4,8 @@ interpreter and LLVM) on fresh random inputs."""
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 
@@ -11,7 +13,8 @@ import lowering
 import tensor_expr as te
 from lowering import ir
 from lowering.passes import loop_partition, remove_no_op, simplify
-from lowering.passes.hoist_guards import hoist_guards, hoist_guards_stmt, work
+from lowering.passes.hoist_guards import hoist_guards, hoist_guards_stmt, prefetch_only, work
+from lowering.prefetch import PREFETCH
 from schedule import create_schedule
 from tests.rng import seeded_rng
 
@@ -190,3 +193,69 @@ def test_a_border_tile_splits_its_unrolled_columns_on_the_taps_range_and_rolls_i
     assert "for (c, 1, 15) unrolled" in out and "if ((k >= 1))" in out, out
     assert out.count("for (k, 0, 3) unrolled") == 1, out  # the interior keeps it unrolled
     assert out.count("for (k, 0, 3) {") == 2, out  # head and tail roll it
+
+
+W = ir.Buffer("W", (te.const(64),), "float32")
+
+
+def _prefetch(idx):
+    return ir.Evaluate(te.Call("int32", PREFETCH, (ir.BufferLoad(W, (idx,)), te.const(2))))
+
+
+def _row_with_prefetches(store_uses_row: bool):
+    """for h { for k { if (k % 4 == h % 4) prefetch W[k]; if (row guard) work } }: the
+    work's stores indexed by the row h (a plane's row) or not (a tile carried across it)."""
+    guard = te.all(k + i >= 1, k + i < 8)  # the kh row of taps of output row i
+    row = i * 16 if store_uses_row else te.const(0)
+    work = ir.IfThenElse(guard, _for(j, 0, 16, ir.BufferStore(
+        B, ir.BufferLoad(B, (row + j,)) + ir.BufferLoad(W, (k * 16 + j,)), (row + j,))))
+    pf = ir.IfThenElse(te.floormod(k, 4) == te.floormod(i, 4), _prefetch(k + 16))
+    return _for(i, 0, 4, _for(k, 0, 3, ir.seq(pf, work)))
+
+
+def test_prefetches_beside_guarded_work_go_to_a_loop_of_their_own_and_the_guard_to_bounds():
+    out = hoist_guards_stmt(_row_with_prefetches(store_uses_row=True))
+    pf_loop, work_loop = out.body.stmts
+    assert pf_loop.var is k and str(pf_loop.extent) == "3" and prefetch_only(pf_loop)
+    assert work_loop.var is k and "max(0," in str(work_loop.min), str(out)
+    assert isinstance(work_loop.body, ir.For), "no branch left around the work"
+
+
+def test_a_register_tile_carried_across_every_loop_keeps_its_prefetches_inside():
+    body = _row_with_prefetches(store_uses_row=False)
+    out = hoist_guards_stmt(body)
+    assert out is body or not isinstance(out.body, ir.SeqStmt), str(out)
+
+
+def test_the_split_switch_off_keeps_prefetches_and_work_together(monkeypatch):
+    # (lowering.passes exports the function under the module's name)
+    hoist = importlib.import_module("lowering.passes.hoist_guards")
+    monkeypatch.setattr(hoist, "SPLIT_PREFETCHES", False)
+    body = _row_with_prefetches(store_uses_row=True)
+    assert hoist_guards_stmt(body) is body
+
+
+@pytest.mark.parametrize("store_uses_row", [True, False])
+def test_split_prefetches_compute_the_same_in_the_interpreter(store_uses_row):
+    body = _row_with_prefetches(store_uses_row)
+    start = seeded_rng().standard_normal(64).astype("float32")
+    w = seeded_rng().standard_normal(64).astype("float32")
+    results = []
+    for stmt in (body, hoist_guards_stmt(body)):
+        o = start.copy()
+        lowering.interpret(ir.PrimFunc("f", (B, W), stmt), o, w)
+        results.append(o)
+    assert not np.array_equal(results[0], start)
+    np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_steps_of_more_prefetches_than_the_limit_stay_beside_the_work():
+    hoist = importlib.import_module("lowering.passes.hoist_guards")
+    n = hoist.MAX_SPLIT_STEP_LINES
+    guard = te.all(k + i >= 1, k + i < 8)
+    work = ir.IfThenElse(guard, _for(j, 0, 16, ir.BufferStore(B, te.const(1.0), (i * 16 + j,))))
+    for calls, split in ((n, True), (n + 1, False)):
+        pf = ir.IfThenElse(te.floormod(k, 4) == te.floormod(i, 4),
+                           ir.seq(*[_prefetch(k + 16 * c) for c in range(calls)]))
+        out = hoist_guards_stmt(_for(i, 0, 4, _for(k, 0, 3, ir.seq(pf, work))))
+        assert isinstance(out.body, ir.SeqStmt) == split, str(out)

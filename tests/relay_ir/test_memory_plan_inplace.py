@@ -92,7 +92,8 @@ def test_random_shares_never_let_live_values_overlap() -> None:
         dying = [u for u, s in enumerate(spans) if s[1] == start and u != v]
         if dying and rng.random() < 0.7:
             share[v] = int(rng.choice(dying))
-    storage_of, blocks = _best_fit(spans, share)  # every share that applies, kept
+    fit = _best_fit(spans, share)  # every share that applies, kept
+    storage_of, blocks = fit.storage_of, fit.blocks
     assert sum(storage_of[v] == storage_of[u] for v, u in share.items()) > 10
     offs = [block_offsets(blocks)[b] for b in storage_of]
     for i in range(len(spans)):
@@ -110,7 +111,7 @@ def test_sharing_that_would_raise_the_peak_is_dropped() -> None:
     # best fit: 2 and 3 take one 8 KiB block in turn, 1 a 4 KiB one, 0 the 8 KiB again;
     # 1 over 3 holds the 8 KiB block at step 3, and 0 needs another 8 KiB
     values = [(3, 4, 8192), (2, 3, 4096), (0, 0, 8192), (1, 2, 4096)]
-    assert sum(_best_fit(values, {1: 3})[1]) > plan_memory(values).peak_bytes == 12288
+    assert _best_fit(values, {1: 3}).peak > plan_memory(values).peak_bytes == 12288
     plan = plan_memory(values, share={1: 3})
     assert plan.peak_bytes == 12288 and plan.storage_of[1] != plan.storage_of[3]
 
