@@ -219,17 +219,33 @@ def measure(plans: Sequence[Any], arrays: list[np.ndarray], rounds: int, target:
     return float(np.median(peaks)), [np.array(r) for r in rows]
 
 
-def table(times: Sequence[TaskTime], peak: float) -> str:
-    """The rows, most time above the peak first, and a total line."""
+def table(times: Sequence[TaskTime], peak: float,
+          base: Sequence[TaskTime] | None = None) -> str:
+    """The rows, most time above the peak first, and a total line; with `base` (the
+    untuned build's), each task's time over its time there, and the total's.
+
+        >>> print(table([TaskTime("k", "conv", 2, 2e-3, 2e8)], 2e11,
+        ...             [TaskTime("k", "conv", 2, 4e-3, 2e8)]))  # doctest: +NORMALIZE_WHITESPACE
+          task  steps  us  of peak  above us  x base
+          conv  2  2000  0.50  1000  0.500
+          all steps 2.00 ms, 100 GFLOP/s = 0.50 of the peak; at the peak the FLOPs take
+          1.00 ms (0.500 of this build); x0.500 of the base
+    """
+    before = {t.key: t.seconds for t in base or ()}
     total = sum(t.seconds for t in times)
     flop = sum(t.flop for t in times)
-    lines = [f"  {'task':<58} {'steps':>5} {'us':>8} {'of peak':>8} {'above us':>9}"]
+    lines = [f"  {'task':<58} {'steps':>5} {'us':>8} {'of peak':>8} {'above us':>9}"
+             + (f" {'x base':>7}" if base is not None else "")]
     for t in sorted(times, key=lambda t: -t.above_peak(peak)):
+        ratio = (f" {t.seconds / before[t.key]:>7.3f}" if before.get(t.key) else
+                 f" {'-':>7}") if base is not None else ""
         lines.append(f"  {t.name:<58} {t.steps:>5} {t.seconds * 1e6:>8.0f} "
-                     f"{t.of_peak(peak):>8.2f} {t.above_peak(peak) * 1e6:>9.0f}")
+                     f"{t.of_peak(peak):>8.2f} {t.above_peak(peak) * 1e6:>9.0f}{ratio}")
     lines.append(f"  all steps {total * 1e3:.2f} ms, {flop / total / 1e9:.0f} GFLOP/s = "
                  f"{flop / total / peak:.2f} of the peak; at the peak the FLOPs take "
-                 f"{flop / peak * 1e3:.2f} ms ({flop / peak / total:.3f} of this build)")
+                 f"{flop / peak * 1e3:.2f} ms ({flop / peak / total:.3f} of this build)"
+                 + (f"; x{total / sum(before.values()):.3f} of the base"
+                    if base is not None else ""))
     return "\n".join(lines)
 
 
@@ -267,10 +283,12 @@ def main(argv: list[str] | None = None) -> dict[str, list[TaskTime]]:
                                  args.target)
     print(f"{args.model}: peak {peak / 1e9:.0f} GFLOP/s ({args.target}, median of "
           f"{args.rounds} rounds, CPU time), load {os.getloadavg()[0]:.2f}")
-    out = {}
+    out: dict[str, list[TaskTime]] = {}
     for name, lib, s in zip(names, libs, step_seconds):
         out[name] = task_times(lib.plan, s, args.target)
-        print(f"{name}:\n{table(out[name], peak)}")
+        base = out["untuned"] if name != "untuned" else None
+        print(f"{name}{' (x base: of the untuned build)' if base else ''}:\n"
+              f"{table(out[name], peak, base)}")
     return out
 
 

@@ -91,6 +91,18 @@ def test_measure_takes_a_peak_then_a_round_of_every_plan_each_round() -> None:
     assert rows[1][:, 0].tolist() == [2.0, 4.0, 6.0]
 
 
+def test_the_table_gives_each_task_its_time_over_the_same_task_in_the_base() -> None:
+    tuned = [peak_headroom.TaskTime("a", "conv a", 1, 3e-3, 1e8),
+             peak_headroom.TaskTime("b", "conv b", 2, 1e-3, 1e8)]
+    base = [peak_headroom.TaskTime("b", "conv b", 2, 2e-3, 1e8),
+            peak_headroom.TaskTime("c", "conv c", 1, 2e-3, 1e8)]
+    rows = peak_headroom.table(tuned, 1e11, base).splitlines()
+    by_name = {r.split()[1]: r.split() for r in rows[1:-1]}
+    assert by_name["b"][-1] == "0.500" and by_name["a"][-1] == "-"  # "a" is not in base
+    assert rows[-1].endswith("x1.000 of the base")  # 4 ms against 4 ms
+    assert "x base" not in peak_headroom.table(tuned, 1e11)
+
+
 def test_main_prints_a_table_per_build_with_the_share_of_the_peak(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
     monkeypatch.setattr("lowering.kernel.num_threads", lambda: 1)
@@ -102,6 +114,7 @@ def test_main_prints_a_table_per_build_with_the_share_of_the_peak(
     assert [t.name for t in got["untuned"]] == [t.name for t in got[empty]]
     out = capsys.readouterr().out
     assert out.count("of the peak; at the peak the FLOPs take") == 2
+    assert out.count("of the base") == 1  # the tuned build against the untuned one
 
 
 def test_several_threads_are_refused(tmp_path: Path, monkeypatch) -> None:
