@@ -19,9 +19,14 @@ Why: on this project's AVX-512 machine `tessel tune` makes ResNet-18 and ResNet-
 in the model (4 builds beside the untuned one timed in turn, 30 rounds; an experiment not
 kept) did not change that: ResNet-18 0.980 of untuned with the re-ranked picks and 0.980
 with the database's, ResNet-50 0.976 and 0.972 (benchmarks.tuned_ab, 15 rounds, load
-3.6-5.5); a task's top configs tie within 1-5% alone and in the model, and two runs of the
-experiment picked differently. This table says why (one Emerald Rapids core, load 4.8-4.9,
-the tuning databases of session 13; ResNet-18 20 rounds, ResNet-50 15):
+3.6-5.5; again at load 1.6: 0.983 against 0.988); a task's top configs tie within 1-5%
+alone and in the model, and two runs of the experiment picked differently. Timing the
+candidates with the weights pushed out of L2 only (into the 300 MiB L3 that holds all of
+ResNet-18's weights from one run to the next) instead of out of every cache did not pay
+either (fresh 400-trial tunes, 0.984-1.03 of untuned against 0.984-0.988 tuned cold);
+800 trials instead of 400 gave 0.962-0.970 against 0.983-0.989 (load 2.0). This table
+says why (one Emerald Rapids core, load 4.8-4.9, the tuning databases of session 13;
+ResNet-18 20 rounds, ResNet-50 15):
 
 | build | all steps | of the peak | at the peak | most room (above the peak, us) |
 |---|---|---|---|---|
