@@ -23,8 +23,9 @@ with the database's, ResNet-50 0.976 and 0.972 (benchmarks.tuned_ab, 15 rounds, 
 alone and in the model, and two runs of the experiment picked differently. Timing the
 candidates with the weights pushed out of L2 only (into the 300 MiB L3 that holds all of
 ResNet-18's weights from one run to the next) instead of out of every cache did not pay
-either (fresh 400-trial tunes, 0.984-1.03 of untuned against 0.984-0.988 tuned cold);
-800 trials instead of 400 gave 0.962-0.970 against 0.983-0.989 (load 2.0). This table
+either (fresh 400-trial tunes of two such variants, 0.960-1.033 of untuned in three runs,
+against 0.983-0.991 tuned cold); 800 trials instead of 400 gave 0.962-0.970 against
+0.984-0.989 in the same runs (load 2.0). This table
 says why (one Emerald Rapids core, load 4.8-4.9, the tuning databases of session 13;
 ResNet-18 20 rounds, ResNet-50 15):
 
