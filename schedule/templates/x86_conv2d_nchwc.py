@@ -259,6 +259,22 @@ PREFETCH_TILE_ACCUMULATORS = 16
 # loop_order changes: a record names its loop_order, so records keep their meaning and
 # the version stays 3 (the fallback re-pinned)
 ROWS_OUTER_WITH_TAPS = True
+# a register tile of two output rows where one row's tile has fewer accumulators than the
+# FMA pipes need to stay busy (8: latency x ports, as pick_blocks counts) because the
+# registers cap it (not a narrow output: its row is wider than pick_blocks' budget) and
+# two rows' still leave a register for the broadcast and one per weight vector. Only
+# AVX2's 16 registers meet it at ResNet's and MobileNetV2's shapes: a 14x14 output gets 7
+# columns x 1 vector (14 x 1 or 7 x 2 would not fit beside the loads), 2 x 7 x 1 = 14
+# accumulators; AVX-512's tiles there have 14 already. AVX2 code (-mcpu=haswell), one
+# Emerald Rapids core, CPU time, medians of 9 interleaved rounds beside ONNX Runtime capped
+# to AVX2 in the same process (model layouts, data block 8 or 16 as the model has it, load
+# 3.6-3.9), 1 row -> 2 rows (ONNX Runtime): 256@14 3x3 3442 -> 2806 us (2861), 1024@14 ->
+# 256 1691 -> 1444 (1397), 256@14 -> 1024 1794 -> 1330 (1619), 128@28 -> 256 3x3 stride 2
+# 1868 -> 1504 (1667), 512@28 -> 1024 stride 2 3453 -> 2749 (3182). One row of 14 columns
+# instead: 256@14 3x3 5108 us (its one tile holds both padded borders: the guard stays
+# inside it), the 1x1 convs as two rows. Two rows drop the padding guard (PAD_GUARD) for
+# a padded copy: included in the figures above. 28x28 and wider keep their 8 (4 x 2).
+ROWS_FOR_ACCUMULATORS = True
 
 # ---------------------------------------------------------------------------------------
 # Choosing the blocks
@@ -365,6 +381,11 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     cfg.define_split("tile_ow", OW, num_outputs=2, max_factor=32)
     fallback_split(cfg, "tile_ow", [reg0])
     register_rows(cfg, OH)
+    vecs0, regs = max(1, oc0 // cfg.target.fp32_lanes), cfg.target.vector_registers
+    # (the registers, not the row's width, cap one row's tile: pick_blocks' budget)
+    if ROWS_FOR_ACCUMULATORS and reg0 * vecs0 < 8 and OW * vecs0 > regs - 4 and \
+            OH % 2 == 0 and 2 * reg0 * vecs0 + vecs0 + 1 <= regs:
+        fallback_split(cfg, "tile_oh", [2])  # see ROWS_FOR_ACCUMULATORS
 
     # data -> NCHW[ic_bn]c, zero-padded (one injective stage)
     (sh, sw), (dh, dw) = a.strides, a.dilation

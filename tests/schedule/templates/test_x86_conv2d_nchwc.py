@@ -589,8 +589,9 @@ def test_a_7x7_plane_whose_two_chunks_outgrow_the_targets_l2_does_not_prefetch()
 def test_a_14x14_3x3_conv_keeps_a_tile_of_16_accumulators_prefetches_and_equals_numpy(
         target: str, hw: int, stride: int, monkeypatch: Any) -> None:
     # ResNet-50's 256@14 3x3 (scaled down): the fallback's tile is 7 columns (x 2 vectors
-    # on AVX-512, not 14 x 2: the prefetch's branches made LLVM spill 28 accumulators),
-    # and the next chunk's weights are spread over the 14 rows (PREFETCH_TILE_WEIGHTS).
+    # on AVX-512, not 14 x 2: the prefetch's branches made LLVM spill 28 accumulators;
+    # x 1 vector by 2 rows on AVX2, ROWS_FOR_ACCUMULATORS), and the next chunk's weights
+    # are spread over the 14 rows' tiles (PREFETCH_TILE_WEIGHTS).
     # Scaled down it has more pixels than output channels, which would take it to the
     # rows_oc order (ROWS_OUTER_WITH_TAPS); ResNet's 256@14 has fewer and keeps oc_rows
     import schedule.templates.x86_conv2d_nchwc as template
@@ -601,13 +602,49 @@ def test_a_14x14_3x3_conv_keeps_a_tile_of_16_accumulators_prefetches_and_equals_
     args = _plane_args(target, hw)
     attrs = {**PLANE_ATTRS, "strides": stride}
     cfg, text = _plane_lowered(target, args, attrs)
+    rows = int(cfg["tile_oh"].size[-1])
     assert cfg["acc_scope"].val == "tile" and int(cfg["tile_ow"].size[-1]) == 7
-    chunks = 128 // int(cfg["tile_oc"].size[-1])
-    assert re.search(rf"prefetch\(kernel\[min\(\(floordiv\(.*, 14\) \+ 1\), {chunks - 1}\), ",
-                     text), text
-    assert re.search(r"if \(\(floormod\(.*, 14\) == floormod\(", text), text
+    assert rows == (2 if target == AVX2 else 1)
+    chunks, tile_rows = 128 // int(cfg["tile_oc"].size[-1]), 14 // rows
+    assert re.search(rf"prefetch\(kernel\[min\(\(floordiv\(.*, {tile_rows}\) \+ 1\), "
+                     rf"{chunks - 1}\), ", text), text
+    assert re.search(rf"if \(\(floormod\(.*, {tile_rows}\) == floormod\(", text), text
     _check(target, args, attrs, cfg, blocked(x, args[0][0][-1]), w,
            conv2d_nchw(x, w, stride, 1))
+
+
+@pytest.mark.parametrize("target, hw, k, rows", [
+    (AVX2, 14, 1, 2), (AVX2, 14, 3, 2), (AVX2, 28, 1, 1), (AVX2, 7, 1, 1),
+    (AVX512, 14, 1, 1), (AVX512, 14, 3, 1)])
+def test_the_default_tile_takes_two_rows_where_one_rows_tile_has_fewer_than_8_accumulators(
+        target: str, hw: int, k: int, rows: int, monkeypatch: Any) -> None:
+    # AVX2 at 14x14: 7 columns x 1 vector in one row, 2 x 7 in two (ROWS_FOR_ACCUMULATORS);
+    # at 28x28 its 4 columns x 2 vectors are 8 already, 7x7 has no even row count, and
+    # AVX-512's 14x14 tile is 7 x 2 vectors
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    args = [((1, 256, hw, hw), "float32"), ((256, 256, k, k), "float32")]
+    task = Task("conv2d_NCHWc.x86", args, {"padding": k // 2}, target)
+    cfg = task.default_config()
+    assert cfg is not None
+    vecs = max(1, int(cfg["tile_oc"].size[-1]) // (8 if target == AVX2 else 16))
+    assert int(cfg["tile_oh"].size[-1]) == rows
+    assert rows * int(cfg["tile_ow"].size[-1]) * vecs >= 8 or hw == 7
+    monkeypatch.setattr(template, "ROWS_FOR_ACCUMULATORS", False)
+    off = Task("conv2d_NCHWc.x86", args, {"padding": k // 2}, target).default_config()
+    assert int(off["tile_oh"].size[-1]) == 1
+
+
+def test_a_14x14_avx2_conv_with_a_two_row_tile_equals_numpy_in_model_layouts() -> None:
+    # two rows drop the padding guard for a padded copy; a 1x1 conv at 14x14 has none
+    rng = seeded_rng()
+    for k in (3, 1):
+        x, w = rand(rng, (1, 32, 14, 14)), rand(rng, (24, 32, k, k))
+        args = [((1, 4, 14, 14, 8), "float32"), ((24, 32, k, k), "float32")]
+        attrs = {**PLANE_ATTRS, "padding": k // 2}
+        cfg = Task("conv2d_NCHWc.x86", args, attrs, AVX2).default_config()
+        assert cfg is not None and int(cfg["tile_oh"].size[-1]) == 2
+        _check(AVX2, args, attrs, cfg, blocked(x, 8), w, conv2d_nchw(x, w, 1, k // 2))
 
 
 def test_a_tile_3x3_conv_does_not_prefetch_with_28_accumulators_the_switch_off_or_28x28(
@@ -832,7 +869,8 @@ def test_a_guarded_conv_keeps_the_rows_parallel_and_at_most_three_micro_kernels(
     attrs = {"padding": 1, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
              "out_layout": "NCHWc"}
     space = config_space("conv2d_NCHWc.x86", args, attrs, target)
-    cfg = _with(space, target, args, attrs, **knobs)
+    # one register row (AVX2's 14x14 default has two, which keep the padded copy)
+    cfg = _with(space, target, args, attrs, **{"tile_oh": [-1, 1], **knobs})
     s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=target)
     text = str(lowering.lower(s, ts))
     assert "data_pad" not in text
