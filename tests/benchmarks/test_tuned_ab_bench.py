@@ -29,3 +29,16 @@ def test_cpu_time_with_several_threads_is_refused(tmp_path: Path, monkeypatch) -
     monkeypatch.setattr(tuned_ab, "num_threads", lambda: 2)
     with pytest.raises(SystemExit):
         tuned_ab.main([str(tmp_path / "m.onnx"), "x.db", "--cpu-time"])
+
+
+def test_with_ort_it_times_onnx_runtime_in_turn_and_prints_each_build_against_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = tmp_path / "r18.onnx"
+    onnx.save(resnet18(image=32, width=8, classes=10), model)
+    empty = str(tmp_path / "empty.db")
+    TuningDatabase(empty).close()
+    got = tuned_ab.main([str(model), empty, "--rounds", "2", "--repeat", "1", "--ort",
+                         "--target", "llvm -mcpu=haswell"])
+    assert list(got) == ["untuned", empty, "onnxruntime"]
+    out = capsys.readouterr().out
+    assert out.count("of onnxruntime per round") == 2
