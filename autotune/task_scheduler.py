@@ -6,14 +6,21 @@ Every task first gets one batch. After that each batch goes to the task of large
 the model-latency seconds its next batch is predicted to cut,
 
     gain = weight x max(0, group best - predicted best after the batch)
-    predicted decrease = ALPHA x backward + (1 - ALPHA) x forward
+    predicted decrease = min(ALPHA x backward + (1 - ALPHA) x forward, room)
+    room = best - flop / peak FLOP/s (when the peak is known)
     forward = max(best / batches, best - BETA x flop / (best FLOP/s of similar tasks))
 
 `weight` is the task's occurrences in the model; `backward` is how much its best time fell
 per batch over its last `WINDOW` batches (the recent slope of its curve); `forward` is the
 optimistic guess (its best time spread over the batches it has had) or, if larger, the way
 to 1/BETA of the throughput that similar tasks (the same template and target, other
-shapes) reached, which bounds what this one can reach. A task whose group has alternate
+shapes) reached, which bounds what this one can reach. No kernel beats one core's FMA
+peak (autotune.peak, measured once per run where candidates are timed: `peaks`, per
+target), so a task's best time cannot fall below flop / peak: its room. Without that cap
+the optimistic guess gave the 3x3 convs of ResNet-18 that already ran at 0.94-0.95 of the
+peak (64@56, x4 occurrences) 80-96 of 400 trials, and 512@7 3x3 (0.80 of the peak, the
+most time above it) few. A target whose peak is unknown (a remote runner that does not
+say) keeps the uncapped rule. A task whose group has alternate
 templates (a GPU conv: direct and implicit GEMM; build compiles the fastest) gains only
 where its predicted best beats the group's best, and the model estimate takes the min over
 a group's alternates, not the sum. Ties go to the task with fewer trials. A task leaves
@@ -42,7 +49,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,11 +124,18 @@ class Gain:
     similar_s: float = math.nan  # best - BETA x flop / that FLOP/s
     alternate: str | None = None  # the group's fastest alternate, when it is another task
     no_valid: bool = False    # nothing valid measured yet
+    room_s: float = math.inf  # best - flop / peak FLOP/s, at least 0 (inf: peak unknown)
+
+    @property
+    def uncapped_s(self) -> float:
+        """The predicted fall before the cap by the room above the peak."""
+        return ALPHA * self.backward_s + (1 - ALPHA) * self.forward_s
 
     @property
     def decrease_s(self) -> float:
-        """Predicted fall of its best time in the next batch."""
-        return ALPHA * self.backward_s + (1 - ALPHA) * self.forward_s
+        """Predicted fall of its best time in the next batch: at most its room above
+        the peak (no kernel runs faster than flop / peak)."""
+        return min(self.uncapped_s, self.room_s)
 
     @property
     def value(self) -> float:
@@ -146,16 +160,35 @@ class Gain:
             parts[-1] += (f", {self.similar_s * ms:.3g} to 1/{BETA:g} of the FLOP/s "
                           f"{self.similar} reached")
         parts[-1] += ")"
+        if math.isfinite(self.room_s):
+            capped = self.uncapped_s > self.room_s
+            parts.append(f"room above the peak {self.room_s * ms:.3g} ms"
+                         + (f" caps the predicted fall of {self.uncapped_s * ms:.3g} ms"
+                            if capped else ""))
         if self.alternate is not None:
             parts.append(f"alternate of {self.alternate} (group best "
                          f"{self.group_best_s * ms:.4g} ms): counts only below it")
         return "; ".join(parts)
 
 
+def room_above_peak(best_s: float, flop: float, peak_flops: float | None) -> float:
+    """Seconds a task of `flop` FLOPs at best `best_s` can still lose: best - flop / peak,
+    at least 0; inf when the peak (FLOP/s) or the FLOPs are unknown.
+
+        >>> room_above_peak(3e-3, 2e8, 1e11), room_above_peak(3e-3, 2e8, None)
+        (0.001, inf)
+    """
+    if not peak_flops or not flop or not math.isfinite(best_s):
+        return math.inf
+    return max(0.0, best_s - flop / peak_flops)
+
+
 def gain_of(st: TaskState, states: Sequence[TaskState],
-            group: Sequence[TaskState] = ()) -> Gain:
+            group: Sequence[TaskState] = (), peak_flops: float | None = None) -> Gain:
     """The Gain of giving `st` the next batch, among `states` (for similar tasks: the same
-    template and target) with `group` its alternates (itself included; () for none)."""
+    template and target) with `group` its alternates (itself included; () for none), its
+    predicted fall capped by its room above `peak_flops` (one core's FLOP/s on its target;
+    None: not capped)."""
     name = st.task.name or st.task.template
     best = st.best_time
     if not math.isfinite(best):
@@ -174,7 +207,8 @@ def gain_of(st: TaskState, states: Sequence[TaskState],
     fastest = min(members, key=lambda s: s.best_time)
     alternate = (fastest.task.name or fastest.task.template) if fastest is not st else None
     return Gain(name, st.occurrences, best, st.backward(), forward, optimistic,
-                fastest.best_time, st.batches, similar, similar_s, alternate)
+                fastest.best_time, st.batches, similar, similar_s, alternate,
+                room_s=room_above_peak(best, st.task.flop, peak_flops))
 
 
 @dataclass
@@ -235,14 +269,17 @@ class TaskScheduler:
     `alternates` the index sets of tasks that are alternate templates of one group (see
     `autotune.extract.extract_model_tasks`). `report(decision)` is called after every
     batch (e.g. print). `confirm`: records confirmed per task after each of its batches
-    (autotune.confirm; 0 turns it off).
+    (autotune.confirm; 0 turns it off). `peaks`: one core's FMA peak (FLOP/s) per target
+    string, as the runner's device reaches it (`measure_peaks`); a target left out is not
+    capped.
     """
 
     def __init__(self, tasks: Sequence[tuple[Task, int]], tuners: Sequence[Tuner], db: Any,
                  runner: Any, budget: int, batch_size: int = 8,
                  early_stopping: int | None = None,
                  report: Callable[[Decision], None] | None = None, model: str = "",
-                 alternates: Sequence[Sequence[int]] = (), confirm: int = 2) -> None:
+                 alternates: Sequence[Sequence[int]] = (), confirm: int = 2,
+                 peaks: Mapping[str, float] | None = None) -> None:
         if len(tasks) != len(tuners):
             raise TesselError(f"TaskScheduler: {len(tasks)} tasks but {len(tuners)} tuners")
         if budget < 1 or batch_size < 1:
@@ -259,6 +296,10 @@ class TaskScheduler:
         self.budget, self.batch_size = budget, batch_size
         self.early_stopping = early_stopping
         self.confirm = confirm
+        self.peaks = dict(peaks or {})
+        bad = {t: p for t, p in self.peaks.items() if not (p > 0 and math.isfinite(p))}
+        if bad:
+            raise TesselError(f"TaskScheduler: peaks must be positive FLOP/s, got {bad}")
         self.report = report
         self.used = 0
         self.decisions: list[Decision] = []
@@ -268,7 +309,9 @@ class TaskScheduler:
 
     def gain(self, k: int) -> Gain:
         """The Gain of giving task `k` the next batch now."""
-        return gain_of(self.states[k], self.states, self._group.get(k, ()))
+        st = self.states[k]
+        return gain_of(st, self.states, self._group.get(k, ()),
+                       self.peaks.get(str(st.task.target)))
 
     @property
     def model_estimate_s(self) -> float:
@@ -356,6 +399,37 @@ class TaskScheduler:
         return ScheduleResult(self.decisions, self.states, self.alternates)
 
 
+def measure_peaks(tasks: Sequence[Task], runner: Any) -> dict[str, float]:
+    """One core's FMA peak (FLOP/s) per CPU target of `tasks`, measured once where the
+    runner times candidates: by `runner.peak_flops(task)` if it has one (a cluster's: on
+    a slot of the task's device kind; None where it cannot say), else on this machine
+    (autotune.peak), where a LocalRunner's worker runs. Of several device kinds of one
+    target, the highest peak (the cap must never promise less than a kind can reach).
+    Targets without a peak are left out: their tasks keep the uncapped rule.
+
+        >>> measure_peaks([], object())
+        {}
+    """
+    from tessel_target import Target
+
+    out: dict[str, float] = {}
+    seen: set[tuple[str, str]] = set()
+    for task in tasks:
+        target = str(task.target)
+        if (target, task.device_key) in seen or Target.parse(target).kind != "llvm":
+            continue
+        seen.add((target, task.device_key))
+        if hasattr(runner, "peak_flops"):
+            got = runner.peak_flops(task)
+        else:
+            from autotune.peak import measure_peak
+
+            got = measure_peak(target)
+        if got is not None and got > 0:
+            out[target] = max(out.get(target, 0.0), float(got))
+    return out
+
+
 def _check_alternates(alternates: Sequence[Sequence[int]], tasks: Sequence[tuple[Task, int]]
                       ) -> list[list[int]]:
     out, seen = [], set()
@@ -375,4 +449,4 @@ def _check_alternates(alternates: Sequence[Sequence[int]], tasks: Sequence[tuple
 
 
 __all__ = ["ALPHA", "BETA", "Decision", "Gain", "ScheduleResult", "TaskScheduler",
-           "TaskState", "WINDOW", "gain_of", "run_key"]
+           "TaskState", "WINDOW", "gain_of", "measure_peaks", "room_above_peak", "run_key"]
