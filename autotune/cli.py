@@ -277,7 +277,7 @@ def _scheduled_row(st: Any, tuner: str) -> list[Any]:
 def _tune_scheduled(args: argparse.Namespace, tasks: list[Any], weights: list[int],
                     db: Any, runner: Any, alternates: list[list[int]]) -> int:
     """A model's --trials as one budget, spent by the task scheduler; one line per batch."""
-    from autotune.task_scheduler import TaskScheduler, measure_peaks
+    from autotune.task_scheduler import TaskScheduler
     from autotune.tuners import make_tuner
 
     def report(d: Any) -> None:
@@ -287,16 +287,14 @@ def _tune_scheduled(args: argparse.Namespace, tasks: list[Any], weights: list[in
 
     tuners = [make_tuner(args.tuner, t, seed=args.seed) for t in tasks]
     t0 = time.time()
-    peaks = measure_peaks(tasks, runner)
-    for target, flops in peaks.items():
-        print(f"peak: {flops / 1e9:.0f} GFLOP/s for {target} (one core's FMA peak where "
-              f"candidates are timed; caps each task's predicted gain by its time above "
-              f"it)", flush=True)
     result = TaskScheduler(list(zip(tasks, weights)), tuners, db, runner, args.trials,
                            batch_size=args.batch_size, early_stopping=args.early_stopping,
                            report=report, model=args.model, alternates=alternates,
-                           confirm=2 if args.confirm is None else args.confirm,
-                           peaks=peaks).run()
+                           confirm=2 if args.confirm is None else args.confirm).run()
+    for target, flops in result.peaks.items():
+        print(f"peak: {flops / 1e9:.0f} GFLOP/s for {target} (one core's FMA peak, read "
+              f"where and when the defaults were calibrated; capped each task's predicted "
+              f"fall at its time above it)")
     rows = [_scheduled_row(st, args.tuner) for st in result.tasks]
     print(_table(["task", "tuner", "trials", "new", "errors", "best GFLOP/s", "best ms",
                   "left because"], rows))

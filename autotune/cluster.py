@@ -118,11 +118,9 @@ class MeasureSlot:
         """LocalRunner.calibrate on this slot: {workload@target: seconds}."""
         return self.runner.calibrate([cached_task(t) for t in tasks], rounds)
 
-    def peak_flops(self, target: str) -> float:
-        """One core's FMA peak for `target` on this slot's node (autotune.peak)."""
-        from autotune.peak import measure_peak
-
-        return measure_peak(target)
+    def peak_flops(self, task: dict[str, Any]) -> float:
+        """LocalRunner.peak_flops on this slot (calibrate's, or measured now)."""
+        return self.runner.peak_flops(cached_task(task))
 
     def use_units(self, units: dict[str, float]) -> None:
         """LocalRunner.use_units on this slot (its kind's calibration, taken elsewhere)."""
@@ -315,7 +313,7 @@ class RayRunner:
         autotune.task_scheduler.measure_peaks); TesselError if the slot fails."""
         slot = self.slots_for(task.device_key)[0]
         return float(self._ask(slot, f"peak ({task.device_key!r})",
-                               slot.peak_flops.remote(str(task.target))))
+                               slot.peak_flops.remote(task.to_dict())))
 
     def calibrate(self, tasks: Sequence[Task], rounds: int = 15) -> dict[str, float]:
         """LocalRunner.calibrate on the cluster: the defaults of each device kind's tasks

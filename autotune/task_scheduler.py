@@ -232,6 +232,7 @@ class ScheduleResult:
     decisions: list[Decision]
     tasks: list[TaskState]
     alternates: list[list[int]] = field(default_factory=list)
+    peaks: dict[str, float] = field(default_factory=dict)  # FLOP/s per target: the caps
 
     @property
     def model_estimate_s(self) -> float:
@@ -270,8 +271,8 @@ class TaskScheduler:
     `autotune.extract.extract_model_tasks`). `report(decision)` is called after every
     batch (e.g. print). `confirm`: records confirmed per task after each of its batches
     (autotune.confirm; 0 turns it off). `peaks`: one core's FMA peak (FLOP/s) per target
-    string, as the runner's device reaches it (`measure_peaks`); a target left out is not
-    capped.
+    string; None: `run` asks the runner after calibrating it (`measure_peaks`); a target
+    left out is not capped.
     """
 
     def __init__(self, tasks: Sequence[tuple[Task, int]], tuners: Sequence[Tuner], db: Any,
@@ -296,8 +297,9 @@ class TaskScheduler:
         self.budget, self.batch_size = budget, batch_size
         self.early_stopping = early_stopping
         self.confirm = confirm
-        self.peaks = dict(peaks or {})
-        bad = {t: p for t, p in self.peaks.items() if not (p > 0 and math.isfinite(p))}
+        self.peaks = None if peaks is None else dict(peaks)
+        bad = {t: p for t, p in (self.peaks or {}).items()
+               if not (p > 0 and math.isfinite(p))}
         if bad:
             raise TesselError(f"TaskScheduler: peaks must be positive FLOP/s, got {bad}")
         self.report = report
@@ -311,7 +313,7 @@ class TaskScheduler:
         """The Gain of giving task `k` the next batch now."""
         st = self.states[k]
         return gain_of(st, self.states, self._group.get(k, ()),
-                       self.peaks.get(str(st.task.target)))
+                       (self.peaks or {}).get(str(st.task.target)))
 
     @property
     def model_estimate_s(self) -> float:
@@ -383,6 +385,8 @@ class TaskScheduler:
         if hasattr(self.runner, "calibrate"):
             # the tasks' units timed together: the gains weigh tasks by their times
             self.runner.calibrate([st.task for st in self.states])
+        if self.peaks is None:  # read in the calibration's rounds, under the units' load
+            self.peaks = measure_peaks([st.task for st in self.states], self.runner)
         self._resume()
         for st in self.states:  # every task first gets one batch (unless it has records)
             if self.used >= self.budget:
@@ -396,16 +400,18 @@ class TaskScheduler:
             gains = {k: self.gain(k) for k in live}
             k = max(live, key=lambda k: (gains[k].value, -self.states[k].trials))
             self._step(self.states[k], gains[k].explain(), gains[k])
-        return ScheduleResult(self.decisions, self.states, self.alternates)
+        return ScheduleResult(self.decisions, self.states, self.alternates,
+                              dict(self.peaks or {}))
 
 
 def measure_peaks(tasks: Sequence[Task], runner: Any) -> dict[str, float]:
-    """One core's FMA peak (FLOP/s) per CPU target of `tasks`, measured once where the
-    runner times candidates: by `runner.peak_flops(task)` if it has one (a cluster's: on
-    a slot of the task's device kind; None where it cannot say), else on this machine
-    (autotune.peak), where a LocalRunner's worker runs. Of several device kinds of one
-    target, the highest peak (the cap must never promise less than a kind can reach).
-    Targets without a peak are left out: their tasks keep the uncapped rule.
+    """One core's FMA peak (FLOP/s) per CPU target of `tasks`, where the runner times
+    candidates: `runner.peak_flops(task)` (LocalRunner's: read by its calibrate in the
+    rounds it timed the defaults; a RayRunner's: on the slot of the task's device kind
+    that calibrated), None where it cannot say. Of several device kinds of one target,
+    the highest peak (the cap must never promise less than a kind can reach). Targets
+    without a peak, and every target of a runner without `peak_flops`, are left out:
+    their tasks keep the uncapped rule.
 
         >>> measure_peaks([], object())
         {}
@@ -419,12 +425,7 @@ def measure_peaks(tasks: Sequence[Task], runner: Any) -> dict[str, float]:
         if (target, task.device_key) in seen or Target.parse(target).kind != "llvm":
             continue
         seen.add((target, task.device_key))
-        if hasattr(runner, "peak_flops"):
-            got = runner.peak_flops(task)
-        else:
-            from autotune.peak import measure_peak
-
-            got = measure_peak(target)
+        got = runner.peak_flops(task) if hasattr(runner, "peak_flops") else None
         if got is not None and got > 0:
             out[target] = max(out.get(target, 0.0), float(got))
     return out

@@ -64,6 +64,18 @@ def test_a_hanging_candidate_is_retried_once_with_three_times_the_timeout(
     assert "within 2 s" in timeouts[0] and "within 6 s" in timeouts[1]
 
 
+def test_calibrate_reads_the_fma_peak_in_the_rounds_it_times_the_defaults() -> None:
+    from tessel_target import Target
+
+    task = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+    with LocalRunner(timeout=30, control=True) as runner:
+        runner.calibrate([task], rounds=3)
+        peak = runner.peak_flops(task)
+    # at most 2 FMA ports x lanes x 2 FLOP at 6 GHz; at least a GFLOP/s (it ran)
+    lanes = Target.parse("llvm").fp32_lanes
+    assert 1e9 < peak < 2 * lanes * 2 * 6e9
+
+
 def test_a_build_error_is_reported_as_data() -> None:
     plain = Task("synthetic.test", [((64, 36), "float32")])
     bad = MeasureInput(CRASHY, plain.config(6))  # tile_i [-1, 64]: not a choice for 16 rows

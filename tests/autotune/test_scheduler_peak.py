@@ -123,8 +123,24 @@ def test_the_peaks_come_from_the_runner_once_per_target() -> None:
     assert sorted(runner.asked) == ["llvm", "llvm -mcpu=haswell"]
 
 
-def test_without_a_runner_peak_it_is_measured_here(monkeypatch: pytest.MonkeyPatch) -> None:
-    import autotune.peak
+def test_a_runner_without_a_peak_leaves_every_target_uncapped() -> None:
+    assert measure_peaks([_mm(8, "a")], FakeRunner(lambda t, c: 1.0)) == {}
 
-    monkeypatch.setattr(autotune.peak, "measure_peak", lambda target: 7e10)
-    assert measure_peaks([_mm(8, "a")], FakeRunner(lambda t, c: 1.0)) == {"llvm": 7e10}
+
+def test_the_scheduler_asks_the_runner_for_its_peaks_after_calibrating(
+        tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    class Calibrated(_PeakRunner):
+        def calibrate(self, tasks):  # type: ignore[no-untyped-def]
+            calls.append("calibrate")
+
+        def peak_flops(self, task: Task) -> float | None:
+            calls.append("peak")
+            return super().peak_flops(task)
+
+    t = _mm(8, "a")
+    with TuningDatabase(tmp_path / "t.db") as db:
+        result = TaskScheduler([(t, 1)], [RandomTuner(t)], db, Calibrated({"llvm": 3e11}),
+                               4, confirm=0).run()
+    assert calls == ["calibrate", "peak"] and result.peaks == {"llvm": 3e11}
