@@ -7,20 +7,32 @@ the model-latency seconds its next batch is predicted to cut,
 
     gain = weight x max(0, group best - predicted best after the batch)
     predicted decrease = min(ALPHA x backward + (1 - ALPHA) x forward, room)
-    room = best - flop / peak FLOP/s (when the peak is known)
+    room = best - flop / peak FLOP/s (with cap_by_peak and a known peak; else inf)
     forward = max(best / batches, best - BETA x flop / (best FLOP/s of similar tasks))
 
 `weight` is the task's occurrences in the model; `backward` is how much its best time fell
 per batch over its last `WINDOW` batches (the recent slope of its curve); `forward` is the
 optimistic guess (its best time spread over the batches it has had) or, if larger, the way
 to 1/BETA of the throughput that similar tasks (the same template and target, other
-shapes) reached, which bounds what this one can reach. No kernel beats one core's FMA
-peak (autotune.peak, measured once per run where candidates are timed: `peaks`, per
-target), so a task's best time cannot fall below flop / peak: its room. Without that cap
-the optimistic guess gave the 3x3 convs of ResNet-18 that already ran at 0.94-0.95 of the
-peak (64@56, x4 occurrences) 80-96 of 400 trials, and 512@7 3x3 (0.80 of the peak, the
-most time above it) few. A target whose peak is unknown (a remote runner that does not
-say) keeps the uncapped rule. A task whose group has alternate
+shapes) reached, which bounds what this one can reach.
+
+With `cap_by_peak` (`tessel tune --peak-cap`), the predicted fall is at most the task's
+room above one core's FMA peak, best - flop / peak (no kernel beats it; autotune.peak,
+read by the runner's calibrate in the rounds it times the defaults: `measure_peaks`; a
+target whose peak is unknown keeps the uncapped rule). The aim: uncapped, the 3x3 convs
+of ResNet-18 at 0.94-0.95 of the peak in the model (64@56, x4 occurrences) took 80-96
+of 400 trials and 512@7 3x3 (0.80 of the peak) few. It is off by default because it
+did not pay: three 400-trial ResNet-18 tunes from scratch (one core, AVX-512, load
+1.5-4) gave 64@56 x4 / 512@7 x3 88 / 72 trials uncapped, 152 / 112 capped with the peak
+measured apart, 160 / 144 with the peak read in the calibration's rounds, and
+benchmarks.tuned_ab (15 rounds x 5, CPU time, 2-3 runs at load 1.5-2.5) read them
+0.982-0.989, 0.979-0.992 and 0.989-0.994 of untuned: a tie within the noise. The peak
+reads 187-189 GFLOP/s whatever the load (the loop touches no memory) while the records'
+units do not: 64@56 3x3's default calibrated at 1.272, 1.419 and 1.452 ms in the three
+runs (0.96, 0.86 and 0.85 of the peak), so at load its room stays large; and 512@7 x3,
+given twice the trials, found nothing faster than its default.
+
+A task whose group has alternate
 templates (a GPU conv: direct and implicit GEMM; build compiles the fastest) gains only
 where its predicted best beats the group's best, and the model estimate takes the min over
 a group's alternates, not the sum. Ties go to the task with fewer trials. A task leaves
@@ -271,8 +283,9 @@ class TaskScheduler:
     `autotune.extract.extract_model_tasks`). `report(decision)` is called after every
     batch (e.g. print). `confirm`: records confirmed per task after each of its batches
     (autotune.confirm; 0 turns it off). `peaks`: one core's FMA peak (FLOP/s) per target
-    string; None: `run` asks the runner after calibrating it (`measure_peaks`); a target
-    left out is not capped.
+    string; with `cap_by_peak` and no `peaks`, `run` asks the runner after calibrating it
+    (`measure_peaks`); a target left out is not capped. Off by default (`tessel tune
+    --peak-cap`): see the module doc for why.
     """
 
     def __init__(self, tasks: Sequence[tuple[Task, int]], tuners: Sequence[Tuner], db: Any,
@@ -280,7 +293,8 @@ class TaskScheduler:
                  early_stopping: int | None = None,
                  report: Callable[[Decision], None] | None = None, model: str = "",
                  alternates: Sequence[Sequence[int]] = (), confirm: int = 2,
-                 peaks: Mapping[str, float] | None = None) -> None:
+                 peaks: Mapping[str, float] | None = None,
+                 cap_by_peak: bool = False) -> None:
         if len(tasks) != len(tuners):
             raise TesselError(f"TaskScheduler: {len(tasks)} tasks but {len(tuners)} tuners")
         if budget < 1 or batch_size < 1:
@@ -298,6 +312,7 @@ class TaskScheduler:
         self.early_stopping = early_stopping
         self.confirm = confirm
         self.peaks = None if peaks is None else dict(peaks)
+        self.cap_by_peak = cap_by_peak or peaks is not None
         bad = {t: p for t, p in (self.peaks or {}).items()
                if not (p > 0 and math.isfinite(p))}
         if bad:
@@ -385,7 +400,7 @@ class TaskScheduler:
         if hasattr(self.runner, "calibrate"):
             # the tasks' units timed together: the gains weigh tasks by their times
             self.runner.calibrate([st.task for st in self.states])
-        if self.peaks is None:  # read in the calibration's rounds, under the units' load
+        if self.peaks is None and self.cap_by_peak:  # read in the calibration's rounds
             self.peaks = measure_peaks([st.task for st in self.states], self.runner)
         self._resume()
         for st in self.states:  # every task first gets one batch (unless it has records)

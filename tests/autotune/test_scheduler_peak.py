@@ -142,5 +142,10 @@ def test_the_scheduler_asks_the_runner_for_its_peaks_after_calibrating(
     t = _mm(8, "a")
     with TuningDatabase(tmp_path / "t.db") as db:
         result = TaskScheduler([(t, 1)], [RandomTuner(t)], db, Calibrated({"llvm": 3e11}),
-                               4, confirm=0).run()
+                               4, confirm=0, cap_by_peak=True).run()
     assert calls == ["calibrate", "peak"] and result.peaks == {"llvm": 3e11}
+    calls.clear()
+    with TuningDatabase(tmp_path / "u.db") as db:  # off by default: no peak, no cap
+        result = TaskScheduler([(t, 1)], [RandomTuner(t)], db, Calibrated({"llvm": 3e11}),
+                               4, confirm=0).run()
+    assert calls == ["calibrate"] and result.peaks == {}
