@@ -118,6 +118,10 @@ class MeasureSlot:
         """LocalRunner.calibrate on this slot: {workload@target: seconds}."""
         return self.runner.calibrate([cached_task(t) for t in tasks], rounds)
 
+    def peak_flops(self, task: dict[str, Any]) -> float:
+        """LocalRunner.peak_flops on this slot (calibrate's, or measured now)."""
+        return self.runner.peak_flops(cached_task(task))
+
     def use_units(self, units: dict[str, float]) -> None:
         """LocalRunner.use_units on this slot (its kind's calibration, taken elsewhere)."""
         self.runner.use_units(units)
@@ -302,6 +306,14 @@ class RayRunner:
         if "error" in out:
             raise TesselError(out["error"])
         return out["costs"], out["control"]
+
+    def peak_flops(self, task: Task) -> float:
+        """One core's FMA peak (FLOP/s) for the task's target, measured on a slot of its
+        device kind, where its candidates are timed (the task scheduler's cap,
+        autotune.task_scheduler.measure_peaks); TesselError if the slot fails."""
+        slot = self.slots_for(task.device_key)[0]
+        return float(self._ask(slot, f"peak ({task.device_key!r})",
+                               slot.peak_flops.remote(task.to_dict())))
 
     def calibrate(self, tasks: Sequence[Task], rounds: int = 15) -> dict[str, float]:
         """LocalRunner.calibrate on the cluster: the defaults of each device kind's tasks

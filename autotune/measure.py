@@ -448,10 +448,32 @@ def _control_costs(task: Task, kernel: Any, arrays: list[np.ndarray],
     return {"costs": costs, "control": control}
 
 
+def _peak_runs(tasks: Sequence[Task], slot_s: float) -> list[tuple[str, Any, int]]:
+    """Per CPU target of `tasks`: its FMA peak loop (autotune.peak) and the iterations of
+    one timed slot of about `slot_s` seconds."""
+    from autotune.peak import fma_loop
+    from tessel_target import Target
+
+    out = []
+    for target in sorted({str(t.target) for t in tasks}):
+        if Target.parse(target).kind != "llvm":
+            continue
+        fn = fma_loop(target)
+        t0 = time.perf_counter()
+        fn(10_000)
+        per = max(time.perf_counter() - t0, 1e-9) / 10_000
+        out.append((target, fn, max(10_000, int(slot_s / per))))
+    return out
+
+
 def _do_defaults(tasks: Sequence[Task], opts: dict[str, Any]) -> dict[str, Any]:
     """Each task's default kernel (as the control) timed in `rounds` rounds, the tasks in
-    turn within a round, so that a change of load falls on all alike: {"seconds": the
-    fastest round per task}. What LocalRunner.calibrate sets the tasks' units to."""
+    turn within a round, so that a change of load falls on all alike, and in each round
+    one slot of each target's FMA peak loop (autotune.peak): {"seconds": the fastest
+    round per task, "peaks": {target: the fastest round's FLOP/s}}. What
+    LocalRunner.calibrate sets the tasks' units and its peaks to: the peak read under the
+    load the units were (a run calibrated 10% slower than another read the same peak
+    taken apart, and the task scheduler saw room above it that was only load)."""
     rng = np.random.default_rng(0)
     slot_s = float(opts.get("min_repeat_ms", 10.0)) / 1000.0
     runs = []
@@ -470,13 +492,24 @@ def _do_defaults(tasks: Sequence[Task], opts: dict[str, Any]) -> dict[str, Any]:
         for kernel, arrays, _n in runs:
             kernel(*arrays)
     times: list[list[float]] = [[] for _ in tasks]
+    peaks = _peak_runs(tasks, slot_s)
+    peak_times: list[list[float]] = [[] for _ in peaks]
+    clock = kernel_clock()
     for _ in range(int(opts.get("rounds", 15))):
         for k, (kernel, arrays, n) in enumerate(runs):
             times[k].append(_slot(kernel, arrays, n, bool(opts.get("cache_flush"))))
+        for k, (_target, fn, iterations) in enumerate(peaks):
+            t0 = clock()
+            fn(iterations)
+            peak_times[k].append(max(clock() - t0, 1e-12))
     # the fastest round: load only ever adds time, and bursts of other processes last
     # longer than all the rounds (medians of 7 rounds at load 3.6 read 1.4-21 ms for a
     # conv whose fastest read 2.4-2.6 in three calibrations)
-    return {"seconds": [float(np.min(t)) for t in times]}
+    from autotune.peak import fma_flop
+
+    return {"seconds": [float(np.min(t)) for t in times],
+            "peaks": {target: fma_flop(target, iterations) / float(np.min(pt))
+                      for (target, _fn, iterations), pt in zip(peaks, peak_times)}}
 
 
 def _spread(costs: Sequence[float], control: Sequence[float]) -> float:
@@ -927,6 +960,7 @@ class LocalRunner:
         self.opts = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
                      "warmup": warmup, "cache_flush": cache_flush, "control": control}
         self._control: dict[str, float] = {}  # the default's seconds per task (first control)
+        self._peaks: dict[str, float] = {}  # FMA peak FLOP/s per target (calibrate's)
         self._best_ratio: dict[str, float] = {}  # the best control ratio per task so far
         self.model_layout = model_layout
         self.check_trials = check_trials
@@ -1037,7 +1071,19 @@ class LocalRunner:
                               f"{res.get('msg')}")
         got = {f"{t.workload_key}@{t.target}": s_ for t, s_ in zip(cpu, res["seconds"])}
         self._control.update(got)
+        self._peaks.update(res.get("peaks", {}))
         return got
+
+    def peak_flops(self, task: Task) -> float:
+        """One core's FMA peak (FLOP/s) for the task's target where this runner times:
+        the one `calibrate` read in the rounds it timed the defaults in (the same load as
+        the records' units), else measured now (autotune.peak.measure_peak)."""
+        target = str(task.target)
+        if target not in self._peaks:
+            from autotune.peak import measure_peak
+
+            self._peaks[target] = measure_peak(target)
+        return self._peaks[target]
 
     def use_units(self, units: Mapping[str, float]) -> None:
         """Record units ({workload@target: seconds}, as `calibrate` returns them) taken

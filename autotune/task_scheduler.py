@@ -6,14 +6,33 @@ Every task first gets one batch. After that each batch goes to the task of large
 the model-latency seconds its next batch is predicted to cut,
 
     gain = weight x max(0, group best - predicted best after the batch)
-    predicted decrease = ALPHA x backward + (1 - ALPHA) x forward
+    predicted decrease = min(ALPHA x backward + (1 - ALPHA) x forward, room)
+    room = best - flop / peak FLOP/s (with cap_by_peak and a known peak; else inf)
     forward = max(best / batches, best - BETA x flop / (best FLOP/s of similar tasks))
 
 `weight` is the task's occurrences in the model; `backward` is how much its best time fell
 per batch over its last `WINDOW` batches (the recent slope of its curve); `forward` is the
 optimistic guess (its best time spread over the batches it has had) or, if larger, the way
 to 1/BETA of the throughput that similar tasks (the same template and target, other
-shapes) reached, which bounds what this one can reach. A task whose group has alternate
+shapes) reached, which bounds what this one can reach.
+
+With `cap_by_peak` (`tessel tune --peak-cap`), the predicted fall is at most the task's
+room above one core's FMA peak, best - flop / peak (no kernel beats it; autotune.peak,
+read by the runner's calibrate in the rounds it times the defaults: `measure_peaks`; a
+target whose peak is unknown keeps the uncapped rule). The aim: uncapped, the 3x3 convs
+of ResNet-18 at 0.94-0.95 of the peak in the model (64@56, x4 occurrences) took 80-96
+of 400 trials and 512@7 3x3 (0.80 of the peak) few. It is off by default because it
+did not pay: three 400-trial ResNet-18 tunes from scratch (one core, AVX-512, load
+1.5-4) gave 64@56 x4 / 512@7 x3 88 / 72 trials uncapped, 152 / 112 capped with the peak
+measured apart, 160 / 144 with the peak read in the calibration's rounds, and
+benchmarks.tuned_ab (15 rounds x 5, CPU time, 2-3 runs at load 1.5-2.5) read them
+0.982-0.989, 0.979-0.992 and 0.989-0.994 of untuned: a tie within the noise. The peak
+reads 187-189 GFLOP/s whatever the load (the loop touches no memory) while the records'
+units do not: 64@56 3x3's default calibrated at 1.272, 1.419 and 1.452 ms in the three
+runs (0.96, 0.86 and 0.85 of the peak), so at load its room stays large; and 512@7 x3,
+given twice the trials, found nothing faster than its default.
+
+A task whose group has alternate
 templates (a GPU conv: direct and implicit GEMM; build compiles the fastest) gains only
 where its predicted best beats the group's best, and the model estimate takes the min over
 a group's alternates, not the sum. Ties go to the task with fewer trials. A task leaves
@@ -42,7 +61,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,11 +136,18 @@ class Gain:
     similar_s: float = math.nan  # best - BETA x flop / that FLOP/s
     alternate: str | None = None  # the group's fastest alternate, when it is another task
     no_valid: bool = False    # nothing valid measured yet
+    room_s: float = math.inf  # best - flop / peak FLOP/s, at least 0 (inf: peak unknown)
+
+    @property
+    def uncapped_s(self) -> float:
+        """The predicted fall before the cap by the room above the peak."""
+        return ALPHA * self.backward_s + (1 - ALPHA) * self.forward_s
 
     @property
     def decrease_s(self) -> float:
-        """Predicted fall of its best time in the next batch."""
-        return ALPHA * self.backward_s + (1 - ALPHA) * self.forward_s
+        """Predicted fall of its best time in the next batch: at most its room above
+        the peak (no kernel runs faster than flop / peak)."""
+        return min(self.uncapped_s, self.room_s)
 
     @property
     def value(self) -> float:
@@ -146,16 +172,35 @@ class Gain:
             parts[-1] += (f", {self.similar_s * ms:.3g} to 1/{BETA:g} of the FLOP/s "
                           f"{self.similar} reached")
         parts[-1] += ")"
+        if math.isfinite(self.room_s):
+            capped = self.uncapped_s > self.room_s
+            parts.append(f"room above the peak {self.room_s * ms:.3g} ms"
+                         + (f" caps the predicted fall of {self.uncapped_s * ms:.3g} ms"
+                            if capped else ""))
         if self.alternate is not None:
             parts.append(f"alternate of {self.alternate} (group best "
                          f"{self.group_best_s * ms:.4g} ms): counts only below it")
         return "; ".join(parts)
 
 
+def room_above_peak(best_s: float, flop: float, peak_flops: float | None) -> float:
+    """Seconds a task of `flop` FLOPs at best `best_s` can still lose: best - flop / peak,
+    at least 0; inf when the peak (FLOP/s) or the FLOPs are unknown.
+
+        >>> room_above_peak(3e-3, 2e8, 1e11), room_above_peak(3e-3, 2e8, None)
+        (0.001, inf)
+    """
+    if not peak_flops or not flop or not math.isfinite(best_s):
+        return math.inf
+    return max(0.0, best_s - flop / peak_flops)
+
+
 def gain_of(st: TaskState, states: Sequence[TaskState],
-            group: Sequence[TaskState] = ()) -> Gain:
+            group: Sequence[TaskState] = (), peak_flops: float | None = None) -> Gain:
     """The Gain of giving `st` the next batch, among `states` (for similar tasks: the same
-    template and target) with `group` its alternates (itself included; () for none)."""
+    template and target) with `group` its alternates (itself included; () for none), its
+    predicted fall capped by its room above `peak_flops` (one core's FLOP/s on its target;
+    None: not capped)."""
     name = st.task.name or st.task.template
     best = st.best_time
     if not math.isfinite(best):
@@ -174,7 +219,8 @@ def gain_of(st: TaskState, states: Sequence[TaskState],
     fastest = min(members, key=lambda s: s.best_time)
     alternate = (fastest.task.name or fastest.task.template) if fastest is not st else None
     return Gain(name, st.occurrences, best, st.backward(), forward, optimistic,
-                fastest.best_time, st.batches, similar, similar_s, alternate)
+                fastest.best_time, st.batches, similar, similar_s, alternate,
+                room_s=room_above_peak(best, st.task.flop, peak_flops))
 
 
 @dataclass
@@ -198,6 +244,7 @@ class ScheduleResult:
     decisions: list[Decision]
     tasks: list[TaskState]
     alternates: list[list[int]] = field(default_factory=list)
+    peaks: dict[str, float] = field(default_factory=dict)  # FLOP/s per target: the caps
 
     @property
     def model_estimate_s(self) -> float:
@@ -235,14 +282,19 @@ class TaskScheduler:
     `alternates` the index sets of tasks that are alternate templates of one group (see
     `autotune.extract.extract_model_tasks`). `report(decision)` is called after every
     batch (e.g. print). `confirm`: records confirmed per task after each of its batches
-    (autotune.confirm; 0 turns it off).
+    (autotune.confirm; 0 turns it off). `peaks`: one core's FMA peak (FLOP/s) per target
+    string; with `cap_by_peak` and no `peaks`, `run` asks the runner after calibrating it
+    (`measure_peaks`); a target left out is not capped. Off by default (`tessel tune
+    --peak-cap`): see the module doc for why.
     """
 
     def __init__(self, tasks: Sequence[tuple[Task, int]], tuners: Sequence[Tuner], db: Any,
                  runner: Any, budget: int, batch_size: int = 8,
                  early_stopping: int | None = None,
                  report: Callable[[Decision], None] | None = None, model: str = "",
-                 alternates: Sequence[Sequence[int]] = (), confirm: int = 2) -> None:
+                 alternates: Sequence[Sequence[int]] = (), confirm: int = 2,
+                 peaks: Mapping[str, float] | None = None,
+                 cap_by_peak: bool = False) -> None:
         if len(tasks) != len(tuners):
             raise TesselError(f"TaskScheduler: {len(tasks)} tasks but {len(tuners)} tuners")
         if budget < 1 or batch_size < 1:
@@ -259,6 +311,12 @@ class TaskScheduler:
         self.budget, self.batch_size = budget, batch_size
         self.early_stopping = early_stopping
         self.confirm = confirm
+        self.peaks = None if peaks is None else dict(peaks)
+        self.cap_by_peak = cap_by_peak or peaks is not None
+        bad = {t: p for t, p in (self.peaks or {}).items()
+               if not (p > 0 and math.isfinite(p))}
+        if bad:
+            raise TesselError(f"TaskScheduler: peaks must be positive FLOP/s, got {bad}")
         self.report = report
         self.used = 0
         self.decisions: list[Decision] = []
@@ -268,7 +326,9 @@ class TaskScheduler:
 
     def gain(self, k: int) -> Gain:
         """The Gain of giving task `k` the next batch now."""
-        return gain_of(self.states[k], self.states, self._group.get(k, ()))
+        st = self.states[k]
+        return gain_of(st, self.states, self._group.get(k, ()),
+                       (self.peaks or {}).get(str(st.task.target)))
 
     @property
     def model_estimate_s(self) -> float:
@@ -340,6 +400,8 @@ class TaskScheduler:
         if hasattr(self.runner, "calibrate"):
             # the tasks' units timed together: the gains weigh tasks by their times
             self.runner.calibrate([st.task for st in self.states])
+        if self.peaks is None and self.cap_by_peak:  # read in the calibration's rounds
+            self.peaks = measure_peaks([st.task for st in self.states], self.runner)
         self._resume()
         for st in self.states:  # every task first gets one batch (unless it has records)
             if self.used >= self.budget:
@@ -353,7 +415,35 @@ class TaskScheduler:
             gains = {k: self.gain(k) for k in live}
             k = max(live, key=lambda k: (gains[k].value, -self.states[k].trials))
             self._step(self.states[k], gains[k].explain(), gains[k])
-        return ScheduleResult(self.decisions, self.states, self.alternates)
+        return ScheduleResult(self.decisions, self.states, self.alternates,
+                              dict(self.peaks or {}))
+
+
+def measure_peaks(tasks: Sequence[Task], runner: Any) -> dict[str, float]:
+    """One core's FMA peak (FLOP/s) per CPU target of `tasks`, where the runner times
+    candidates: `runner.peak_flops(task)` (LocalRunner's: read by its calibrate in the
+    rounds it timed the defaults; a RayRunner's: on the slot of the task's device kind
+    that calibrated), None where it cannot say. Of several device kinds of one target,
+    the highest peak (the cap must never promise less than a kind can reach). Targets
+    without a peak, and every target of a runner without `peak_flops`, are left out:
+    their tasks keep the uncapped rule.
+
+        >>> measure_peaks([], object())
+        {}
+    """
+    from tessel_target import Target
+
+    out: dict[str, float] = {}
+    seen: set[tuple[str, str]] = set()
+    for task in tasks:
+        target = str(task.target)
+        if (target, task.device_key) in seen or Target.parse(target).kind != "llvm":
+            continue
+        seen.add((target, task.device_key))
+        got = runner.peak_flops(task) if hasattr(runner, "peak_flops") else None
+        if got is not None and got > 0:
+            out[target] = max(out.get(target, 0.0), float(got))
+    return out
 
 
 def _check_alternates(alternates: Sequence[Sequence[int]], tasks: Sequence[tuple[Task, int]]
@@ -375,4 +465,4 @@ def _check_alternates(alternates: Sequence[Sequence[int]], tasks: Sequence[tuple
 
 
 __all__ = ["ALPHA", "BETA", "Decision", "Gain", "ScheduleResult", "TaskScheduler",
-           "TaskState", "WINDOW", "gain_of", "run_key"]
+           "TaskState", "WINDOW", "gain_of", "measure_peaks", "room_above_peak", "run_key"]

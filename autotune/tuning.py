@@ -4,6 +4,14 @@ Every result goes into the database as it arrives. A run restarted on the same d
 skips every config already measured for the task (by any process) and counts them toward
 `n_trial`, so it continues where it stopped and measures nothing twice.
 
+A candidate that timed out is the one exception: a timeout says the machine was busy
+(at load 7, 10 of 88 candidates of a ResNet-18 task overran the 10 s default, one of them
+a close variant of the task's best config), not that the config is bad, so at the end of
+a `tune` call that measured, each config whose only record is one timeout is measured
+once more with RETRY_TIMEOUT_FACTOR x the runner's timeout (`retry_timeouts`). Both
+records stay in the database; a resume replays the retry's result for the config, not
+the timeout. A build error, a crash or a wrong result is never retried.
+
     >>> import tempfile, pathlib
     >>> from autotune import Task, FakeRunner, RandomTuner, tune
     >>> from tuning_logs import TuningDatabase
@@ -15,9 +23,10 @@ skips every config already measured for the task (by any process) and counts the
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +37,9 @@ from autotune.tuners.base import Tuner, throughput
 from autotune.tuners.xgb import XGBTuner
 from schedule.space import ConfigEntity
 from tessel_errors import ScheduleError
-from tuning_logs import MeasureRecord, TuningDatabase
+from tuning_logs import ErrorKind, MeasureRecord, TuningDatabase
+
+RETRY_TIMEOUT_FACTOR = 3.0  # a timed-out candidate's one retry gets this x the timeout
 
 Callback = Callable[["TuneProgress", Sequence[MeasureInput], Sequence[MeasureResult]], None]
 
@@ -47,6 +58,7 @@ class TuneProgress:
     best_config: str | None = None
     best_trial: int = 0        # the trial (1-based, in the database's order) of the best
     errors: int = 0
+    retried: int = 0           # timed-out candidates this run measured again
     started: float = 0.0
     stopped_early: bool = False
     default_config: str | None = None  # the template's default as a point of the space
@@ -70,20 +82,21 @@ def _record(task: Task, inp: MeasureInput, res: MeasureResult, tuner: str) -> Me
 
 def _replay_history(task: Task, tuner: Tuner, db: TuningDatabase,
                     progress: TuneProgress) -> None:
-    """Feed the database's records of the task to the tuner (resume) and mark them visited."""
-    inputs, results = [], []
-    seen: set[int] = set()
+    """Feed the database's records of the task to the tuner (resume) and mark them visited:
+    per config its first record, or the first after a timeout (its retry's)."""
+    first: dict[int, tuple[ConfigEntity, MeasureResult]] = {}
     for r in db.history(task.workload_key, task.target, task.device_key):
         try:
             cfg = task.config_from_json(r.config_json)
         except ScheduleError:  # a record of another template version: keep it, skip it
             continue
-        if cfg.index in seen:
+        if cfg.index in first and first[cfg.index][1].error_kind != ErrorKind.TIMEOUT:
             continue
-        seen.add(cfg.index)
-        res = MeasureResult(tuple(r.costs), r.error_kind, r.error_msg)
+        first[cfg.index] = (cfg, MeasureResult(tuple(r.costs), r.error_kind, r.error_msg))
+    inputs, results = [], []
+    for n, (cfg, res) in enumerate(first.values()):
         _note(progress, [MeasureInput(task, cfg)], [res])
-        progress.trials = len(seen)
+        progress.trials = n + 1
         if cfg.index in tuner.visited:  # a tuner tune() was given before: it knows this
             continue
         tuner.mark_visited(cfg.index)
@@ -91,7 +104,7 @@ def _replay_history(task: Task, tuner: Tuner, db: TuningDatabase,
         results.append(res)
     if inputs:
         tuner.update(inputs, results)
-    progress.trials = len(seen)
+    progress.trials = len(first)
 
 
 def _note(progress: TuneProgress, inputs: Sequence[MeasureInput],
@@ -106,6 +119,79 @@ def _note(progress: TuneProgress, inputs: Sequence[MeasureInput],
             progress.best_flops, progress.best_mean = f, res.mean
             progress.best_config = inp.config_json
             progress.best_trial = progress.trials + k + 1  # trials counts it after the batch
+
+
+def timed_out_once(task: Task, db: TuningDatabase) -> list[str]:
+    """The configs (JSON, in the order measured) of `task` whose only record in `db` is one
+    timeout: what `retry_timeouts` measures again.
+
+        >>> import tempfile, pathlib
+        >>> t = Task("matmul.x86", [((8, 8), "float32"), ((8, 8), "float32")])
+        >>> timed_out_once(t, TuningDatabase(pathlib.Path(tempfile.mkdtemp()) / "t.db"))
+        []
+    """
+    kinds: dict[str, list[ErrorKind]] = {}
+    for r in db.history(task.workload_key, task.target, task.device_key):
+        kinds.setdefault(r.config_json, []).append(r.error_kind)
+    return [c for c, k in kinds.items() if k == [ErrorKind.TIMEOUT]]
+
+
+@contextlib.contextmanager
+def longer_timeout(runner: Any, factor: float) -> Iterator[None]:
+    """Within the block, `factor` x the runner's `timeout` and its builder's (LocalRunner);
+    a runner without one (a cluster's slots keep theirs) is left as it is.
+
+        >>> from autotune.measure import LocalRunner
+        >>> r = LocalRunner(timeout=10)
+        >>> with longer_timeout(r, 3):
+        ...     r.timeout, r.builder.timeout
+        (30, 30)
+        >>> r.timeout
+        10
+    """
+    owners = [o for o in (runner, getattr(runner, "builder", None))
+              if isinstance(getattr(o, "timeout", None), (int, float))]
+    saved = [o.timeout for o in owners]
+    for o in owners:
+        o.timeout = o.timeout * factor
+    try:
+        yield
+    finally:
+        for o, t in zip(owners, saved):
+            o.timeout = t
+
+
+def retry_timeouts(task: Task, tuner: Tuner, db: TuningDatabase, runner: Any,
+                   progress: TuneProgress, factor: float = RETRY_TIMEOUT_FACTOR) -> int:
+    """Measure once more, with `factor` x the runner's timeout, each config of `task` whose
+    only record is one timeout (`timed_out_once`), and store the new records beside the
+    old; the tuner learns the ones that ran. Returns how many were retried. A config
+    that times out again keeps its two timeout records and is not retried a third time.
+
+        >>> retry_timeouts(task, tuner, db, runner, progress)  # doctest: +SKIP
+        2
+    """
+    configs = []
+    for c in timed_out_once(task, db):
+        try:
+            configs.append(task.config_from_json(c))
+        except ScheduleError:  # a record of another template version
+            continue
+    if not configs:
+        return 0
+    inputs = [MeasureInput(task, c) for c in configs]
+    with longer_timeout(runner, factor):
+        results = runner.run(inputs)
+    db.add_many(_record(task, i, r, tuner.name) for i, r in zip(inputs, results))
+    ran = [(i, r) for i, r in zip(inputs, results) if r.ok]
+    if ran:
+        tuner.update([i for i, _ in ran], [r for _, r in ran])
+        before = progress.best_flops
+        _note(progress, [i for i, _ in ran], [r for _, r in ran])
+        if progress.best_flops > before:  # the best came now, not at a trial of its own
+            progress.best_trial = progress.trials
+    progress.retried += len(inputs)
+    return len(inputs)
 
 
 def check_measurable(target: Any) -> None:
@@ -169,7 +255,9 @@ def tune(task: Task, tuner: Tuner, n_trial: int, db: TuningDatabase, runner: Any
     fastest records not yet confirmed again, each beside the default for many quartets
     (`autotune.confirm.confirm_best`): a record that does not win beyond their noise is
     never applied by a build (`progress.verdicts`; `progress.applied_mean` is the time of
-    the record a build applies). A task the runner times in a model's layouts
+    the record a build applies). A call that measures ends by measuring once more, with a
+    longer timeout, the candidates whose only record is a timeout (`retry_timeouts`;
+    `progress.retried`), before confirming. A task the runner times in a model's layouts
     (`runner.timed_task`) is tuned only over the configs that keep the model's channel
     block (`autotune.block_rule`); its default is measured even when none are left.
     """
@@ -189,6 +277,7 @@ def tune(task: Task, tuner: Tuner, n_trial: int, db: TuningDatabase, runner: Any
                                        device_key=task.device_key,
                                        exclude_workload=task.workload_key, limit=5000))
     last_better = progress.trials
+    measures = progress.trials < n_trial  # a call of n_trial 0 (a resume) measures nothing
     for cb in callbacks:
         cb(progress, [], [])
     while progress.trials < n_trial and (tuner.has_next() or default is not None):
@@ -220,6 +309,8 @@ def tune(task: Task, tuner: Tuner, n_trial: int, db: TuningDatabase, runner: Any
         if early_stopping is not None and progress.trials - last_better >= early_stopping:
             progress.stopped_early = True
             break
+    if measures:
+        retry_timeouts(task, tuner, db, runner, progress)
     if confirm > 0:
         from autotune.confirm import confirm_best
 

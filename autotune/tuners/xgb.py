@@ -70,8 +70,14 @@ class XGBTuner(Tuner):
 
     # -- learning -------------------------------------------------------------------------
     def _learn(self, indices: list[int], flops: list[float]) -> None:
-        self.xs += indices
-        self.ys += flops
+        at = {x: k for k, x in enumerate(self.xs)}
+        for i, f in zip(indices, flops):
+            if i in at:  # a timed-out candidate's retry (autotune.tuning): its time
+                self.ys[at[i]] = f  # replaces the timeout's 0, not a second label
+            else:
+                at[i] = len(self.xs)
+                self.xs.append(i)
+                self.ys.append(f)
         if len(self.xs) >= max(2, self.plan_size // 2) or self._transferred:
             self.model.fit(self._features(self.xs), np.asarray(self.ys))
 

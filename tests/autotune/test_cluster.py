@@ -201,6 +201,17 @@ def test_a_slot_compares_a_candidate_with_the_default_for_confirmation() -> None
     assert len(costs) == len(control) >= 6 and min(costs + control) > 0
 
 
+def test_the_peak_is_measured_on_a_slot_of_each_kind_for_the_scheduler() -> None:
+    from autotune.task_scheduler import measure_peaks
+
+    with RayRunner("auto", **OPTIONS) as runner:
+        peaks = measure_peaks([HOST, OTHER], runner)
+    assert set(peaks) == {"llvm", "llvm -mcpu=haswell"}
+    assert min(peaks.values()) > 1e9  # the FMA loop ran there: GFLOP/s, not a placeholder
+    # no more lanes than the host's vectors: AVX2's peak is not above the host's
+    assert peaks["llvm -mcpu=haswell"] < 1.3 * peaks["llvm"]
+
+
 def test_a_comparison_on_a_lost_slot_is_an_error_and_the_next_one_gets_a_new_slot() -> None:
     with RayRunner("auto", control=True, min_repeat_ms=2, **OPTIONS) as runner:
         lost = runner.slots_for(OTHER.device_key)[0]

@@ -46,6 +46,36 @@ def test_tuning_goes_on_past_crashes_and_records_them(tmp_path: Path) -> None:
     assert p.trials == 3 and kinds == ["none", "none", "worker_crash"]
 
 
+def test_a_hanging_candidate_is_retried_once_with_three_times_the_timeout(
+        tmp_path: Path) -> None:
+    picks = [_point(CRASHY, m, k).config for k, m in [(0, "hang"), (1, "ok")]]
+
+    class Fixed(RandomTuner):
+        def _propose(self, n: int) -> list[int]:
+            return [c.index for c in picks if c.index not in self.visited][:n]
+
+    with TuningDatabase(tmp_path / "t.db") as db, \
+            LocalRunner(timeout=2, imports=IMPORTS) as runner:
+        p = tune(CRASHY, Fixed(CRASHY), 2, db, runner, default_first=False)
+        got = [(r.error_kind.value, r.error_msg) for r in db.history(CRASHY.workload_key)]
+    assert p.trials == 2 and p.retried == 1 and runner.timeout == 2
+    timeouts = [m for k, m in got if k == "timeout"]
+    assert len(got) == 3 and len(timeouts) == 2
+    assert "within 2 s" in timeouts[0] and "within 6 s" in timeouts[1]
+
+
+def test_calibrate_reads_the_fma_peak_in_the_rounds_it_times_the_defaults() -> None:
+    from tessel_target import Target
+
+    task = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+    with LocalRunner(timeout=30, control=True) as runner:
+        runner.calibrate([task], rounds=3)
+        peak = runner.peak_flops(task)
+    # at most 2 FMA ports x lanes x 2 FLOP at 6 GHz; at least a GFLOP/s (it ran)
+    lanes = Target.parse("llvm").fp32_lanes
+    assert 1e9 < peak < 2 * lanes * 2 * 6e9
+
+
 def test_a_build_error_is_reported_as_data() -> None:
     plain = Task("synthetic.test", [((64, 36), "float32")])
     bad = MeasureInput(CRASHY, plain.config(6))  # tile_i [-1, 64]: not a choice for 16 rows
