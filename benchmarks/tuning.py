@@ -92,17 +92,27 @@ def trials_to(curve: list[float], level: float) -> int | None:
 
 def history(task: Any, db_path: Path) -> tuple[list[float], list[tuple[int, int]]]:
     """A tuner's run from its database: best GFLOP/s so far after each trial, and the
-    (trial, config index) of each improvement."""
+    (trial, config index) of each improvement. A config's later record is a retry of its
+    timeout, not a trial: where it ran, it counts from the trial before it."""
     with TuningDatabase(db_path, readonly=True) as db:
         recs = db.history(task.workload_key)
     curve: list[float] = []
     steps: list[tuple[int, int]] = []
     best = 0.0
-    for k, r in enumerate(recs):
+    seen: set[int] = set()
+    for r in recs:
+        index = task.config_from_json(r.config_json).index
         g = (task.flop / r.mean / 1e9) if r.ok and r.mean > 0 else 0.0
+        if index in seen:  # a timed-out config measured again (autotune.tuning.
+            # retry_timeouts): no trial of its own, its time counts from the last trial
+            if g > best and curve:
+                best = curve[-1] = g
+                steps.append((len(curve), index))
+            continue
+        seen.add(index)
         if g > best:
             best = g
-            steps.append((k + 1, task.config_from_json(r.config_json).index))
+            steps.append((len(curve) + 1, index))
         curve.append(best)
     return curve, steps
 
