@@ -35,11 +35,13 @@ static long set_cpuid(int enabled) {
 
 static void on_segv(int sig, siginfo_t *info, void *raw) {
     (void)sig;
-    (void)info;
     ucontext_t *context = raw;
     greg_t *regs = context->uc_mcontext.gregs;
     const unsigned char *ip = (const unsigned char *)regs[REG_RIP];
-    if (ip[0] != 0x0f || ip[1] != 0xa2) { /* a real fault: it recurs under the old handler */
+    /* A faulting CPUID is a general-protection fault (SI_KERNEL); a bad address is not,
+     * and its instruction pointer may not be readable: only the first is ours. */
+    if (info->si_code != SI_KERNEL || ip[0] != 0x0f || ip[1] != 0xa2) {
+        /* a real fault: it recurs under the old handler */
         sigaction(SIGSEGV, &previous, 0);
         return;
     }

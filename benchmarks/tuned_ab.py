@@ -64,13 +64,11 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     runs = [lambda lib=lib: lib.run(**feeds) for lib in libs]
     if args.ort:
         sess = ort_session(onnx.load(args.model), num_threads())
-        runs.append(lambda: sess.run(None, feeds))
+        runs.append(lambda: sess.run(None, feeds)[0])
         names.append("onnxruntime")
     for name, run in zip(names[1:], runs[1:]):
         # random weights give outputs of 1e4 and more: compared to the output's scale
-        got = run()
-        err = relative_error(np.asarray(got[0] if name == "onnxruntime" else got),
-                             np.asarray(want))
+        err = relative_error(np.asarray(run()), np.asarray(want))
         if err > 1e-4:
             raise SystemExit(f"the build with {name} computes otherwise: an error of "
                              f"{err:.2g} of the output's largest value")

@@ -82,3 +82,11 @@ def test_an_unknown_module_is_named_with_how_to_give_one() -> None:
     assert done.returncode == 2
     assert "no module 'benchmarks.no_such_benchmark'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@needs_pose
+def test_a_real_segfault_under_the_pose_still_ends_the_process_as_one() -> None:
+    env = avx2_host.posed_environment(dict(os.environ), avx2_host.library_path())
+    done = subprocess.run([sys.executable, "-c", "import ctypes; ctypes.string_at(0)"],
+                          env=env, capture_output=True, timeout=60)
+    assert done.returncode == -11  # SIGSEGV, not a hang in the trap's handler
