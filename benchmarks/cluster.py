@@ -140,7 +140,9 @@ def _job(runner: object, task: object, n: int, folder: Path, name: str
         tune(task, make_tuner("grid", task), n, db, runner, batch_size=8)
         wall, c1 = time.perf_counter() - t0, tree_cpu_s()
         cpu = {r: c1.get(r, 0.0) - c0.get(r, 0.0) for r in ROLES}
-        return wall, cpu, len(db.history(task.workload_key))
+        # the configs measured (the tasks view: a retried timeout is one trial, not two)
+        trials = sum(t.trials for t in db.tasks() if t.workload_key == task.workload_key)
+        return wall, cpu, trials
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -454,8 +454,8 @@ class TuningDatabase:
     def tasks(self, target: str | None = None,
               device_key: str | None = None) -> list[TaskSummary]:
         """One summary per (workload, target, device), most recently updated first, from
-        the `tasks` view (tuning_logs.schema): its trials leave out confirm records, its
-        best is `best`'s.
+        the `tasks` view (tuning_logs.schema): its trials are the configs measured (confirm
+        records left out, a retried timeout counted once), its best is `best`'s.
 
             >>> import tempfile, pathlib
             >>> db = TuningDatabase(pathlib.Path(tempfile.mkdtemp()) / "t.db")

@@ -33,7 +33,9 @@ from .record import CONFIRM_TUNER, ERROR_KINDS
 # is replaced when the file is opened for writing, see `upgrade`)
 # 3: its best leaves out configs a confirm record rejected (an error confirm record: lost
 # in the model, autotune.model_confirm, or rejected untimed), as `best` does
-SCHEMA_VERSION = 3
+# 4: its trials count configs, not records: a timed-out candidate measured again
+# (autotune.tuning.retry_timeouts) is one trial with two records, as a resumed run counts it
+SCHEMA_VERSION = 4
 MAGIC = "tessel-tuning-db"
 APPLICATION_ID = 0x5453454C  # "TSEL" in the SQLite header: `file(1)`-style recognition
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -60,14 +62,16 @@ REJECTED = f"""EXISTS (SELECT 1 FROM measurements AS rejection
       AND rejection.tuner = '{CONFIRM_TUNER}' AND rejection.error_kind != 'none')"""
 
 # One row per task. Confirm records (autotune.confirm) time configs again: they are not
-# trials; and a task that has them reports the best a build applies, the fastest error-free
-# confirm record of a config no confirm record rejected (TuningDatabase.best), not a lucky
-# first measurement.
+# trials; a trial is a config measured (a retried timeout's second record is no trial of
+# its own: autotune.tuning's resume counts the same); and a task that has confirm records
+# reports the best a build applies, the fastest error-free confirm record of a config no
+# confirm record rejected (TuningDatabase.best), not a lucky first measurement.
 TASKS_SELECT = f"""
     SELECT workload_key, target, device_key,
            MAX(template) AS template,
-           SUM(tuner != '{CONFIRM_TUNER}') AS trials,
-           SUM(tuner != '{CONFIRM_TUNER}' AND error_kind = 'none') AS ok_trials,
+           COUNT(DISTINCT CASE WHEN tuner != '{CONFIRM_TUNER}' THEN config END) AS trials,
+           COUNT(DISTINCT CASE WHEN tuner != '{CONFIRM_TUNER}' AND error_kind = 'none'
+                          THEN config END) AS ok_trials,
            CASE WHEN SUM(tuner = '{CONFIRM_TUNER}') > 0
                 THEN MIN(CASE WHEN tuner = '{CONFIRM_TUNER}' AND error_kind = 'none'
                               AND NOT {REJECTED} THEN mean END)
@@ -264,7 +268,7 @@ def stored_version(db: sqlite_utils.Database) -> int:
     """The schema version a file's meta table records (`inspect_file` checked it).
 
         >>> db = sqlite_utils.Database(memory=True); initialise(db); stored_version(db)
-        3
+        4
     """
     return int(db.execute("SELECT value FROM meta WHERE key = 'schema_version'"
                           ).fetchone()[0])
@@ -272,7 +276,7 @@ def stored_version(db: sqlite_utils.Database) -> int:
 
 def upgrade(db: sqlite_utils.Database) -> bool:
     """Bring a file of an older schema version, opened for writing, to this one; True when
-    it did. Version 1 or 2 -> 3 replaces the `tasks` view (a view holds no data: DROP VIEW and
+    it did. Version 1, 2 or 3 -> 4 replaces the `tasks` view (a view holds no data: DROP VIEW and
     CREATE VIEW) and adds the decisions table, in one immediate transaction that reads the
     version again, so two processes opening one old file upgrade it once. A current file
     is only read (no write lock: another process may be in the middle of a write).
@@ -319,7 +323,7 @@ def initialise(db: sqlite_utils.Database) -> None:
 
         >>> db = sqlite_utils.Database(memory=True); initialise(db)
         >>> db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
-        '3'
+        '4'
     """
     db.execute("BEGIN IMMEDIATE")  # statement by statement: executescript() would COMMIT
     try:

@@ -1,6 +1,7 @@
 """The `tasks` view leaves confirm records out itself (schema version 2) and the configs a
-confirm record rejected (version 3): in a new file, in a version-1 or version-2 file opened
-for writing (its view replaced, the version bumped), and in a version-1 file opened
+confirm record rejected (version 3), and counts a retried timeout as one trial (version 4):
+in a new file, in a version-1, 2 or 3 file opened for writing (its view replaced, the
+version bumped), and in a version-1 file opened
 read-only (a temporary view shadows the file's, the file untouched); the best a task
 reports is what a build applies (`TuningDatabase.best`)."""
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from tuning_logs import CONFIRM_TUNER, SCHEMA_VERSION, ErrorKind, TuningDatabase
 
-W1, W2, W3, W4 = "mm|a", "mm|b", "mm|c", "mm|d"
+W1, W2, W3, W4, W5 = "mm|a", "mm|b", "mm|c", "mm|d", "mm|e"
 
 # the view a version-1 file holds (tuning_logs/schema.py before version 2)
 V1_VIEW = """CREATE VIEW tasks AS
@@ -40,12 +41,25 @@ V2_VIEW = """CREATE VIEW tasks AS
     FROM measurements
     GROUP BY workload_key, target, device_key"""
 
+# the view a version-3 file holds: records counted, so a retried timeout twice
+V3_VIEW = V2_VIEW.replace("""THEN mean END)
+                ELSE""", """AND NOT EXISTS (SELECT 1 FROM measurements AS rejection
+                                  WHERE rejection.workload_key = measurements.workload_key
+                                    AND rejection.target = measurements.target
+                                    AND rejection.device_key = measurements.device_key
+                                    AND rejection.config = measurements.config
+                                    AND rejection.tuner = 'confirm'
+                                    AND rejection.error_kind != 'none')
+                              THEN mean END)
+                ELSE""")
+
 
 def _fill(db: TuningDatabase, make_record) -> None:
     """W1: four trials (one failed), a lucky 0.5 that confirmation rejected (credited the
     default's 1.0) and a confirmed 0.8; W2: never confirmed; W3: confirm records that all
     failed (nothing a build may apply); W4: a confirmed 0.7 that the model then rejected
-    (an error confirm record of its config): the default's 1.0 applies."""
+    (an error confirm record of its config): the default's 1.0 applies; W5: a candidate
+    that timed out and ran at its retry (autotune.tuning.retry_timeouts), and another."""
     db.add_many([
         make_record(workload_key=W1, config={"i": 0}, costs=(1.0,)),
         make_record(workload_key=W1, config={"i": 1}, costs=(0.5,)),
@@ -66,10 +80,14 @@ def _fill(db: TuningDatabase, make_record) -> None:
         make_record(workload_key=W4, config={"i": 1}, costs=(0.7,), tuner=CONFIRM_TUNER),
         make_record(workload_key=W4, config={"i": 1}, costs=(), tuner=CONFIRM_TUNER,
                     error_kind=ErrorKind.RUNTIME_ERROR),
+        make_record(workload_key=W5, config={"i": 0}, costs=(), error_kind=ErrorKind.TIMEOUT),
+        make_record(workload_key=W5, config={"i": 0}, costs=(2.0,)),
+        make_record(workload_key=W5, config={"i": 1}, costs=(3.0,)),
     ])
 
 
-EXPECTED = {W1: (4, 3, 0.8), W2: (2, 2, 0.6), W3: (1, 1, None), W4: (2, 2, 1.0)}
+EXPECTED = {W1: (4, 3, 0.8), W2: (2, 2, 0.6), W3: (1, 1, None), W4: (2, 2, 1.0),
+            W5: (2, 2, 2.0)}
 
 
 def _summaries(db: TuningDatabase) -> dict[str, tuple[int, int, float | None]]:
@@ -119,7 +137,7 @@ def test_a_new_files_view_leaves_confirm_records_out(db_path, make_record):
         assert _summaries(db) == EXPECTED
         assert {w: best for w, (_, _, best) in EXPECTED.items()} == _applied(db)
     assert _raw_view(db_path) == EXPECTED
-    assert _version(db_path) == str(SCHEMA_VERSION) == "3"
+    assert _version(db_path) == str(SCHEMA_VERSION) == "4"
 
 
 def test_an_old_file_opened_for_writing_gets_the_new_view(db_path, make_record):
@@ -130,7 +148,7 @@ def test_an_old_file_opened_for_writing_gets_the_new_view(db_path, make_record):
     with TuningDatabase(db_path) as db:
         assert _summaries(db) == EXPECTED
         db.add(make_record(workload_key=W2, config={"i": 2}, costs=(0.55,)))
-    assert _version(db_path) == "3"
+    assert _version(db_path) == "4"
     assert _raw_view(db_path) == {**EXPECTED, W2: (3, 3, 0.55)}
 
 
@@ -142,7 +160,18 @@ def test_a_version_2_file_opened_for_writing_leaves_rejected_configs_out(db_path
     assert _raw_view(db_path)[W4] == (2, 2, 0.7)  # the old view: the rejected 0.7
     with TuningDatabase(db_path) as db:
         assert _summaries(db) == EXPECTED
-    assert _version(db_path) == "3" and _raw_view(db_path) == EXPECTED
+    assert _version(db_path) == "4" and _raw_view(db_path) == EXPECTED
+
+
+def test_a_version_3_file_opened_for_writing_counts_a_retried_timeout_once(db_path,
+                                                                          make_record):
+    with TuningDatabase(db_path) as db:
+        _fill(db, make_record)
+    _as_version_1(db_path, V3_VIEW, "3")
+    assert _raw_view(db_path)[W5] == (3, 2, 2.0)  # the old view: the timeout and its retry
+    with TuningDatabase(db_path) as db:
+        assert _summaries(db) == EXPECTED
+    assert _version(db_path) == "4" and _raw_view(db_path) == EXPECTED
 
 
 def test_an_old_file_opened_read_only_reports_right_and_stays_untouched(db_path, make_record):
