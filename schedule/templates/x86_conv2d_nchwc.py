@@ -275,6 +275,54 @@ ROWS_OUTER_WITH_TAPS = True
 # inside it), the 1x1 convs as two rows. Two rows drop the padding guard (PAD_GUARD) for
 # a padded copy: included in the figures above. 28x28 and wider keep their 8 (4 x 2).
 ROWS_FOR_ACCUMULATORS = True
+# a 1x1 conv in the rows_oc order (more output pixels than output channels, blocked
+# output) on a target of 32 vector registers takes a register tile of POINTWISE_BAND_ROWS
+# rows x as many columns as keep POINTWISE_BAND_ACCUMULATORS accumulators (AVX-512, oc
+# block 32: 4 rows x 2 columns x 2 vectors) instead of one row of 14 columns: each (rows,
+# oc chunk) iteration of the parallel loop then covers four output rows, so the weights of
+# all the chunks (64-256 KiB at ResNet-50's 56x56 and 28x28 1x1 convs, more than L1) are
+# read from L2 once per four rows instead of once per row, at the cost of 10 loads per 16
+# FMAs instead of 16 per 28. MLAS (ONNX Runtime's NCHWc pointwise kernel) keeps a filter
+# set's weights in L1 across the whole plane instead. ResNet-50 on one Emerald Rapids core,
+# builds interleaved in one process, each conv's median over 9 rounds of 7 profiled model
+# runs (load 1.0-1.5), one row of 14 -> 4 x 2: 64@56 -> 256 (four) 2580 -> 2515 us,
+# 128@28 -> 512 (four) 2563 -> 2522, 512@28 -> 128 (three) 1900 -> 1835, 256@56 -> 64
+# (two) 1302 -> 1209, 256@56 -> 128 1247 -> 1191, 512@28 -> 256 1228 -> 1193, 64@56 -> 64
+# 174 -> 166; an earlier run 2777 -> 2660, 2759 -> 2652, 2040 -> 1919, 1413 -> 1273. Two
+# rows x 4 columns gained about half as much, two rows x 7 (28 accumulators) less, four
+# rows x 1 column lost 5-15%; one row of 8 columns (16 accumulators) did not gain; nor did
+# a band of 4 or 8 rows around one row's 14-column tile (a loop split off the rows, the
+# next chunk's prefetch left out: 2349 against 4 x 2's 2298 us, 256@56 -> 64 1190 against
+# 1088). benchmarks.template_switch --switch POINTWISE_ROW_BAND --cpu-time (9 rounds, load
+# 0.65-1.0), off -> on: ResNet-50's convs in order 50.65 -> 49.63 ms (256@56 -> 64 1397
+# -> 1224 us, 256@56 -> 128 1324 -> 1203, 512@28 -> 256 1273 -> 1171), the model (median)
+# 53.39 -> 52.43; MobileNetV2's convs 4.97 -> 4.83, the model 5.12 -> 5.00; ResNet-18 has
+# no stride-1 1x1 conv. AVX2 (16 registers) keeps its tiles: only targets with 32
+# registers qualify. A fallback change only: records keep their meaning (version 3).
+POINTWISE_ROW_BAND = True
+POINTWISE_BAND_ROWS = 4
+POINTWISE_BAND_ACCUMULATORS = 16
+
+
+def pointwise_band_tile(CO: int, OH: int, OW: int, oc_bn: int, target: Target
+                        ) -> tuple[int, int] | None:
+    """(tile_oh, tile_ow) of a stride-1 1x1 conv's default register tile where the
+    POINTWISE_ROW_BAND rule takes it (see there), else None: `CO` output channels, an
+    OH x OW output, channel block `oc_bn`.
+
+        >>> pointwise_band_tile(256, 56, 56, 32, Target.parse("llvm -mcpu=skylake-avx512"))
+        (4, 2)
+        >>> pointwise_band_tile(256, 56, 56, 32, Target.parse("llvm -mcpu=haswell")) is None
+        True
+        >>> pointwise_band_tile(1024, 14, 14, 32, Target.parse("llvm -mcpu=skylake-avx512"))
+    """
+    rows, lanes = POINTWISE_BAND_ROWS, target.fp32_lanes
+    if not POINTWISE_ROW_BAND or target.vector_registers < 32 or OH * OW <= CO or \
+            OH % rows or oc_bn % lanes:
+        return None
+    # exactly that many accumulators: fewer (4 rows x 1 column x 2 vectors) lost 5-15%
+    cols = POINTWISE_BAND_ACCUMULATORS // (rows * (oc_bn // lanes))
+    return (rows, cols) if cols and OW % cols == 0 else None
 
 # ---------------------------------------------------------------------------------------
 # Choosing the blocks
@@ -386,6 +434,12 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     if ROWS_FOR_ACCUMULATORS and reg0 * vecs0 < 8 and OW * vecs0 > regs - 4 and \
             OH % 2 == 0 and 2 * reg0 * vecs0 + vecs0 + 1 <= regs:
         fallback_split(cfg, "tile_oh", [2])  # see ROWS_FOR_ACCUMULATORS
+    band = pointwise_band_tile(CO, OH, OW, oc0, cfg.target) \
+        if (KH, KW) == (1, 1) and a.strides == (1, 1) and a.padding == (0, 0, 0, 0) and \
+        ol == "NCHWc" else None
+    if band is not None:  # see POINTWISE_ROW_BAND
+        fallback_split(cfg, "tile_oh", [band[0]])
+        fallback_split(cfg, "tile_ow", [band[1]])
 
     # data -> NCHW[ic_bn]c, zero-padded (one injective stage)
     (sh, sw), (dh, dw) = a.strides, a.dilation

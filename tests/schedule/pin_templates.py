@@ -66,7 +66,11 @@ CASES: dict[str, tuple[tuple[str, ...], list[tuple[str, list[Any], dict[str, Any
         ("64@56 3x3 NCHW16c", [((1, 4, 56, 56, 16), F32), ((64, 64, 3, 3), F32)],
          {**CONV3, **BLOCKED}),
         ("64@56 1x1 s2", [((1, 64, 56, 56), F32), ((128, 64, 1, 1), F32)],
-         {"strides": [2, 2], "padding": [0, 0, 0, 0], "dilation": [1, 1]})]),
+         {"strides": [2, 2], "padding": [0, 0, 0, 0], "dilation": [1, 1]}),
+        # a model's stride-1 1x1 conv with more pixels than output channels (its AVX-512
+        # default is the 4-row tile of POINTWISE_ROW_BAND)
+        ("64@56 1x1 -> 256 NCHW32c", [((1, 2, 56, 56, 32), F32), ((256, 64, 1, 1), F32)],
+         {"strides": [1, 1], "padding": [0, 0, 0, 0], "dilation": [1, 1], **BLOCKED})]),
     "conv2d_nchw.x86": (X86, [("32@28 3x3", [((1, 32, 28, 28), F32), ((32, 32, 3, 3), F32)],
                                {"strides": 1, "padding": 1})]),
     "conv2d_stem.x86": (X86, [("3@224 7x7 s2", [((1, 3, 224, 224), F32),

@@ -941,3 +941,57 @@ def test_a_register_tile_of_several_rows_keeps_the_padded_copy() -> None:
         cfg = _with(space, AVX512, args, attrs, tile_oh=[-1, rows], tile_ic=[-1, 16])
         s, ts = instantiate("conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=AVX512)
         assert ("data_pad" in _stage_names(lowering.lower(s, ts))) == copy
+
+
+# a stride-1 1x1 conv as a model runs it: data blocked by 32, output NCHWc
+POINTWISE_ATTRS = {"padding": 0, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
+                   "out_layout": "NCHWc"}
+
+
+def _pointwise_default(target: str, c: int, hw: int, co: int, **attrs: Any) -> Any:
+    args = [((1, c // 32, hw, hw, 32), "float32"), ((co, c, 1, 1), "float32")]
+    cfg = Task("conv2d_NCHWc.x86", args, {**POINTWISE_ATTRS, **attrs}, target).default_config()
+    assert cfg is not None
+    return cfg
+
+
+@pytest.mark.parametrize("c, hw, co", [(64, 56, 256), (256, 56, 64), (512, 28, 128),
+                                       (128, 28, 512)])
+def test_avx512_pointwise_convs_with_more_pixels_than_channels_take_a_four_row_tile(
+        c: int, hw: int, co: int, monkeypatch: Any) -> None:
+    # POINTWISE_ROW_BAND: 4 rows x 2 columns x 2 vectors in the rows_oc order
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    cfg = _pointwise_default(AVX512, c, hw, co)
+    assert cfg["loop_order"].val == "rows_oc"
+    assert (int(cfg["tile_oh"].size[-1]), int(cfg["tile_ow"].size[-1])) == (4, 2)
+    assert int(cfg["tile_oc"].size[-1]) == 32
+    monkeypatch.setattr(template, "POINTWISE_ROW_BAND", False)
+    off = _pointwise_default(AVX512, c, hw, co)
+    assert (int(off["tile_oh"].size[-1]), int(off["tile_ow"].size[-1])) == (1, 14)
+
+
+@pytest.mark.parametrize("target, c, hw, co, attrs", [
+    (AVX2, 64, 56, 256, {}),                    # 16 registers: AVX2's tiles stay
+    (AVX512, 1024, 14, 256, {}),                # fewer pixels than channels: oc_rows
+    (AVX512, 256, 56, 512, {"strides": 2}),     # strided: not measured
+    (AVX512, 64, 56, 256, {"out_layout": "NCHW"})])  # unpacked output: oc_rows
+def test_the_four_row_pointwise_tile_leaves_other_convs_and_avx2_as_they_were(
+        target: str, c: int, hw: int, co: int, attrs: dict, monkeypatch: Any) -> None:
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    on = _pointwise_default(target, c, hw, co, **attrs)
+    monkeypatch.setattr(template, "POINTWISE_ROW_BAND", False)
+    off = _pointwise_default(target, c, hw, co, **attrs)
+    assert on.to_json() == off.to_json()
+
+
+@pytest.mark.parametrize("hw, co", [(8, 32), (12, 64), (16, 96)])
+def test_a_pointwise_conv_with_the_four_row_tile_equals_numpy_in_model_layouts(
+        hw: int, co: int) -> None:
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 64, hw, hw)), rand(rng, (co, 64, 1, 1))
+    args = [((1, 2, hw, hw, 32), "float32"), ((co, 64, 1, 1), "float32")]
+    cfg = Task("conv2d_NCHWc.x86", args, POINTWISE_ATTRS, AVX512).default_config()
+    assert cfg is not None and int(cfg["tile_oh"].size[-1]) == 4
+    _check(AVX512, args, POINTWISE_ATTRS, cfg, blocked(x, 32), w, conv2d_nchw(x, w, 1, 0))
