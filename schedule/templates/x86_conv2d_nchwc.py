@@ -290,6 +290,11 @@ ROWS_FOR_ACCUMULATORS = True
 # 256@56 -> 64 1467 -> 1291, 512@28 -> 128 1412 -> 1292, 256@56 -> 128 2935 -> 2569,
 # 128@56 -> 128 3x3 stride 2 2992 -> 2668; 8 x 7 x 2 rows was level or slower (3027,
 # 2657, 1646 ...). See STRIDED_1X1_LINE for the strided 1x1 convs reading blocks of 8.
+# Whole models untuned against ONNX Runtime's AVX2 kernels (benchmarks.tuned_ab --ort
+# under benchmarks.avx2_host, one thread, CPU time, 21 rounds, this checkout and main in
+# turn, load 1.3-3.3): ResNet-50 1.003, 0.997, 1.008, 1.011, 0.998 (main 1.042, 1.054,
+# 1.040, 1.040, 1.054; one run at load 3.5 read 1.023 against 1.025), ResNet-18 1.023,
+# 1.030 (1.061, 1.063), MobileNetV2 0.869, 0.854 (0.870, 0.889), ResNeXt-26 1.048 (1.092).
 ONE_VECTOR_ROWS = True
 # a strided 1x1 conv whose data block fills less than a 64-byte cache line per pixel
 # (blocks of 8 floats: ONE_VECTOR_ROWS' AVX2 blocks) reads half of every line it touches
