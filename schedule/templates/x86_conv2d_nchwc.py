@@ -302,6 +302,40 @@ ROWS_FOR_ACCUMULATORS = True
 POINTWISE_ROW_BAND = True
 POINTWISE_BAND_ROWS = 4
 POINTWISE_BAND_ACCUMULATORS = 16
+# a channel block of one vector and a row of (registers - 2) columns: that many
+# accumulators, one weight vector and one broadcast fill the registers, where that holds
+# more accumulators than pick_blocks' usual tile and the row is a multiple of the columns
+# wider than one tile (a one-tile row holds both padded borders). Only AVX2's 16
+# registers meet it at ResNet's shapes: 56x56 and 28x28 outputs get 8 channels x 14
+# columns (14 accumulators) instead of 16 x 4 (8: exactly the FMA pipes' latency x ports,
+# no slack for the loads). That block is the one the model keeps between convs there
+# (16 -> 8: layout_plan.output_block, as_in_model and autotune.block_rule follow, as
+# does the grouped conv). AVX-512 (32 registers: 30 columns) keeps its tiles. AVX2 code
+# (-mcpu=haswell), one Emerald Rapids core, CPU time, model layouts (data block as the
+# block the producer writes), medians of 15 interleaved rounds (load 0.9-1.2), 16 x 4 ->
+# 8 x 14: 64@56 3x3 2922 -> 2527 us, 128@28 3x3 2795 -> 2503, 64@56 -> 256 1625 -> 1405,
+# 256@56 -> 64 1467 -> 1291, 512@28 -> 128 1412 -> 1292, 256@56 -> 128 2935 -> 2569,
+# 128@56 -> 128 3x3 stride 2 2992 -> 2668; 8 x 7 x 2 rows was level or slower (3027,
+# 2657, 1646 ...). See STRIDED_1X1_LINE for the strided 1x1 convs reading blocks of 8.
+# Whole models untuned against ONNX Runtime's AVX2 kernels (benchmarks.tuned_ab --ort
+# under benchmarks.avx2_host, one thread, CPU time, 21 rounds, this checkout and main in
+# turn, load 1.3-3.3): ResNet-50 1.003, 0.997, 1.008, 1.011, 0.998 (main 1.042, 1.054,
+# 1.040, 1.040, 1.054; one run at load 3.5 read 1.023 against 1.025), ResNet-18 1.023,
+# 1.030 (1.061, 1.063), MobileNetV2 0.869, 0.854 (0.870, 0.889), ResNeXt-26 1.048 (1.092).
+ONE_VECTOR_ROWS = True
+# a strided 1x1 conv whose data block fills less than a 64-byte cache line per pixel
+# (blocks of 8 floats: ONE_VECTOR_ROWS' AVX2 blocks) reads half of every line it touches
+# at stride 2, and again for each output channel block; copying its strided pixels once
+# into blocks of 16 (the layout stage a strided 1x1 conv has for another block: one line
+# a pixel) costs less. AVX2 code, one core, CPU time, medians of 15 interleaved rounds
+# (load 0.9-1.3), data in blocks of 8, ic block 8 -> 16: 256@56 -> 512 stride 2 2680 ->
+# 2539 us (2816 with data in blocks of 16), 512@28 -> 1024 stride 2 3259 -> 2514 (2639).
+# Only on the input rows whose blocks ONE_VECTOR_ROWS made 8 (a multiple of its columns,
+# wider than one tile): at 14x14 input, blocks of 8 before it too, 16 was slower (1024@14
+# -> 2048 stride 2 2877 -> 3083 us, 256@14 -> 512 167 -> 194), and so was it on the small
+# ones (64@56 -> 128 and 128@28 -> 256: 0-20% of 160-300 us), where 16 is what the data
+# had before ONE_VECTOR_ROWS.
+STRIDED_1X1_LINE = True
 
 
 def pointwise_band_tile(CO: int, OH: int, OW: int, oc_bn: int, target: Target
@@ -323,6 +357,7 @@ def pointwise_band_tile(CO: int, OH: int, OW: int, oc_bn: int, target: Target
     # exactly that many accumulators: fewer (4 rows x 1 column x 2 vectors) lost 5-15%
     cols = POINTWISE_BAND_ACCUMULATORS // (rows * (oc_bn // lanes))
     return (rows, cols) if cols and OW % cols == 0 else None
+
 
 # ---------------------------------------------------------------------------------------
 # Choosing the blocks
@@ -354,6 +389,10 @@ def pick_blocks(C: int, CO: int, OW: int, oc_fixed: int | None = None,
     else:  # channels not a multiple of the vector width
         oc_bn = oc_fixed or divisor_at_most(CO, lanes)
         reg_n = divisor_at_most(OW, 8)
+    cols = target.vector_registers - 2  # beside one weight vector and one broadcast
+    if ONE_VECTOR_ROWS and oc_fixed in (None, lanes) and CO % lanes == 0 and \
+            OW % cols == 0 and OW > cols and cols > reg_n * max(1, oc_bn // lanes):
+        oc_bn, reg_n = lanes, cols  # see ONE_VECTOR_ROWS
     ic_bn = best_divisor(C, [lanes, 2 * lanes, 4])
     return ic_bn, oc_bn, reg_n
 
@@ -417,6 +456,10 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
         # its pad stage re-blocks the whole input each call (ResNet-18's 1x1 stride-2 convs
         # took 4x ONNX Runtime's time, ResNet-50's 1x1 convs up to 3x)
         ic0 = ds[4]
+        cols = cfg.target.vector_registers - 2
+        if STRIDED_1X1_LINE and a.strides != (1, 1) and ds[4] * 4 < 64 and C % 16 == 0 \
+                and W % cols == 0 and W > cols:
+            ic0 = 16  # see STRIDED_1X1_LINE
     elif default_acc_scope(OH, OW, KH * KW) == "plane" and C % 4 == 0 and \
             (dl == "NCHW" or a.padding != (0, 0, 0, 0)):
         # a plane accumulated one small channel block at a time (its layout stage exists

@@ -181,3 +181,19 @@ def test_blocked_build_of_a_light_model_equals_the_interpreter(name: str) -> Non
     got = _run(lib, inp, x)
     scale = float(np.max(np.abs(want)))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale)
+
+
+def test_an_avx2_model_keeps_one_vector_blocks_at_28x28_and_equals_the_interpreter() -> None:
+    # AVX2's default tile at a 28-wide output is 8 channels x 14 columns (ONE_VECTOR_ROWS):
+    # the convs' 16-channel values there stay in blocks of 8 (the stem's output, pooled
+    # to 28x28, has its own template's block)
+    m = onnx_models.resnet18(image=112, width=16, classes=10)
+    mod, params = from_onnx(m)
+    inp = m.graph.input[0]
+    shape = tuple(d.dim_value for d in inp.type.tensor_type.shape.dim)
+    lib = relay_ir.build(mod, target=AVX2, params=params)
+    assert (1, 2, 28, 28, 8) in _blocked_values(lib)
+    x = seeded_rng().standard_normal(shape).astype("float32")
+    want = relay_ir.interpret(bind_params(mod, params), **{inp.name: x})
+    want = want[0] if isinstance(want, (list, tuple)) else want
+    np.testing.assert_allclose(_run(lib, inp.name, x), want, rtol=1e-4, atol=1e-4)

@@ -759,12 +759,13 @@ def test_the_guard_leaves_a_padding_copy_only_where_the_data_needs_a_layout_stag
     assert ("data_vec" in stages or "data_pad" in stages) == copy, stages
 
 
-@pytest.mark.parametrize("target, fmas, loads", [(AVX2, 64, 16), (AVX512, 28, 2)])
+@pytest.mark.parametrize("target, fmas, broadcasts, loads",
+                         [(AVX2, 14, 14, 1), (AVX512, 28, 14, 2)])
 def test_the_guarded_interior_keeps_the_micro_kernel_of_the_padded_copy(
-        target: str, fmas: int, loads: int) -> None:
+        target: str, fmas: int, broadcasts: int, loads: int) -> None:
     # 64@56 3x3, data blocked as the model writes it: the interior's innermost loop is one
     # basic block of tile_ow broadcasts, oc_bn / lanes loads per channel and their FMAs
-    # (AVX-512: 14 x 2 per input channel; AVX2: 4 x 2, the 8 channels unrolled), no spill
+    # (AVX-512: 14 x 2 per input channel; AVX2: 14 x 1, ONE_VECTOR_ROWS), no spill
     block = 16 if target == AVX512 else 8
     args = [((1, 64 // block, 56, 56, block), "float32"), ((64, 64, 3, 3), "float32")]
     attrs = {"padding": 1, "data_layout": "NCHWxc", "kernel_layout": "OIHWio",
@@ -782,7 +783,7 @@ def test_the_guarded_interior_keeps_the_micro_kernel_of_the_padded_copy(
                           sum("vbroadcastss" in b for b in body),
                           sum(bool(re.search(r"vmov[au]ps\s+-?\w*\(", b)) for b in body),
                           sum("(%rsp)" in b for b in body)))
-    assert (fmas, fmas // 2, loads, 0) in loops, sorted(set(loops))[:8]
+    assert (fmas, broadcasts, loads, 0) in loops, sorted(set(loops))[:8]
 
 
 @pytest.mark.parametrize("knobs", [{"acc_scope": "tile"}, {"acc_scope": "row"},
@@ -995,3 +996,48 @@ def test_a_pointwise_conv_with_the_four_row_tile_equals_numpy_in_model_layouts(
     cfg = Task("conv2d_NCHWc.x86", args, POINTWISE_ATTRS, AVX512).default_config()
     assert cfg is not None and int(cfg["tile_oh"].size[-1]) == 4
     _check(AVX512, args, POINTWISE_ATTRS, cfg, blocked(x, 32), w, conv2d_nchw(x, w, 1, 0))
+
+
+@pytest.mark.parametrize("target, hw, k, oc_bn, cols", [
+    (AVX2, 56, 3, 8, 14), (AVX2, 28, 1, 8, 14), (AVX2, 14, 1, 8, 7),
+    (AVX512, 56, 3, 32, 14), (AVX512, 28, 1, 32, 14)])
+def test_the_default_tile_is_one_vector_by_registers_minus_2_columns_on_wide_avx2_rows(
+        target: str, hw: int, k: int, oc_bn: int, cols: int, monkeypatch: Any) -> None:
+    # AVX2 at 56x56 and 28x28: 8 channels x 14 columns (14 accumulators, a weight vector,
+    # a broadcast: 16 registers) instead of 16 x 4 (ONE_VECTOR_ROWS); 14x14 is one tile
+    # wide (its 2 x 7 rows stay), and AVX-512's 30 columns divide none of these rows
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    def tile(**attrs: Any) -> tuple[int, int]:
+        args = [((1, 64, hw, hw), "float32"), ((128, 64, k, k), "float32")]
+        cfg = Task("conv2d_NCHWc.x86", args, {"padding": k // 2}, target).default_config()
+        return int(cfg["tile_oc"].size[-1]), int(cfg["tile_ow"].size[-1])
+
+    assert tile() == (oc_bn, cols)
+    monkeypatch.setattr(template, "ONE_VECTOR_ROWS", False)
+    assert tile() == ((16, 4) if target == AVX2 and hw > 14 else (oc_bn, cols))
+
+
+def test_a_wide_avx2_conv_with_a_one_vector_row_tile_equals_numpy_in_model_layouts() -> None:
+    rng = seeded_rng()
+    for k in (3, 1):
+        x, w = rand(rng, (1, 16, 28, 28)), rand(rng, (24, 16, k, k))
+        args = [((1, 2, 28, 28, 8), "float32"), ((24, 16, k, k), "float32")]
+        attrs = {**PLANE_ATTRS, "padding": k // 2}
+        cfg = Task("conv2d_NCHWc.x86", args, attrs, AVX2).default_config()
+        assert (int(cfg["tile_oc"].size[-1]), int(cfg["tile_ow"].size[-1])) == (8, 14)
+        _check(AVX2, args, attrs, cfg, blocked(x, 8), w, conv2d_nchw(x, w, 1, k // 2))
+
+
+@pytest.mark.parametrize("hw, ic_bn", [(56, 16), (28, 16), (14, 8)])
+def test_a_strided_1x1_avx2_conv_on_blocks_of_8_copies_its_pixels_into_blocks_of_16(
+        hw: int, ic_bn: int) -> None:
+    # STRIDED_1X1_LINE: where ONE_VECTOR_ROWS made the input's blocks 8 (a 32-byte half
+    # line a pixel), not at 14x14, whose blocks were 8 before too
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 32, hw, hw)), rand(rng, (16, 32, 1, 1))
+    args = [((1, 4, hw, hw, 8), "float32"), ((16, 32, 1, 1), "float32")]
+    attrs = {**PLANE_ATTRS, "padding": 0, "strides": 2}
+    cfg = Task("conv2d_NCHWc.x86", args, attrs, AVX2).default_config()
+    assert int(cfg["tile_ic"].size[-1]) == ic_bn
+    _check(AVX2, args, attrs, cfg, blocked(x, 8), w, conv2d_nchw(x, w, 2, 0))
