@@ -247,6 +247,9 @@ def _confirm_model(args: argparse.Namespace, mod: Any, params: Any, db: TuningDa
     if got.unjudged:
         print(f"applied without a verdict in the model (the next confirmed record after a "
               f"rejection in the last pass): {'; '.join(got.unjudged)}")
+    if got.defaulted:
+        print(f"the default applies (its records lost in the model in every pass; the next "
+              f"ones, never timed there, rejected untimed): {'; '.join(got.defaulted)}")
     kept = len(got.verdicts) - len(got.rejected)
     said = got.note or (f"{kept} kept, {len(got.rejected)} rejected (a build never applies "
                         f"a rejected record again: its task's next confirmed record, "

@@ -25,7 +25,9 @@ successor reads. Of ResNet-50's records confirmed alone, a 256@14 -> 1024 config
   earlier confirm records stay, every measurement stays), so the next build applies the
   task's next confirmed record, or the default. Such a next record is timed in the model
   the same way (one more build; lowering's compile cache keeps the kernels that did not
-  change), at most `passes` builds in all.
+  change), at most `passes` builds in all; where the last pass rejected a record, the
+  task takes its default (the records it would apply next are rejected untimed:
+  DEFAULT_AFTER), rather than ship a record no pass timed in the model.
 
 Verdicts are records, so they travel with export, import and merge as the confirm records
 do. Only CPU targets (a cycle model or a GPU is not timed step by step here).
@@ -78,6 +80,13 @@ from tuning_logs import TuningDatabase, canonical_json
 
 ROUNDS = 30  # at most; every verdict of ResNet-18 and -50 was clear well before
 PASSES = 2   # builds with the database: the first, and one after rejections
+# Where the last pass rejected a task's record, the record the task would apply next was
+# never timed in the model: it is rejected untimed and the task takes its default. Its
+# faster records lost there (ResNet-50, AVX2 code, the 1024@14 -> 256 task: 1.127x, then
+# the next 1.114x, and a third would have shipped untimed), and the default is the one
+# kernel every pass timed in the model.
+DEFAULT_AFTER = True
+MAX_UNTIMED_REJECTIONS = 64  # confirmed records of one task rejected so, at most
 
 # (plans, input arrays, rounds) -> per plan, seconds of each step in each round
 # (rounds x steps): `time_in_turn`, or a stand-in in tests
@@ -116,8 +125,9 @@ class InModel:
 class ModelConfirmation:
     """What `confirm_in_model` did: the verdicts (in the order judged), timed rounds,
     seconds in all (and of this process's CPU) and of them building, why nothing was
-    judged (`note`), if so, and the tasks whose next record, after a rejection in the
-    last pass, no verdict judged."""
+    judged (`note`), if so, and the tasks whose record the last pass rejected: taking their
+    default (`defaulted`, DEFAULT_AFTER) or, with that off, applying a next record no verdict
+    judged (`unjudged`)."""
 
     verdicts: list[InModel] = field(default_factory=list)
     rounds: int = 0
@@ -126,6 +136,7 @@ class ModelConfirmation:
     build_seconds: float = 0.0
     note: str = ""
     unjudged: list[str] = field(default_factory=list)
+    defaulted: list[str] = field(default_factory=list)
 
     @property
     def rejected(self) -> list[InModel]:
@@ -324,9 +335,13 @@ def confirm_in_model(mod: Any, params: dict[str, Any] | None, target: str,
         result.verdicts += verdicts
         if all(v.accepted for v in verdicts):
             break
-    else:  # the last pass rejected records: their tasks' next ones stay unjudged
+    else:  # the last pass rejected records: their tasks take the default (DEFAULT_AFTER)
         result.unjudged = [_name(a) for k, a in _applied_records(tuned.plan, db, target).items()
                            if _unjudged(result.verdicts, k, a)]
+        if DEFAULT_AFTER:
+            result.defaulted = _default_after_losses(tuned.plan, db, target, result.verdicts,
+                                                     runner)
+            result.unjudged = []
     result.seconds = time.perf_counter() - t0
     result.cpu_seconds = time.process_time() - cpu0
     return result
@@ -347,6 +362,31 @@ def _static_steps(lib: Any) -> list[Any]:
         return lib.plan.steps
     except RelayError:  # `?` dims: the kernels are compiled at a run, for its shapes
         return []
+
+
+def _default_after_losses(plan: Any, db: TuningDatabase, target: str,
+                          verdicts: Sequence[InModel], runner: Any) -> list[str]:
+    """The tasks whose record the last pass rejected and whose next record no pass timed:
+    that record, and any other confirmed record still faster alone than the default, is
+    rejected untimed (DEFAULT_AFTER), so that the task applies its default; their names."""
+    from autotune.confirm import record_rejection
+
+    names: list[str] = []
+    for _ in range(MAX_UNTIMED_REJECTIONS):
+        left = {k: a for k, a in _applied_records(plan, db, target).items()
+                if _unjudged(verdicts, k, a)}
+        if not left:
+            break
+        for key, a in left.items():
+            lost = [v for v in verdicts if v.workload_key == key and not v.accepted]
+            note = (f"rejected untimed, the default applies: {len(lost)} faster record(s) "
+                    f"of the task lost to the default in the model (the last "
+                    f"{lost[-1].ratio:.3f} x) and no pass was left to time this one")
+            record_rejection(a.task, db, a.default_json, a.config_json, note, runner,
+                             default_seconds=lost[-1].default_s / lost[-1].occurrences)
+            if _name(a) not in names:
+                names.append(_name(a))
+    return names
 
 
 def _unjudged(verdicts: Sequence[InModel], key: str, a: _Applied) -> bool:

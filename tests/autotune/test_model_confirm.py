@@ -179,15 +179,43 @@ def test_after_a_rejection_the_next_confirmed_record_is_judged_too(tmp_path: Pat
         assert _applied(db, conv) == second and got.unjudged == []
 
 
-def test_a_next_record_left_when_the_passes_run_out_is_named(tmp_path: Path, model,
-                                                             conv) -> None:
+def test_a_task_whose_record_lost_in_the_last_pass_takes_its_default(tmp_path: Path, model,
+                                                                     conv) -> None:
+    mod, params = model
+    with TuningDatabase(tmp_path / "t.db") as db:
+        _, second, third = _confirmed(db, conv, [0.8, 0.85, 0.9])
+        got = confirm_in_model(mod, params, "llvm", db, passes=1,
+                               timer=by_task(lambda n, p: 1.2))
+        assert len(got.verdicts) == 1 and _applied(db, conv) == _default_json(conv)
+        assert got.defaulted == [got.verdicts[0].name] and got.unjudged == []
+        untimed = [r for r in db.history(conv.workload_key)
+                   if not r.ok and r.config_json in (second, third)]
+        assert len(untimed) == 2 and all("rejected untimed" in r.error_msg for r in untimed)
+
+
+def test_without_default_after_a_next_record_left_when_the_passes_run_out_is_named(
+        tmp_path: Path, model, conv, monkeypatch) -> None:
+    import autotune.model_confirm as model_confirm
+
+    monkeypatch.setattr(model_confirm, "DEFAULT_AFTER", False)
     mod, params = model
     with TuningDatabase(tmp_path / "t.db") as db:
         _, second = _confirmed(db, conv, [0.8, 0.9])
         got = confirm_in_model(mod, params, "llvm", db, passes=1,
                                timer=by_task(lambda n, p: 1.2))
         assert len(got.verdicts) == 1 and _applied(db, conv) == second
-        assert got.unjudged == [got.verdicts[0].name]
+        assert got.unjudged == [got.verdicts[0].name] and got.defaulted == []
+
+
+def test_a_task_whose_next_record_wins_in_the_second_pass_is_not_defaulted(
+        tmp_path: Path, model, conv) -> None:
+    mod, params = model
+    with TuningDatabase(tmp_path / "t.db") as db:
+        first, second, _ = _confirmed(db, conv, [0.8, 0.85, 0.9])
+        got = confirm_in_model(mod, params, "llvm", db,
+                               timer=by_task(lambda n, p: 1.2 if n == 0 else 0.9))
+        assert [v.accepted for v in got.verdicts] == [False, True]
+        assert _applied(db, conv) == second and got.defaulted == []
 
 
 def test_every_record_survives_a_rejection(tmp_path: Path, model, conv) -> None:
