@@ -358,6 +358,48 @@ def pointwise_band_tile(CO: int, OH: int, OW: int, oc_bn: int, target: Target
     cols = POINTWISE_BAND_ACCUMULATORS // (rows * (oc_bn // lanes))
     return (rows, cols) if cols and OW % cols == 0 else None
 
+# a stride-1 1x1 conv with at least as many output channels as pixels, above 7x7 (the
+# oc_rows order: ResNet-50's 256@14 -> 1024 and 1024@14 -> 256), on a target of 32 vector
+# registers takes a register tile of at most PREFETCH_TILE_ACCUMULATORS accumulators
+# (AVX-512, oc block 32: one row of 7 columns x 2 vectors) instead of one row of 14
+# columns (28 accumulators, beside which the next chunk's weight prefetch runs): the
+# tuner's pick for both in final2.db (560 and 477 us there). One Emerald Rapids core, one
+# thread, each conv in the model's order (layer_profile.primed_convs "none", wall time;
+# the model by CPU time), the minimum of 9 rounds, two builds of each side in one process
+# (one build ran every conv, the unchanged ones too, up to 25% slower than another in the
+# same process: one build a side misleads), on -> off: load 1.0, 256@14 -> 1024 (six) 3575
+# and 3589 -> 3689 and 3662 us, 1024@14 -> 256 (five) 3012, 2986 -> 3049, 3048, the model
+# (median) 50.64, 49.90 -> 51.58, 50.86 ms; load 0.9-1.8, 3136, 3237 -> 3295, 3334 and
+# 2671, 2767 -> 2791, 2791, the model 50.09, 51.09 -> 50.64, 51.34. MobileNetV2's 96@14 ->
+# 576 (three) 394, 399 -> 402, 405; its convs 4.64, 4.50 -> 4.63, 4.48 ms. Tried beside it
+# (one build a side, so within that 25%), no gain over 1 x 14: 2 rows x 7 columns
+# (0.97-1.04 in three runs), the rows_oc order (1.13), row scope (1.00-1.14), plane scope
+# (1.17-1.25), the next chunk's residual tile prefetched in the output stage (256@14 ->
+# 1024 1.03). AVX2 (16 registers) keeps its tiles.
+POINTWISE_CHUNK_TILE = True
+
+
+def pointwise_chunk_columns(CO: int, OH: int, OW: int, oc_bn: int, target: Target
+                            ) -> int | None:
+    """tile_ow of a stride-1 1x1 conv's default register tile where the
+    POINTWISE_CHUNK_TILE rule takes it (see there), else None: `CO` output channels, an
+    OH x OW output, channel block `oc_bn`.
+
+        >>> avx512 = Target.parse("llvm -mcpu=skylake-avx512")
+        >>> pointwise_chunk_columns(1024, 14, 14, 32, avx512)
+        7
+        >>> pointwise_chunk_columns(1024, 14, 14, 32, Target.parse("llvm -mcpu=haswell")) is None
+        True
+        >>> pointwise_chunk_columns(2048, 7, 7, 32, avx512) is None   # 7x7: a plane
+        True
+    """
+    lanes = target.fp32_lanes
+    if not POINTWISE_CHUNK_TILE or target.vector_registers < 32 or \
+            not 49 < OH * OW <= CO or oc_bn % lanes:
+        return None
+    vecs = oc_bn // lanes
+    return max([d for d in range(1, OW) if OW % d == 0 and d * vecs <= PREFETCH_TILE_ACCUMULATORS]
+               or [0]) or None
 
 # ---------------------------------------------------------------------------------------
 # Choosing the blocks
@@ -483,6 +525,11 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     if band is not None:  # see POINTWISE_ROW_BAND
         fallback_split(cfg, "tile_oh", [band[0]])
         fallback_split(cfg, "tile_ow", [band[1]])
+    chunk_cols = pointwise_chunk_columns(CO, OH, OW, oc0, cfg.target) \
+        if (KH, KW) == (1, 1) and a.strides == (1, 1) and a.padding == (0, 0, 0, 0) and \
+        ol == "NCHWc" else None
+    if chunk_cols is not None:  # see POINTWISE_CHUNK_TILE
+        fallback_split(cfg, "tile_ow", [chunk_cols])
 
     # data -> NCHW[ic_bn]c, zero-padded (one injective stage)
     (sh, sw), (dh, dw) = a.strides, a.dilation

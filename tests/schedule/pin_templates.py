@@ -70,6 +70,10 @@ CASES: dict[str, tuple[tuple[str, ...], list[tuple[str, list[Any], dict[str, Any
         # a model's stride-1 1x1 conv with more pixels than output channels (its AVX-512
         # default is the 4-row tile of POINTWISE_ROW_BAND)
         ("64@56 1x1 -> 256 NCHW32c", [((1, 2, 56, 56, 32), F32), ((256, 64, 1, 1), F32)],
+         {"strides": [1, 1], "padding": [0, 0, 0, 0], "dilation": [1, 1], **BLOCKED}),
+        # one with more output channels than pixels above 7x7 (its AVX-512 default is the
+        # 7-column tile of POINTWISE_CHUNK_TILE)
+        ("256@14 1x1 -> 1024 NCHW32c", [((1, 8, 14, 14, 32), F32), ((1024, 256, 1, 1), F32)],
          {"strides": [1, 1], "padding": [0, 0, 0, 0], "dilation": [1, 1], **BLOCKED})]),
     "conv2d_nchw.x86": (X86, [("32@28 3x3", [((1, 32, 28, 28), F32), ((32, 32, 3, 3), F32)],
                                {"strides": 1, "padding": 1})]),

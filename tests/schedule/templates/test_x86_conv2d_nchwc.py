@@ -1041,3 +1041,45 @@ def test_a_strided_1x1_avx2_conv_on_blocks_of_8_copies_its_pixels_into_blocks_of
     cfg = Task("conv2d_NCHWc.x86", args, attrs, AVX2).default_config()
     assert int(cfg["tile_ic"].size[-1]) == ic_bn
     _check(AVX2, args, attrs, cfg, blocked(x, 8), w, conv2d_nchw(x, w, 2, 0))
+
+
+@pytest.mark.parametrize("c, hw, co", [(256, 14, 1024), (1024, 14, 256), (512, 14, 1024)])
+def test_avx512_pointwise_convs_with_more_channels_than_pixels_take_a_seven_column_tile(
+        c: int, hw: int, co: int, monkeypatch: Any) -> None:
+    # POINTWISE_CHUNK_TILE: one row of 7 columns x 2 vectors in the oc_rows order
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    cfg = _pointwise_default(AVX512, c, hw, co)
+    assert cfg["loop_order"].val == "oc_rows" and cfg["acc_scope"].val == "tile"
+    assert (int(cfg["tile_oh"].size[-1]), int(cfg["tile_ow"].size[-1])) == (1, 7)
+    assert int(cfg["tile_oc"].size[-1]) == 32
+    monkeypatch.setattr(template, "POINTWISE_CHUNK_TILE", False)
+    off = _pointwise_default(AVX512, c, hw, co)
+    assert (int(off["tile_oh"].size[-1]), int(off["tile_ow"].size[-1])) == (1, 14)
+
+
+@pytest.mark.parametrize("target, c, hw, co, attrs", [
+    (AVX2, 256, 14, 1024, {}),                  # 16 registers: AVX2's tiles stay
+    (AVX512, 512, 7, 2048, {}),                 # 7x7: a plane
+    (AVX512, 1024, 14, 256, {"strides": 2}),    # strided: not measured
+    (AVX512, 256, 14, 1024, {"out_layout": "NCHW"}),  # unpacked output
+    (AVX512, 1024, 14, 128, {})])               # more pixels than channels: the row band
+def test_the_seven_column_pointwise_tile_leaves_other_convs_and_avx2_as_they_were(
+        target: str, c: int, hw: int, co: int, attrs: dict, monkeypatch: Any) -> None:
+    import schedule.templates.x86_conv2d_nchwc as template
+
+    on = _pointwise_default(target, c, hw, co, **attrs)
+    monkeypatch.setattr(template, "POINTWISE_CHUNK_TILE", False)
+    off = _pointwise_default(target, c, hw, co, **attrs)
+    assert on.to_json() == off.to_json()
+
+
+@pytest.mark.parametrize("hw, co", [(8, 64), (10, 128), (14, 224)])
+def test_a_pointwise_conv_with_the_seven_column_tile_equals_numpy_in_model_layouts(
+        hw: int, co: int) -> None:
+    rng = seeded_rng()
+    x, w = rand(rng, (1, 64, hw, hw)), rand(rng, (co, 64, 1, 1))
+    args = [((1, 2, hw, hw, 32), "float32"), ((co, 64, 1, 1), "float32")]
+    cfg = Task("conv2d_NCHWc.x86", args, POINTWISE_ATTRS, AVX512).default_config()
+    assert cfg is not None and int(cfg["tile_ow"].size[-1]) < hw   # the narrower tile
+    _check(AVX512, args, POINTWISE_ATTRS, cfg, blocked(x, 32), w, conv2d_nchw(x, w, 1, 0))
