@@ -295,7 +295,6 @@ def _multi_args(target: str) -> list:
     return [((1, 32 // block, 8, 8, block), "float32"), ((64, 32, 3, 3), "float32")]
 
 
-
 @pytest.fixture
 def weight_prefetch(monkeypatch: Any) -> None:
     """The weight prefetch on (off by default: see PREFETCH_WEIGHTS in the template)."""
@@ -706,7 +705,6 @@ class _GuardedCase:
     def check(self) -> None:
         _check(self.target, self.args, self.attrs, self.cfg, blocked(self.x, self.block),
                self.w, _conv_ref(self.x, self.w, self.stride, self.pad))
-
 
 
 @pytest.mark.parametrize("target", TARGETS)
