@@ -326,6 +326,29 @@ BLOCKED_TEMPLATES = frozenset({"conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86",
                                "conv2d_int8.x86", "conv2d_stem.x86"})
 
 
+def timed_data_block(template: str, specs: Sequence[Any], attrs: dict[str, Any],
+                     target: Any) -> int:
+    """The channel block of the data a blocked task's records were timed on (the block a
+    conv of its input's channels writes by default, layout_plan.as_in_model), 0 for NCHW.
+    A call of the task whose data arrives in another block (a model's first convs read
+    the stem's block: AVX2 writes 16 at 112x112 while its convs there keep 8) runs the
+    default instead of the record: the record's input-channel block was chosen and timed
+    for the other layout, and a 1x1 conv whose block differs from its data's copies the
+    whole input into its own each call (AVX2 MobileNetV2: 32@112 -> 16 ran 330 us with
+    the record that is the default for blocks of 8, 177 us with the default for 16).
+
+        >>> timed_data_block("conv2d_NCHWc.x86", [((1, 64, 56, 56), "float32"),
+        ...                  ((64, 64, 1, 1), "float32")], {}, "llvm -mcpu=haswell")
+        8
+    """
+    from relay_ir.backend.layout_plan import as_in_model
+
+    got = as_in_model(template, specs, attrs, target)
+    if got is None or got[1].get("data_layout") != "NCHWxc":
+        return 0
+    return int(got[0][0][0][4])
+
+
 def _template_path(fn: Function, task: AnchorTask, target: Any,
                    tuning: TuningScope | None, layout: GroupLayout | None = None
                    ) -> tuple[Schedule, list[Tensor], str, dict[int, Any]]:
@@ -334,14 +357,17 @@ def _template_path(fn: Function, task: AnchorTask, target: Any,
     specs = list(task.specs)
     tpl = get_template(task.template)
     tuned = tuning.config(task.template, specs, task.attrs, target) if tuning else None
+    in_blocks = layout.in_blocks if layout else ()
+    out_blocks = layout.out_blocks if layout else ()
+    data_block = in_blocks[task.operands[0]] if in_blocks and task.operands else 0
+    if tuned is not None and data_block and \
+            data_block != timed_data_block(task.template, specs, task.attrs, target):
+        tuned = None  # see timed_data_block
     cfg = tuned or FallbackConfig(target)
     if not task.operands:  # an injective group's template schedules the group itself
         env, flat = _placeholders(fn)
         outs = _flat(_evaluate(fn, env, {}))
         return tpl.schedule(cfg, outs), flat + outs, task.template, {}
-    in_blocks = layout.in_blocks if layout else ()
-    out_blocks = layout.out_blocks if layout else ()
-    data_block = in_blocks[task.operands[0]] if in_blocks else 0
     out_block = out_blocks[0] if out_blocks else 0
     attrs = dict(task.attrs)
     if data_block or out_block:
