@@ -30,6 +30,7 @@ from relay_ir.backend.lower_group import (
     AnchorTask,
     GroupLayout,
     anchor_task,
+    applied_config,
     constant_params,
     flatten_types,
     group_ops,
@@ -76,8 +77,7 @@ def output_block(task: AnchorTask, target: Any, tuning: TuningScope | None,
     tile_oc (for the logical task, the one tuned), depthwise's the data's block."""
     tpl = get_template(task.template)
     specs = list(task.specs)
-    cfg = (tuning.config(task.template, specs, task.attrs, target) if tuning else None) \
-        or FallbackConfig(target)
+    cfg = applied_config(task, target, tuning, data_block) or FallbackConfig(target)
     attrs = {**task.attrs, "out_layout": "NCHWc"}
     if data_block:
         specs[0] = physical_spec(specs[0], data_block)

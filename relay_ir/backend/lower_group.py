@@ -349,6 +349,22 @@ def timed_data_block(template: str, specs: Sequence[Any], attrs: dict[str, Any],
     return int(got[0][0][0][4])
 
 
+def applied_config(task: AnchorTask, target: Any, tuning: TuningScope | None,
+                   data_block: int = 0) -> Any:
+    """The tuned config a call of `task` runs with, or None (the template's fallback): the
+    task's record (`tuning.config`), unless the call's data arrives in a block
+    (`data_block`, 0 for NCHW) other than the one the record was timed on
+    (timed_data_block). The layout plan and the lowering both ask here, so that the
+    output block the plan expects is the one the kernel writes."""
+    if tuning is None:
+        return None
+    tuned = tuning.config(task.template, list(task.specs), task.attrs, target)
+    if tuned is not None and data_block and \
+            data_block != timed_data_block(task.template, task.specs, task.attrs, target):
+        return None
+    return tuned
+
+
 def _template_path(fn: Function, task: AnchorTask, target: Any,
                    tuning: TuningScope | None, layout: GroupLayout | None = None
                    ) -> tuple[Schedule, list[Tensor], str, dict[int, Any]]:
@@ -356,14 +372,10 @@ def _template_path(fn: Function, task: AnchorTask, target: Any,
     the one of the logical task (what was tuned), whatever the layouts of the values."""
     specs = list(task.specs)
     tpl = get_template(task.template)
-    tuned = tuning.config(task.template, specs, task.attrs, target) if tuning else None
     in_blocks = layout.in_blocks if layout else ()
     out_blocks = layout.out_blocks if layout else ()
     data_block = in_blocks[task.operands[0]] if in_blocks and task.operands else 0
-    if tuned is not None and data_block and \
-            data_block != timed_data_block(task.template, specs, task.attrs, target):
-        tuned = None  # see timed_data_block
-    cfg = tuned or FallbackConfig(target)
+    cfg = applied_config(task, target, tuning, data_block) or FallbackConfig(target)
     if not task.operands:  # an injective group's template schedules the group itself
         env, flat = _placeholders(fn)
         outs = _flat(_evaluate(fn, env, {}))
