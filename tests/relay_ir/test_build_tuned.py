@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from autotune.extract import extract_tasks
 from relay_ir.backend.pipeline import specialize
 from relay_ir.backend.tuned import TuningScope
 from tessel_errors import RelayError, TuningLogError
-from tests.relay_ir.programs import mlp, mlp_dynamic, mlp_inputs
+from tests.relay_ir.programs import mlp, mlp_dynamic, mlp_inputs, resnet_block, resnet_block_inputs
 from tuning_logs import MeasureRecord, TuningDatabase, using_database
 
 OTHER_DEVICE = "llvm -mcpu=other|Some Other CPU|00000000"
@@ -269,11 +270,13 @@ def test_a_dynamic_model_whose_database_file_is_gone_warns_and_uses_the_default(
     np.testing.assert_allclose(got, relay_ir.interpret(mod, *inputs), rtol=1e-4, atol=1e-5)
 
 
-def test_a_tuned_conv_packs_its_constant_weight_in_the_recorded_blocks(tmp_path: Path) -> None:
+def _a_record_of_other_blocks(tmp_path: Path, seed: int) -> tuple[Any, ...]:
+    """resnet_block's conv task (its two convs) with one record whose weight blocks differ
+    from the default's, in tmp_path/tuning.db: (params, inputs, task, blocks, index), where
+    blocks(cfg) gives a config's (ic, oc) weight blocks and index the record's point."""
     from schedule.templates import instantiate
-    from tests.relay_ir.programs import resnet_block, resnet_block_inputs
 
-    x, w1, w2 = resnet_block_inputs(np.random.default_rng(5))
+    x, w1, w2 = resnet_block_inputs(np.random.default_rng(seed))
     params = {"w1": w1, "w2": w2}
     (task, count), = extract_tasks(resnet_block(), "llvm", params)
     assert count == 2 and task.args[1][0] == (8, 8, 3, 3)  # the logical OIHW weight
@@ -286,6 +289,11 @@ def test_a_tuned_conv_packs_its_constant_weight_in_the_recorded_blocks(tmp_path:
     index = next(i for i in range(task.space.size) if blocks(task.config(i)) != default)
     with TuningDatabase(tmp_path / "tuning.db") as db:
         db.add(_record_for(task, index))
+    return params, (x, w1, w2), task, blocks, index
+
+
+def test_a_tuned_conv_packs_its_constant_weight_in_the_recorded_blocks(tmp_path: Path) -> None:
+    params, inputs, task, blocks, index = _a_record_of_other_blocks(tmp_path, 5)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every task tuned: no warning
         lib = relay_ir.build(resnet_block(), params=params, tuning_db=tmp_path / "tuning.db")
@@ -294,8 +302,27 @@ def test_a_tuned_conv_packs_its_constant_weight_in_the_recorded_blocks(tmp_path:
     # first's output in the record's output block, not the block the record was timed
     # on: the default, see the next test)
     assert blocks(task.config(index)) in {s[4:] for s in packed}
-    want = relay_ir.interpret(resnet_block(), x, w1, w2)
-    np.testing.assert_allclose(lib.run(x=x), want, rtol=1e-4, atol=1e-5)
+    want = relay_ir.interpret(resnet_block(), *inputs)
+    np.testing.assert_allclose(lib.run(x=inputs[0]), want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_call_whose_data_arrives_in_another_block_than_its_record_was_timed_on_runs_the_default(
+        tmp_path: Path) -> None:
+    # lower_group.timed_data_block: a record is applied only to data in the block it was
+    # timed on (a model's first convs read the stem's block, which may differ)
+    from relay_ir.backend.lower_group import timed_data_block
+
+    params, inputs, task, blocks, index = _a_record_of_other_blocks(tmp_path, 6)
+    lib = relay_ir.build(resnet_block(), params=params, tuning_db=tmp_path / "tuning.db")
+    # the first conv reads the model's NCHW input (no block to disagree): the record; the
+    # second reads the first's output in the record's output block, not the one the
+    # record was timed on: the default
+    out_block = blocks(task.config(index))[1]
+    assert out_block != timed_data_block(task.template, task.args, task.attrs, "llvm")
+    packed = [tuple(k.specs[1][0])[4:] for k in lib.plan.kernels if len(k.specs[1][0]) == 6]
+    assert sorted(packed) == sorted([blocks(task.config(index)), blocks(None)])
+    want = relay_ir.interpret(resnet_block(), *inputs)
+    np.testing.assert_allclose(lib.run(x=inputs[0]), want, rtol=1e-4, atol=1e-5)
 
 
 def test_records_of_an_older_template_version_are_not_applied_and_the_warning_says_so(
@@ -326,35 +353,3 @@ def test_records_of_an_older_template_version_are_not_applied_and_the_warning_sa
                              config, (1e-4,)))
         got = find_tuned(db, task.template, task.args, task.attrs, task.target)
         assert got is not None and got.config.index == task.default_config().index
-
-
-def test_a_call_whose_data_arrives_in_another_block_than_its_record_was_timed_on_runs_the_default(
-        tmp_path: Path) -> None:
-    # lower_group.timed_data_block: a record is applied only to data in the block it was
-    # timed on (a model's first convs read the stem's block, which may differ)
-    from relay_ir.backend.lower_group import timed_data_block
-    from schedule.templates import instantiate
-    from tests.relay_ir.programs import resnet_block, resnet_block_inputs
-
-    x, w1, w2 = resnet_block_inputs(np.random.default_rng(6))
-    params = {"w1": w1, "w2": w2}
-    (task, _), = extract_tasks(resnet_block(), "llvm", params)
-
-    def blocks(cfg) -> tuple[int, ...]:
-        _, tensors = instantiate(task.template, task.args, task.attrs, cfg)
-        return tuple(int(d.value) for d in tensors[1].shape[4:])
-
-    default = blocks(None)
-    index = next(i for i in range(task.space.size) if blocks(task.config(i)) != default)
-    with TuningDatabase(tmp_path / "tuning.db") as db:
-        db.add(_record_for(task, index))
-    lib = relay_ir.build(resnet_block(), params=params, tuning_db=tmp_path / "tuning.db")
-    # the first conv reads the model's NCHW input (no block to disagree): the record; the
-    # second reads the first's output in the record's output block, not the one the
-    # record was timed on: the default
-    out_block = blocks(task.config(index))[1]
-    assert out_block != timed_data_block(task.template, task.args, task.attrs, "llvm")
-    packed = [tuple(k.specs[1][0])[4:] for k in lib.plan.kernels if len(k.specs[1][0]) == 6]
-    assert sorted(packed) == sorted([blocks(task.config(index)), default])
-    want = relay_ir.interpret(resnet_block(), x, w1, w2)
-    np.testing.assert_allclose(lib.run(x=x), want, rtol=1e-4, atol=1e-5)
