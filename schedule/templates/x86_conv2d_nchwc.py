@@ -405,6 +405,20 @@ def pointwise_chunk_columns(CO: int, OH: int, OW: int, oc_bn: int, target: Targe
 # Choosing the blocks
 
 
+def one_vector_row_columns(OW: int, target: Target) -> int:
+    """The columns of ONE_VECTOR_ROWS' tile where a row of OW outputs takes it by width (a
+    multiple of (registers - 2) columns, wider than one tile), else 0; whether it then
+    beats pick_blocks' usual tile is pick_blocks' to say.
+
+        >>> one_vector_row_columns(56, Target.parse("llvm -mcpu=haswell"))
+        14
+        >>> one_vector_row_columns(14, Target.parse("llvm -mcpu=haswell"))
+        0
+    """
+    cols = target.vector_registers - 2  # beside one weight vector and one broadcast
+    return cols if OW % cols == 0 and OW > cols else 0
+
+
 def pick_blocks(C: int, CO: int, OW: int, oc_fixed: int | None = None,
                 target: Target | None = None) -> tuple[int, int, int]:
     """(ic_bn, oc_bn, reg_n): at least 8 accumulators (FMA latency x ports), no spills,
@@ -431,9 +445,9 @@ def pick_blocks(C: int, CO: int, OW: int, oc_fixed: int | None = None,
     else:  # channels not a multiple of the vector width
         oc_bn = oc_fixed or divisor_at_most(CO, lanes)
         reg_n = divisor_at_most(OW, 8)
-    cols = target.vector_registers - 2  # beside one weight vector and one broadcast
-    if ONE_VECTOR_ROWS and oc_fixed in (None, lanes) and CO % lanes == 0 and \
-            OW % cols == 0 and OW > cols and cols > reg_n * max(1, oc_bn // lanes):
+    cols = one_vector_row_columns(OW, target)
+    if ONE_VECTOR_ROWS and oc_fixed in (None, lanes) and CO % lanes == 0 and cols and \
+            cols > reg_n * max(1, oc_bn // lanes):
         oc_bn, reg_n = lanes, cols  # see ONE_VECTOR_ROWS
     ic_bn = best_divisor(C, [lanes, 2 * lanes, 4])
     return ic_bn, oc_bn, reg_n
@@ -498,9 +512,8 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
         # its pad stage re-blocks the whole input each call (ResNet-18's 1x1 stride-2 convs
         # took 4x ONNX Runtime's time, ResNet-50's 1x1 convs up to 3x)
         ic0 = ds[4]
-        cols = cfg.target.vector_registers - 2
         if STRIDED_1X1_LINE and a.strides != (1, 1) and ds[4] * 4 < 64 and C % 16 == 0 \
-                and W % cols == 0 and W > cols:
+                and one_vector_row_columns(W, cfg.target):
             ic0 = 16  # see STRIDED_1X1_LINE
     elif default_acc_scope(OH, OW, KH * KW) == "plane" and C % 4 == 0 and \
             (dl == "NCHW" or a.padding != (0, 0, 0, 0)):
@@ -519,15 +532,14 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     if ROWS_FOR_ACCUMULATORS and reg0 * vecs0 < 8 and OW * vecs0 > regs - 4 and \
             OH % 2 == 0 and 2 * reg0 * vecs0 + vecs0 + 1 <= regs:
         fallback_split(cfg, "tile_oh", [2])  # see ROWS_FOR_ACCUMULATORS
-    band = pointwise_band_tile(CO, OH, OW, oc0, cfg.target) \
-        if (KH, KW) == (1, 1) and a.strides == (1, 1) and a.padding == (0, 0, 0, 0) and \
-        ol == "NCHWc" else None
+    # a stride-1 unpadded 1x1 conv writing blocked output: the pointwise tiles' convs
+    pointwise = (KH, KW) == (1, 1) and a.strides == (1, 1) and \
+        a.padding == (0, 0, 0, 0) and ol == "NCHWc"
+    band = pointwise_band_tile(CO, OH, OW, oc0, cfg.target) if pointwise else None
     if band is not None:  # see POINTWISE_ROW_BAND
         fallback_split(cfg, "tile_oh", [band[0]])
         fallback_split(cfg, "tile_ow", [band[1]])
-    chunk_cols = pointwise_chunk_columns(CO, OH, OW, oc0, cfg.target) \
-        if (KH, KW) == (1, 1) and a.strides == (1, 1) and a.padding == (0, 0, 0, 0) and \
-        ol == "NCHWc" else None
+    chunk_cols = pointwise_chunk_columns(CO, OH, OW, oc0, cfg.target) if pointwise else None
     if chunk_cols is not None:  # see POINTWISE_CHUNK_TILE
         fallback_split(cfg, "tile_ow", [chunk_cols])
 
