@@ -336,12 +336,13 @@ def confirm_in_model(mod: Any, params: dict[str, Any] | None, target: str,
         if all(v.accepted for v in verdicts):
             break
     else:  # the last pass rejected records: their tasks take the default (DEFAULT_AFTER)
-        result.unjudged = [_name(a) for k, a in _applied_records(tuned.plan, db, target).items()
-                           if _unjudged(result.verdicts, k, a)]
         if DEFAULT_AFTER:
             result.defaulted = _default_after_losses(tuned.plan, db, target, result.verdicts,
                                                      runner)
-            result.unjudged = []
+        else:
+            result.unjudged = [_name(a) for k, a in
+                               _applied_records(tuned.plan, db, target).items()
+                               if _unjudged(result.verdicts, k, a)]
     result.seconds = time.perf_counter() - t0
     result.cpu_seconds = time.process_time() - cpu0
     return result
