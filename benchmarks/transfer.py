@@ -108,17 +108,24 @@ def _runner() -> LocalRunner:
 
 
 def curve(db: TuningDatabase, task: Any, trials: int) -> list[float]:
-    """Best time after each of the task's first `trials` measurements (inf before a valid
-    one), in the order measured, over the time of its first record (the template's
+    """Best time after each of the task's first `trials` measured configs (inf before a
+    valid one; a config measured again, a retried timeout, is one trial), in the order
+    measured, over the time of its first record (the template's
     default, which tune measures first): a ratio, so runs whose runners timed the default
     at different loads compare."""
-    best, out = math.inf, []
+    best, out, seen = math.inf, [], set()
     history = [r for r in db.history(task.workload_key, task.target, task.device_key)
-               if r.tuner != CONFIRM_TUNER][:trials]
+               if r.tuner != CONFIRM_TUNER]
     first = history[0].mean if history and history[0].ok else None
     for r in history:
         if r.ok and r.mean is not None:
             best = min(best, r.mean)
+        if r.config_json in seen:  # a retried timeout: one trial, as the tasks view counts
+            out[-1] = best / first if first else math.inf
+            continue
+        if len(seen) == trials:
+            break
+        seen.add(r.config_json)
         out.append(best / first if first else math.inf)
     return out + [out[-1] if out else math.inf] * (trials - len(out))
 
