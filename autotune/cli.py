@@ -187,7 +187,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if options["control"]:
             # the records' units from the defaults timed together (the scheduler does so
             # too): each task's first control otherwise, and on a cluster each slot's own
-            runner.calibrate(tasks)
+            runner.calibrate(tasks, peaks=False)  # no task scheduler here: no peak cap
         for n, task in enumerate(tasks):
             tuner = make_tuner(args.tuner, task, seed=args.seed)
             t0 = time.time()

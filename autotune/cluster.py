@@ -114,9 +114,10 @@ class MeasureSlot:
             return {"error": str(e)}
         return {"costs": costs, "control": control}
 
-    def calibrate(self, tasks: list[dict[str, Any]], rounds: int) -> dict[str, float]:
+    def calibrate(self, tasks: list[dict[str, Any]], rounds: int, peaks: bool = True
+                  ) -> dict[str, float]:
         """LocalRunner.calibrate on this slot: {workload@target: seconds}."""
-        return self.runner.calibrate([cached_task(t) for t in tasks], rounds)
+        return self.runner.calibrate([cached_task(t) for t in tasks], rounds, peaks)
 
     def peak_flops(self, task: dict[str, Any]) -> float:
         """LocalRunner.peak_flops on this slot (calibrate's, or measured now)."""
@@ -315,12 +316,14 @@ class RayRunner:
         return float(self._ask(slot, f"peak ({task.device_key!r})",
                                slot.peak_flops.remote(task.to_dict())))
 
-    def calibrate(self, tasks: Sequence[Task], rounds: int = 15) -> dict[str, float]:
+    def calibrate(self, tasks: Sequence[Task], rounds: int = 15, peaks: bool = True
+                  ) -> dict[str, float]:
         """LocalRunner.calibrate on the cluster: the defaults of each device kind's tasks
-        timed together on one slot of that kind (CPU tasks only), and those units given
-        to every slot of the kind, a slot that joins later too, so that all the kind's
-        records are in one unit and the task scheduler weighs tasks by times taken
-        together. Returns {workload@target: seconds}; TesselError if a slot fails.
+        timed together on one slot of that kind (CPU tasks only; with `peaks`, its FMA
+        peak too), and those units given to every slot of the kind, a slot that joins
+        later too, so that all the kind's records are in one unit and the task scheduler
+        weighs tasks by times taken together. Returns {workload@target: seconds};
+        TesselError if a slot fails.
 
             >>> with RayRunner("auto", control=True) as r:              # doctest: +SKIP
             ...     r.calibrate([task])
@@ -333,7 +336,8 @@ class RayRunner:
         for key, group in by_kind.items():
             slot = self.slots_for(key)[0]
             units = self._ask(slot, f"calibrate ({key!r})",
-                              slot.calibrate.remote([t.to_dict() for t in group], rounds))
+                              slot.calibrate.remote([t.to_dict() for t in group], rounds,
+                                                    peaks))
             if units:
                 self._units.setdefault(key, {}).update(units)
                 ray.get([s.use_units.remote(units) for s in self.slots_for(key)])

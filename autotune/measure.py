@@ -469,8 +469,9 @@ def _peak_runs(tasks: Sequence[Task], slot_s: float) -> list[tuple[str, Any, int
 def _do_defaults(tasks: Sequence[Task], opts: dict[str, Any]) -> dict[str, Any]:
     """Each task's default kernel (as the control) timed in `rounds` rounds, the tasks in
     turn within a round, so that a change of load falls on all alike, and in each round
-    one slot of each target's FMA peak loop (autotune.peak): {"seconds": the fastest
-    round per task, "peaks": {target: the fastest round's FLOP/s}}. What
+    one slot of each target's FMA peak loop (autotune.peak; none where opts["peaks"] is
+    False): {"seconds": the fastest round per task, "peaks": {target: the fastest
+    round's FLOP/s}}. What
     LocalRunner.calibrate sets the tasks' units and its peaks to: the peak read under the
     load the units were (a run calibrated 10% slower than another read the same peak
     taken apart, and the task scheduler saw room above it that was only load)."""
@@ -492,7 +493,7 @@ def _do_defaults(tasks: Sequence[Task], opts: dict[str, Any]) -> dict[str, Any]:
         for kernel, arrays, _n in runs:
             kernel(*arrays)
     times: list[list[float]] = [[] for _ in tasks]
-    peaks = _peak_runs(tasks, slot_s)
+    peaks = _peak_runs(tasks, slot_s) if opts.get("peaks", True) else []
     peak_times: list[list[float]] = [[] for _ in peaks]
     clock = kernel_clock()
     for _ in range(int(opts.get("rounds", 15))):
@@ -1045,13 +1046,16 @@ class LocalRunner:
                               "control (CPU targets only)")
         return list(res["costs"]), list(res["control"])
 
-    def calibrate(self, tasks: Sequence[Task], rounds: int = 15) -> dict[str, float]:
+    def calibrate(self, tasks: Sequence[Task], rounds: int = 15, peaks: bool = True
+                  ) -> dict[str, float]:
         """Set the units of the tasks' records (see the class doc) to their default
         kernels timed together, the fastest of `rounds` interleaved rounds, instead of each task's
         first control: taken at different moments of a shared machine, those differed up
         to 4x between runs, and the task scheduler, which weighs tasks by their times,
         gave its budget to whichever task was first timed under load. CPU tasks only;
-        returns {workload@target: seconds}.
+        returns {workload@target: seconds}. With `peaks`, each round also times one
+        slot of each target's FMA peak loop (`peak_flops` then gives the fastest); the
+        task scheduler asks for it only where it caps by the peak.
 
             >>> with LocalRunner(control=True) as r:                     # doctest: +SKIP
             ...     r.calibrate([task])
@@ -1063,7 +1067,7 @@ class LocalRunner:
             return {}
         status, res = self.worker.call(
             ("defaults", [self.timed_task(t).to_dict() for t in cpu], "",
-             {**self.opts, "rounds": rounds,
+             {**self.opts, "rounds": rounds, "peaks": peaks,
               "min_repeat_ms": max(float(self.opts["min_repeat_ms"]), 10.0) / 4}),
             self.timeout * len(cpu) + self.ref_timeout)
         if status != "ok" or "error" in res:

@@ -327,9 +327,9 @@ def test_tune_op_with_control_calibrates_the_units_first(monkeypatch, tmp_path: 
     calls: list[list[str]] = []
     real = LocalRunner.calibrate
 
-    def spy(self, tasks, rounds=15):
+    def spy(self, tasks, rounds=15, peaks=True):
         calls.append([t.workload_key for t in tasks])
-        return real(self, tasks, rounds=2)
+        return real(self, tasks, rounds=2, peaks=peaks)
 
     monkeypatch.setattr(LocalRunner, "calibrate", spy)
     db = str(tmp_path / "t.db")

@@ -301,7 +301,7 @@ def test_the_scheduler_calibrates_first_and_confirm_records_share_the_runners_un
     class Calibrated(FakeRunner):
         calibrated: list = []
 
-        def calibrate(self, tasks):
+        def calibrate(self, tasks, peaks=True):
             self.calibrated.append([t.workload_key for t in tasks])
 
         def unit(self, task):

@@ -76,6 +76,16 @@ def test_calibrate_reads_the_fma_peak_in_the_rounds_it_times_the_defaults() -> N
     assert 1e9 < peak < 2 * lanes * 2 * 6e9
 
 
+def test_timing_the_defaults_without_peaks_runs_no_peak_loop() -> None:
+    from autotune.measure import _do_defaults
+
+    task = Task("matmul.x86", [((16, 16), "float32"), ((16, 16), "float32")])
+    with_peak = _do_defaults([task], {"rounds": 1, "min_repeat_ms": 1.0})
+    without = _do_defaults([task], {"rounds": 1, "min_repeat_ms": 1.0, "peaks": False})
+    assert set(with_peak["peaks"]) == {"llvm"} and without["peaks"] == {}
+    assert len(without["seconds"]) == 1 and without["seconds"][0] > 0
+
+
 def test_a_build_error_is_reported_as_data() -> None:
     plain = Task("synthetic.test", [((64, 36), "float32")])
     bad = MeasureInput(CRASHY, plain.config(6))  # tile_i [-1, 64]: not a choice for 16 rows
