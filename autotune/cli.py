@@ -67,22 +67,24 @@ def runner_options(args: argparse.Namespace, model: bool, weight_bytes: int = 0
     process, 12 rounds in turn, one Sapphire Rapids core, CPU time, load 2.5-2.7;
     databases tuned with `--trials 800` / `400` at load 3-4). A smaller model, and an
     --op task, are timed warm unless asked. A model's tasks are timed on 2 MiB pages
-    (huge_pages) where its weights take numpy's huge-page threshold or more, as the
-    model's arenas lie (autotune.huge_pages); an --op task on the arrays numpy gives.
+    (huge_pages) where its weights fill a huge page or more, as its arenas then lie
+    (relay_ir.backend.huge_pages, executor.arena_bytes); an --op task on the arrays numpy
+    gives.
 
         >>> args = build_parser().parse_args(["tune", "m.onnx"])
         >>> [runner_options(args, True, 45 << 20)["cache_flush"],
         ...  runner_options(args, True, 3 << 20)["cache_flush"],
         ...  runner_options(args, False)["cache_flush"]]
         [True, False, False]
-        >>> [runner_options(args, True, 45 << 20)["huge_pages"],
-        ...  runner_options(args, True, 3 << 20)["huge_pages"]]
-        [True, False]
+        >>> [runner_options(args, True, 3 << 20)["huge_pages"],
+        ...  runner_options(args, True, 1 << 20)["huge_pages"],
+        ...  runner_options(args, False)["huge_pages"]]
+        [True, False, False]
     """
-    from autotune.huge_pages import NUMPY_HUGEPAGE_BYTES
+    from relay_ir.backend.huge_pages import HUGE_PAGE
 
     cold = model and weight_bytes > COLD_WEIGHT_BYTES
-    huge = model and weight_bytes >= NUMPY_HUGEPAGE_BYTES
+    huge = model and weight_bytes >= HUGE_PAGE
     return dict(timeout=args.timeout, number=args.number, repeat=args.repeat,
                 min_repeat_ms=args.min_repeat_ms if args.min_repeat_ms is not None
                 else (10.0 if model else 50.0), imports=args.imports or (),
@@ -615,7 +617,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--huge-pages", action=argparse.BooleanOptionalAction, default=None,
                    help="time each candidate on arrays on 2 MiB pages, as a compiled model's "
                         "arenas hold its weights and intermediates (default: on for a MODEL "
-                        "with 4 MiB of weights or more, off otherwise)")
+                        "with 2 MiB of weights or more, off otherwise)")
     t.add_argument("--control", action=argparse.BooleanOptionalAction, default=None,
                    help="time each candidate beside the default config, ABBA (default: on "
                         "for MODEL, off for --op)")

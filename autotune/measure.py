@@ -159,12 +159,12 @@ def _timed_arrays(task: Task, tensors: list[Any], logical: list[np.ndarray],
                   opts: dict[str, Any]) -> list[np.ndarray]:
     """What a kernel is timed on: its inputs (packed for it) and zeroed outputs, 64-byte
     aligned; with opts["huge_pages"], all in one mapping on 2 MiB pages, as a model holds
-    its weights and intermediates (autotune.huge_pages: the page size ranked AVX2 1x1
+    its weights and intermediates (relay_ir.backend.huge_pages: the page size ranked AVX2 1x1
     convs' configs otherwise)."""
     arrays = [*_aligned(_packed(task, tensors, logical)),
               *_zeros(tensors[task.num_inputs():])]
     if opts.get("huge_pages"):
-        from autotune.huge_pages import huge_page_arrays
+        from relay_ir.backend.huge_pages import huge_page_arrays
 
         return huge_page_arrays(arrays)
     return arrays
@@ -957,7 +957,7 @@ class LocalRunner:
     With `model_layout`, an NCHWc conv is built and timed in the blocked layouts a model
     runs it in (`timed_task`); its records stay the logical task's. With `huge_pages`,
     a CPU kernel's arguments lie on 2 MiB pages, as a model's arenas hold them
-    (autotune.huge_pages: on 4 KiB pages AVX2 ResNet-50's 1x1 convs at 14x14 kept configs
+    (relay_ir.backend.huge_pages: on 4 KiB pages AVX2 ResNet-50's 1x1 convs at 14x14 kept configs
     that won 8-10% alone and lost 3-13% in the model). `rerun_main`: whether its workers
     re-run the main script (see `Worker`).
     """

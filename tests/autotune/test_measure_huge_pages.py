@@ -1,5 +1,5 @@
 """LocalRunner(huge_pages=True): every array a CPU kernel is timed on lies on 2 MiB pages
-(autotune.huge_pages), as a model's arenas hold them; without it, where numpy puts it."""
+(relay_ir.backend.huge_pages), as a model's arenas hold them; without it, where numpy puts it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 import autotune.measure as measure
 from autotune import LocalRunner, MeasureInput, Task
-from autotune.huge_pages import advised_huge
+from relay_ir.backend.huge_pages import advised_huge
 from tuning_logs import ErrorKind
 
 MATMUL = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])

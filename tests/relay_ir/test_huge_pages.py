@@ -1,4 +1,5 @@
-"""autotune.huge_pages: a runner's arrays placed as a model's arenas hold them."""
+"""relay_ir.backend.huge_pages: memory on 2 MiB pages, for a model's arenas and a tuning
+runner's arrays."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from autotune.huge_pages import ALIGN, HUGE_PAGE, advised_huge, huge_page_arrays
+from relay_ir.backend.huge_pages import ALIGN, HUGE_PAGE, advised_huge, huge_page_arrays
 
 LINUX_SMAPS = os.path.exists("/proc/self/smaps")
 
