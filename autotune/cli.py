@@ -66,21 +66,32 @@ def runner_options(args: argparse.Namespace, model: bool, weight_bytes: int = 0
     warm ran 1.026x and 1.025x the untuned model, tuned cold 0.988x and 0.974x (one
     process, 12 rounds in turn, one Sapphire Rapids core, CPU time, load 2.5-2.7;
     databases tuned with `--trials 800` / `400` at load 3-4). A smaller model, and an
-    --op task, are timed warm unless asked.
+    --op task, are timed warm unless asked. A model's tasks are timed on 2 MiB pages
+    (huge_pages) where its weights fill a huge page or more, as its arenas then lie
+    (relay_ir.backend.huge_pages, executor.arena_bytes); an --op task on the arrays numpy
+    gives.
 
         >>> args = build_parser().parse_args(["tune", "m.onnx"])
         >>> [runner_options(args, True, 45 << 20)["cache_flush"],
         ...  runner_options(args, True, 3 << 20)["cache_flush"],
         ...  runner_options(args, False)["cache_flush"]]
         [True, False, False]
+        >>> [runner_options(args, True, 3 << 20)["huge_pages"],
+        ...  runner_options(args, True, 1 << 20)["huge_pages"],
+        ...  runner_options(args, False)["huge_pages"]]
+        [True, False, False]
     """
+    from relay_ir.backend.huge_pages import HUGE_PAGE
+
     cold = model and weight_bytes > COLD_WEIGHT_BYTES
+    huge = model and weight_bytes >= HUGE_PAGE
     return dict(timeout=args.timeout, number=args.number, repeat=args.repeat,
                 min_repeat_ms=args.min_repeat_ms if args.min_repeat_ms is not None
                 else (10.0 if model else 50.0), imports=args.imports or (),
                 cache_flush=cold if args.cache_flush is None else bool(args.cache_flush),
                 control=model if args.control is None else args.control,
-                model_layout=model)
+                model_layout=model,
+                huge_pages=huge if args.huge_pages is None else bool(args.huge_pages))
 
 
 def _why_no_records(key: str, db_path: str, known: bool) -> str:
@@ -170,7 +181,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
               f"{'evicted first (cold' if options['cache_flush'] else 'in cache (warm'}"
               f", as a model with {weight_bytes / 2**20:.1f} MiB of weights runs them; "
               f"--{'no-' if options['cache_flush'] else ''}cache-flush to change), "
-              f"{_clock_word()} time")
+              f"{_clock_word()} time"
+              f"{', on 2 MiB pages' if options['huge_pages'] else ''}")
     if args.cluster:
         from autotune.cluster import RayRunner
 
@@ -602,6 +614,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="evict each timed call's weights and output from the caches first, "
                         "as a model's earlier layers do (default: on for a MODEL with over "
                         "16 MiB of weights, off otherwise)")
+    t.add_argument("--huge-pages", action=argparse.BooleanOptionalAction, default=None,
+                   help="time each candidate on arrays on 2 MiB pages, as a compiled model's "
+                        "arenas hold its weights and intermediates (default: on for a MODEL "
+                        "with 2 MiB of weights or more, off otherwise)")
     t.add_argument("--control", action=argparse.BooleanOptionalAction, default=None,
                    help="time each candidate beside the default config, ABBA (default: on "
                         "for MODEL, off for --op)")

@@ -155,6 +155,21 @@ def _zeros(tensors: Sequence[Any]) -> list[np.ndarray]:
     return outs
 
 
+def _timed_arrays(task: Task, tensors: list[Any], logical: list[np.ndarray],
+                  opts: dict[str, Any]) -> list[np.ndarray]:
+    """What a kernel is timed on: its inputs (packed for it) and zeroed outputs, 64-byte
+    aligned; with opts["huge_pages"], all in one mapping on 2 MiB pages, as a model holds
+    its weights and intermediates (relay_ir.backend.huge_pages: the page size ranked AVX2 1x1
+    convs' configs otherwise)."""
+    arrays = [*_aligned(_packed(task, tensors, logical)),
+              *_zeros(tensors[task.num_inputs():])]
+    if opts.get("huge_pages"):
+        from relay_ir.backend.huge_pages import huge_page_arrays
+
+        return huge_page_arrays(arrays)
+    return arrays
+
+
 def _reference(task: Task, tensors: list[Any], logical: list[np.ndarray],
                inputs: list[np.ndarray], outs: list[np.ndarray], small_flop: float
                ) -> list[np.ndarray]:
@@ -297,8 +312,8 @@ def _do_run(task: Task, cfg: ConfigEntity, opts: dict[str, Any]) -> dict[str, An
     rng = np.random.default_rng(opts.get("seed"))
     n_in = task.num_inputs()
     logical = [_random_array(rng, s_, d) for s_, d in task.args]
-    inputs = _aligned(_packed(task, tensors, logical))
-    outs = _zeros(tensors[n_in:])
+    arrays = _timed_arrays(task, tensors, logical, opts)
+    inputs, outs = arrays[:n_in], arrays[n_in:]
     t1 = time.perf_counter()
     kernel(*inputs, *outs)
     first = time.perf_counter() - t1
@@ -395,8 +410,7 @@ def _control_costs(task: Task, kernel: Any, arrays: list[np.ndarray],
     hits both alike, so their ratio holds where either time alone swings 2x on a shared
     machine."""
     dflt, tensors = _default_kernel(task)
-    n_in = task.num_inputs()
-    d_arrays = [*_aligned(_packed(task, tensors, logical)), *_zeros(tensors[n_in:])]
+    d_arrays = _timed_arrays(task, tensors, logical, opts)
     # where an argument has the same shape in both (the data, the output), both kernels
     # use one array: only the code differs, not the addresses (see _aligned)
     d_arrays = [a if a.shape == d.shape and a.dtype == d.dtype else d
@@ -481,8 +495,7 @@ def _do_defaults(tasks: Sequence[Task], opts: dict[str, Any]) -> dict[str, Any]:
     for task in tasks:
         kernel, tensors = _default_kernel(task)
         logical = [_random_array(rng, s_, d) for s_, d in task.args]
-        arrays = [*_aligned(_packed(task, tensors, logical)),
-                  *_zeros(tensors[task.num_inputs():])]
+        arrays = _timed_arrays(task, tensors, logical, opts)
         kernel(*arrays)  # pages faulted in, not timed
         t0 = time.perf_counter()
         kernel(*arrays)
@@ -943,8 +956,11 @@ class LocalRunner:
     whether a build may apply it. All arrays are 64-byte aligned, as a compiled model's
     (see `_aligned`).
     With `model_layout`, an NCHWc conv is built and timed in the blocked layouts a model
-    runs it in (`timed_task`); its records stay the logical task's. `rerun_main`: whether
-    its workers re-run the main script (see `Worker`).
+    runs it in (`timed_task`); its records stay the logical task's. With `huge_pages`,
+    a CPU kernel's arguments lie on 2 MiB pages, as a model's arenas hold them
+    (relay_ir.backend.huge_pages: on 4 KiB pages AVX2 ResNet-50's 1x1 convs at 14x14 kept configs
+    that won 8-10% alone and lost 3-13% in the model). `rerun_main`: whether its workers
+    re-run the main script (see `Worker`).
     """
 
     def __init__(self, timeout: float = 10.0, number: int = 1, repeat: int = 3,
@@ -953,13 +969,15 @@ class LocalRunner:
                  ref_timeout: float = 120.0, builder: LocalBuilder | None = None,
                  slow_cutoff: float | None = 10.0, cache_flush: bool = False,
                  memory_limit: int | None = None, control: bool = False,
-                 model_layout: bool = False, rerun_main: bool = True) -> None:
+                 model_layout: bool = False, rerun_main: bool = True,
+                 huge_pages: bool = False) -> None:
         kernel_clock()  # a bad TESSEL_MEASURE_CLOCK fails here, not in every measurement
         self.timeout = timeout
         self.slow_cutoff = slow_cutoff
         self._best: dict[str, float] = {}
         self.opts = {"number": number, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
-                     "warmup": warmup, "cache_flush": cache_flush, "control": control}
+                     "warmup": warmup, "cache_flush": cache_flush, "control": control,
+                     "huge_pages": huge_pages}
         self._control: dict[str, float] = {}  # the default's seconds per task (first control)
         self._peaks: dict[str, float] = {}  # FMA peak FLOP/s per target (calibrate's)
         self._best_ratio: dict[str, float] = {}  # the best control ratio per task so far

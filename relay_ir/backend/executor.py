@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from lowering.kernel import array_address
+from relay_ir.backend.huge_pages import HUGE_PAGE, huge_page_bytes
 from relay_ir.backend.inplace import inplace_enabled
 from relay_ir.backend.memory_plan import (
     PAGE,
@@ -276,10 +277,11 @@ class GraphPlan:
         threads running one model at once never share a buffer."""
         views = getattr(self._local, "views", None)
         if views is None:
-            # one page-aligned arena: the planned offsets fix each buffer's page offset
+            # one page-aligned arena: the planned offsets fix each buffer's page offset;
+            # from 2 MiB up all of it on huge pages (arena_bytes; from numpy, part or all
+            # of it lay on 4 KiB pages, by chance: relay_ir.backend.huge_pages)
             plan = self.memory_plan
-            raw = np.empty(plan.arena_bytes + PAGE, np.uint8)
-            arena = raw[-raw.ctypes.data % PAGE:]
+            arena = arena_bytes(plan.arena_bytes, PAGE)
             views = {}
             for v, b in zip(self._temps, plan.storage_of):
                 val = self.values[v]
@@ -389,8 +391,23 @@ class GraphPlan:
 # huge pages. ResNet-50 (98 MiB of constants), one Sapphire Rapids core, the same kernels
 # in one process, interleaved: 0.959-1.004x the time with one allocation each (five runs,
 # median 0.979x, load 3.7-4.5), ResNet-18 0.986x; packed in reverse or shuffled order
-# 0.986x, 0.983x (one run each).
-CONST_ARENA_ALIGN = 2 << 20  # the arena starts on a huge page
+# 0.986x, 0.983x (one run each). The arena is a mapping of its own on huge pages
+# (relay_ir.backend.huge_pages: from numpy it got them by chance).
+CONST_ARENA_ALIGN = HUGE_PAGE  # the arena starts on a huge page
+
+
+def arena_bytes(n: int, align: int) -> np.ndarray:
+    """`n` bytes for one of a plan's arenas: from a huge page's size up, a mapping on huge
+    pages (huge_page_bytes); below, from numpy at an `align`-byte boundary (each small
+    model's arena on a huge page of its own would take 2 MiB of memory for a few KiB).
+
+        >>> arena_bytes(3 << 20, 64).ctypes.data % HUGE_PAGE, arena_bytes(100, 64).size
+        (0, 100)
+    """
+    if n >= HUGE_PAGE:
+        return huge_page_bytes(n)
+    raw = np.empty(n + align, np.uint8)
+    return raw[-array_address(raw) % align:][:n]
 
 
 def pack_constants(values: Sequence[Value], steps: Sequence[Step]) -> None:
@@ -426,8 +443,7 @@ def pack_constants(values: Sequence[Value], steps: Sequence[Step]) -> None:
         return
     # pages are touched as each constant is copied, and its old array freed as the value
     # lets go of it: about one constant more in memory at a time, not all of them twice
-    raw = np.empty(end + CONST_ARENA_ALIGN, np.uint8)
-    arena = raw[-array_address(raw) % CONST_ARENA_ALIGN:][:end]
+    arena = arena_bytes(end, CONST_ARENA_ALIGN)
     for v, off in zip(order, offsets):
         val = values[v]
         a = np.asarray(val.data)  # (np.ascontiguousarray would make a 0-d constant 1-d)

@@ -33,3 +33,20 @@ def test_the_flag_overrides_the_default(flag: str, want: bool) -> None:
     assert _opts("m.onnx", flag, model=True, weight_bytes=BIG)["cache_flush"] is want
     assert _opts("m.onnx", flag, model=True, weight_bytes=SMALL)["cache_flush"] is want
     assert _opts("--op", "matmul:8x8x8", flag, model=False)["cache_flush"] is want
+
+
+def test_a_models_tasks_are_timed_on_huge_pages_as_its_arenas_lie() -> None:
+    assert _opts("m.onnx", model=True, weight_bytes=BIG)["huge_pages"] is True
+    assert _opts("m.onnx", model=True, weight_bytes=SMALL)["huge_pages"] is True
+
+
+def test_a_tiny_model_and_an_op_are_timed_on_the_pages_numpy_gives() -> None:
+    # under a huge page of weights, the model's constant arena is numpy's (arena_bytes)
+    assert _opts("m.onnx", model=True, weight_bytes=1 << 20)["huge_pages"] is False
+    assert _opts("--op", "matmul:8x8x8", model=False)["huge_pages"] is False
+
+
+@pytest.mark.parametrize("flag, want", [("--no-huge-pages", False), ("--huge-pages", True)])
+def test_the_huge_pages_flag_overrides_the_default(flag: str, want: bool) -> None:
+    assert _opts("m.onnx", flag, model=True, weight_bytes=BIG)["huge_pages"] is want
+    assert _opts("--op", "matmul:8x8x8", flag, model=False)["huge_pages"] is want
