@@ -17,7 +17,9 @@ spread of a build against itself (its even rounds' median against its odd rounds
 
 --processes builds each model in a process of its own (multiprocessing's spawn: its own
 address space layout, heap and JIT code placement, as a user's separate runs get) and
-the parent asks the processes for their rounds in turn; each times its own runs.
+the parent asks the processes for their rounds in turn; each times its own runs. A
+script that calls main(["--processes", ...]) needs the `if __name__ == "__main__":`
+guard: spawn imports the script again in every child.
 """
 
 from __future__ import annotations
