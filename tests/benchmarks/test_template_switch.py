@@ -1,6 +1,6 @@
-"""benchmarks.template_switch at a tiny size: the switch builds two models that differ
-only where it acts, agree in their outputs, time interleaved, and restore the switch; a
-name that is no switch is a clear error; no timing checked."""
+"""benchmarks.template_switch at a tiny size: the switch builds models that differ only
+where it acts, two a side, agree in their outputs, time interleaved, and restore the
+switch; a name that is no switch is a clear error; no timing checked."""
 
 from __future__ import annotations
 
@@ -34,12 +34,22 @@ def test_each_prefetch_switch_builds_two_models_that_agree(
     for other in set(PREFETCH_SWITCHES) - {switch}:
         monkeypatch.setattr(template, other, False)
     mod, params = from_onnx(resnet18(image=32, width=64, classes=10))
-    libs = switched_builds(mod, params, "llvm", *resolve_switch(switch))
+    libs = switched_builds(mod, params, "llvm", *resolve_switch(switch), per_side=1)
     assert getattr(template, switch) is True  # put back
-    assert _prefetching(libs["on"]) >= 1 and _prefetching(libs["off"]) == 0
+    assert _prefetching(libs["on#1"]) >= 1 and _prefetching(libs["off#1"]) == 0
     x = seeded_rng().standard_normal((1, 3, 32, 32)).astype(np.float32)
-    np.testing.assert_allclose(libs["on"].run(input=x), libs["off"].run(input=x),
+    np.testing.assert_allclose(libs["on#1"].run(input=x), libs["off#1"].run(input=x),
                                rtol=1e-5, atol=1e-5)
+
+
+def test_two_builds_a_side_alternate_which_side_is_built_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    flags: list[bool] = []
+    monkeypatch.setattr(relay_ir, "build", lambda *a, **k: flags.append(template.PAD_GUARD))
+    libs = switched_builds(None, None, "llvm", *resolve_switch("PAD_GUARD"), per_side=2)
+    assert list(libs) == ["on#1", "off#1", "off#2", "on#2"]
+    assert flags == [True, False, False, True]
+    assert template.PAD_GUARD is True
 
 
 @pytest.mark.slow  # two builds, two rounds of every conv in model order
@@ -48,7 +58,7 @@ def test_main_prints_the_per_conv_and_whole_model_table(capsys: pytest.CaptureFi
     out = main(["--models", "resnet18", "--image", "32", "--width", "16", "--rounds", "2",
                 "--whole", "1", "--switch", "PAD_GUARD"])
     lines = out["resnet18"].splitlines()
-    assert lines[0].split()[-5:] == ["on", "us", "off", "us", "on/off"]
+    assert lines[0].split()[-7:] == ["on", "us", "off", "us", "on/off", "same", "side"]
     assert [ln.split(",")[0] for ln in lines[-2:]] == ["whole model"] * 2
     assert any(ln.startswith("all convs in order") for ln in lines)
     assert template.PAD_GUARD is True
