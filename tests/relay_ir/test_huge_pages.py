@@ -53,8 +53,3 @@ def test_the_copies_lie_in_memory_advised_for_huge_pages() -> None:
     [a, b] = huge_page_arrays([np.ones(5 << 10, "float32"), np.ones(3, "float32")])
     assert advised_huge(a) and advised_huge(b)
 
-
-@pytest.mark.skipif(not LINUX_SMAPS, reason="reads /proc/self/smaps (Linux)")
-def test_a_small_numpy_array_is_not_advised_for_huge_pages() -> None:
-    # under numpy's 4 MiB threshold: what a runner timed on before huge_pages
-    assert not advised_huge(np.ones(1 << 10, "float32"))
