@@ -282,7 +282,7 @@ def anchor_tasks(fn: Function, const_params: frozenset[int] = frozenset(),
     specs = tuple(_spec(a.checked_type) for a in anchor.args)
     if _has_zero_size(specs + tuple(_spec(t) for t in flatten_types(fn.body.checked_type))):
         return []  # no work for a template to tile (and nothing worth tuning)
-    picked = strat.template(list(specs), anchor.attrs)
+    picked = strat.template(list(specs), anchor.attrs, target)
     names = templates_for(picked[0], target) if picked is not None else ()
     pos = {p: k for k, p in enumerate(fn.params)}
     operands = tuple(pos[a] for a in anchor.args)

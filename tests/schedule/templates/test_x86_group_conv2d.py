@@ -4,10 +4,13 @@ groups are wide enough for its vectors."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 import relay_ir
+from lowering.kernel import _foreign_cpu
 from relay_ir.backend.pipeline import bind_params
 from relay_ir.op.nn import conv2d_nchw_ref
 from schedule.templates import config_space, instantiate
@@ -86,5 +89,42 @@ def test_build_leaves_narrow_groups_to_the_generic_schedule() -> None:
     w, x = rand(rng, (64, 4, 3, 3)), rand(rng, (1, 64, 9, 9))
     lib = relay_ir.build(mod, params={"w": w})
     assert "group_conv2d_NCHWc.x86" not in dict(lib.group_schedules).values()
+    want = relay_ir.interpret(bind_params(mod, {"w": w}), x)
+    np.testing.assert_allclose(lib.run(x), want, rtol=1e-4, atol=1e-4)
+
+
+AVX2, AVX512 = "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"
+
+
+@pytest.mark.parametrize("target, template", [(AVX2, True), (AVX512, False)])
+def test_groups_of_one_vector_take_the_template_where_the_vector_is_8_lanes(
+        target: str, template: bool, monkeypatch: Any) -> None:
+    # ResNeXt-26's 256@56 stride 2 (32 groups of 8): AVX2's vector is one group's output
+    # channels; AVX-512 keeps the generic nest below 16 (GROUP_TEMPLATE_AT_LANES)
+    import relay_ir.strategy as strategy
+    from relay_ir.op.nn import Conv2DAttrs
+    from relay_ir.op.registry import get_op
+
+    conv = strategy.strategy_of(get_op("nn.conv2d"))
+    args = [((1, 64, 16, 16), "float32"), ((64, 8, 3, 3), "float32")]
+    attrs = Conv2DAttrs(strides=(2, 2), padding=(1, 1, 1, 1), groups=8)
+    picked = conv.template(args, attrs, target)
+    assert (picked is not None and picked[0] == "group_conv2d") == template
+    assert conv.template(args, attrs) is None  # no target: 16 channels as before
+    monkeypatch.setattr(strategy, "GROUP_TEMPLATE_AT_LANES", False)
+    assert conv.template(args, attrs, target) is None
+
+
+def test_an_avx2_build_gives_groups_of_8_the_template_and_equals_the_interpreter() -> None:
+    if _foreign_cpu(AVX2):
+        pytest.skip("the host cannot run AVX2 code")
+    mod = relay_ir.parse("""
+    def @main(%x: Tensor[(1, 64, 16, 16), float32], %w: Tensor[(64, 8, 3, 3), float32]) {
+      nn.relu(nn.conv2d(%x, %w, strides=[2, 2], padding=[1, 1], groups=8))
+    }""")
+    rng = seeded_rng()
+    w, x = rand(rng, (64, 8, 3, 3)), rand(rng, (1, 64, 16, 16))
+    lib = relay_ir.build(mod, target=AVX2, params={"w": w})
+    assert lib.group_schedules == [("fused_conv2d_relu", "group_conv2d_NCHWc.x86")]
     want = relay_ir.interpret(bind_params(mod, {"w": w}), x)
     np.testing.assert_allclose(lib.run(x), want, rtol=1e-4, atol=1e-4)
