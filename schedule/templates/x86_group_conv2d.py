@@ -37,10 +37,23 @@ from schedule.templates.x86_conv2d_nchwc import (
     pick_blocks,
     register_rows,
     schedule_conv2d_nchwc,
+    two_row_tile,
 )
 from tensor_expr import tensor as T
 from tensor_expr.tensor import Tensor
 from tessel_errors import ScheduleError
+
+# a register tile of two output rows where one row's has fewer than 8 accumulators (FMA
+# latency x ports) because the registers cap it, as conv2d's ROWS_FOR_ACCUMULATORS: only
+# AVX2's 16 registers meet it at ResNeXt-26's shapes (512@14 -> 14 and 512@28 -> 14 stride
+# 2, 16 channels a group: 7 columns x 1 vector -> 2 x 7; AVX-512 has 14 x 1 there).
+# AVX2 code, one Emerald Rapids core, CPU time, the kernel alone as the model runs it
+# (NCHW in and out, packed weight), medians of 15 interleaved rounds of 20 calls (load
+# 1.9-2.0), one row -> two: 512@14 574 -> 474 us, 512@28 -> 14 stride 2 756 -> 675 (one row
+# of 14 columns: 473, 662). The 7x7 outputs (1024@14 stride 2, 1024@7: 32 channels a
+# group) have no even row count; their plane of 7 x 1 tiles stays (tile_oc 16: 1.03-1.04x,
+# tile scope 1.01-1.02x, tile_ic 4 0.96-0.97x, ic 16 0.96-1.03x: not worth a rule)
+GROUP_ROWS_FOR_ACCUMULATORS = True
 
 
 def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
@@ -66,6 +79,8 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     cfg.define_split("tile_ow", OW, num_outputs=2, max_factor=32)
     fallback_split(cfg, "tile_ow", [reg0])
     register_rows(cfg, OH)
+    if GROUP_ROWS_FOR_ACCUMULATORS and two_row_tile(OH, OW, oc_bn, reg0, cfg.target):
+        fallback_split(cfg, "tile_oh", [2])  # see GROUP_ROWS_FOR_ACCUMULATORS
     icb, ocb = Cg // ic_bn, COg // oc_bn  # blocks per group
 
     dpad = pad_hw(data, 2, a.padding, shape=(N, C // ic_bn, H, W, ic_bn), name="data_vec",

@@ -9,7 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+import lowering
 import relay_ir
+from autotune.task import Task
 from lowering.kernel import _foreign_cpu
 from relay_ir.backend.pipeline import bind_params
 from relay_ir.op.nn import conv2d_nchw_ref
@@ -94,6 +96,42 @@ def test_build_leaves_narrow_groups_to_the_generic_schedule() -> None:
 
 
 AVX2, AVX512 = "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512"
+
+
+@pytest.mark.parametrize("target, rows", [(AVX2, 2), (AVX512, 1)])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_the_default_tile_takes_two_rows_where_avx2_fits_fewer_than_8_accumulators(
+        target: str, rows: int, stride: int, monkeypatch: Any) -> None:
+    # ResNeXt-26's 512@14 (and 512@28 stride 2) 3x3, 16 channels a group, scaled down: on
+    # AVX2 one row's tile is 7 columns x 1 vector, two rows 14 (GROUP_ROWS_FOR_ACCUMULATORS);
+    # AVX-512's one row holds 14 x 1 already
+    import schedule.templates.x86_group_conv2d as template
+
+    hw = 14 * stride
+    args = [((1, 64, hw, hw), "float32"), ((64, 16, 3, 3), "float32")]
+    attrs = {"padding": 1, "groups": 4, "strides": stride}
+    cfg = Task("group_conv2d_NCHWc.x86", args, attrs, target).default_config()
+    assert cfg is not None and int(cfg["tile_oh"].size[-1]) == rows
+    lanes = 8 if target == AVX2 else 16
+    assert rows * int(cfg["tile_ow"].size[-1]) * int(cfg["tile_oc"].size[-1]) // lanes >= 8
+    monkeypatch.setattr(template, "GROUP_ROWS_FOR_ACCUMULATORS", False)
+    off = Task("group_conv2d_NCHWc.x86", args, attrs, target).default_config()
+    assert off is not None and int(off["tile_oh"].size[-1]) == 1
+
+
+def test_an_avx2_two_row_tile_of_a_grouped_conv_equals_numpy() -> None:
+    args = [((1, 64, 14, 14), "float32"), ((64, 16, 3, 3), "float32")]
+    attrs = {"padding": 1, "groups": 4}
+    cfg = Task("group_conv2d_NCHWc.x86", args, attrs, AVX2).default_config()
+    assert cfg is not None and int(cfg["tile_oh"].size[-1]) == 2
+    s, tensors = instantiate("group_conv2d_NCHWc.x86", args, attrs, cfg=cfg, target=AVX2)
+    if _foreign_cpu(AVX2):
+        pytest.skip("the host cannot run AVX2 code")
+    rng = seeded_rng()
+    x, w = rand(rng, args[0][0]), rand(rng, args[1][0])
+    got = np.full([int(d.value) for d in tensors[-1].shape], np.nan, "float32")
+    lowering.build(s, tensors, target=AVX2)(x, w, got)
+    np.testing.assert_allclose(got, _want(x, w, attrs), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("target, template", [(AVX2, True), (AVX512, False)])
