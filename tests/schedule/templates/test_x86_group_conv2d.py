@@ -166,3 +166,23 @@ def test_an_avx2_build_gives_groups_of_8_the_template_and_equals_the_interpreter
     assert lib.group_schedules == [("fused_conv2d_relu", "group_conv2d_NCHWc.x86")]
     want = relay_ir.interpret(bind_params(mod, {"w": w}), x)
     np.testing.assert_allclose(lib.run(x), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("block", [8, 16, 32])
+def test_blocked_data_and_output_give_the_grouped_convolution(block: int) -> None:
+    # as a model runs it: data in the 1x1 conv's blocks (re-blocked by the padding stage
+    # where they differ from tile_ic), output in the conv's own blocks of tile_oc
+    from tests.schedule.templates.refs import blocked, unblocked
+
+    dshape, kshape = (1, 64, 10, 10), (64, 16, 3, 3)
+    attrs = {"padding": 1, "groups": 4, "strides": 2}
+    args = [((1, 64 // block, 10, 10, block), "float32"), (kshape, "float32")]
+    layouts = {**attrs, "data_layout": "NCHWxc", "out_layout": "NCHWc"}
+    space = config_space("group_conv2d_NCHWc.x86", args, layouts)
+    rng = seeded_rng()
+    x, w = rand(rng, dshape), rand(rng, kshape)
+    for cfg in [None, *(space.get(int(i)) for i in rng.choice(space.size, 3, replace=False))]:
+        s, tensors = instantiate("group_conv2d_NCHWc.x86", args, layouts, cfg=cfg)
+        got = run(s, tensors, [blocked(x, block), w])
+        assert got.ndim == 5
+        np.testing.assert_allclose(unblocked(got), _want(x, w, attrs), rtol=1e-4, atol=1e-4)
