@@ -10,9 +10,10 @@ anchored on it is scheduled (a template of schedule.templates, or a group schedu
 tensors (list of Tensors; a tuple input arrives as a list), its attrs dataclass and its
 checked output type (static shapes). `kind` says how a group is scheduled:
 "injective" (fused, vectorized, parallel), "reduce" (reductions and pooling), "softmax",
-or "anchor" (conv2d / dense / matmul). `template(arg_specs, attrs)` names the template
-family, e.g. "dense", and its attrs, or returns None when no template fits; the target
-picks the family's template with `schedule.templates.template_for`. Reductions, pooling
+or "anchor" (conv2d / dense / matmul). `template(arg_specs, attrs, target)` names the
+template family, e.g. "dense", and its attrs, or returns None when no template fits (the
+target, None when unknown, only where a fit depends on its vectors: grouped convs); the
+target picks the family's template with `schedule.templates.template_for`. Reductions, pooling
 and softmax name families too ("reduce", "pool2d", "softmax"): a group without an anchor
 takes its one such op's template where the target's is tunable (the GPU's).
 """
@@ -34,7 +35,7 @@ from tessel_errors import RelayError
 
 ComputeFn = Callable[[list[Any], Any, Type], "Tensor | list[Tensor]"]
 ArgSpecs = Sequence[tuple[tuple[int, ...], str]]
-TemplateFn = Callable[[ArgSpecs, Any], "tuple[str, dict[str, Any]] | None"]
+TemplateFn = Callable[[ArgSpecs, Any, Any], "tuple[str, dict[str, Any]] | None"]
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,8 @@ def _axes(a: Any, ndim: int) -> list[int]:
 
 
 def _reduce_template(name: str) -> TemplateFn:
-    def template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
+    def template(args: ArgSpecs, a: Any, target: Any = None
+                 ) -> tuple[str, dict[str, Any]] | None:
         axes = _axes(a, len(args[0][0]))
         return "reduce", {"op": name, "axis": tuple(axes), "keepdims": bool(a.keepdims)}
     return template
@@ -231,7 +233,8 @@ def _pool(fn: Any, avg: bool) -> ComputeFn:
 
 
 def _pool_template(kind: str) -> TemplateFn:
-    def template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
+    def template(args: ArgSpecs, a: Any, target: Any = None
+                 ) -> tuple[str, dict[str, Any]] | None:
         if tuple(a.dilation) != (1, 1) or a.layout != "NCHW":
             return None
         extra = {"count_include_pad": bool(a.count_include_pad)} if kind == "avg" else {}
@@ -246,13 +249,13 @@ _register("nn.max_pool2d", _pool(ops.max_pool2d, False), kind="reduce",
 _register("nn.avg_pool2d", _pool(ops.avg_pool2d, True), kind="reduce",
           template=_pool_template("avg"))
 _register("nn.global_avg_pool2d", lambda xs, a, t: ops.global_avg_pool2d(xs[0], a.layout),
-          kind="reduce", template=lambda args, a: ("reduce", {
+          kind="reduce", template=lambda args, a, target=None: ("reduce", {
               "op": "mean", "axis": (2, 3), "keepdims": True}) if a.layout == "NCHW" else None)
 _register("nn.softmax", lambda xs, a, t: ops.softmax(xs[0], axis=a.axis), kind="softmax",
-          template=lambda args, a: ("softmax", {"axis": int(a.axis)}))
+          template=lambda args, a, target=None: ("softmax", {"axis": int(a.axis)}))
 _register("nn.log_softmax", lambda xs, a, t: ops.log_softmax(xs[0], axis=a.axis),
-          kind="softmax", template=lambda args, a: ("softmax", {"axis": int(a.axis),
-                                                                "log": True}))
+          kind="softmax", template=lambda args, a, target=None: (
+              "softmax", {"axis": int(a.axis), "log": True}))
 _register("nn.layer_norm", lambda xs, a, t: ops.layer_norm(
     xs[0], xs[1] if a.scale else None, xs[2] if a.center else None, axis=a.axis,
     epsilon=float(a.epsilon)), kind="reduce")
@@ -297,7 +300,39 @@ def _tensor_core_conv(args: ArgSpecs, tattrs: dict[str, Any]) -> bool:
     return [dt for _, dt in args] == ["float16", "float16"] and "out_dtype" not in tattrs
 
 
-def _conv_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
+# a grouped conv takes the blocked template where each group's input and output channels
+# fill at least one of the target's vectors, not only from 16 channels: AVX2's 8 lanes
+# take ResNeXt-26's 256@56 -> 28 stride 2 and 256@28 3x3 convs (32 groups of 8), whose
+# generic nest vectorizes the output columns and reads its input by a stride-2 gather
+# there: 3284 us against ONNX Runtime's 731 in AVX2's per-layer table (benchmarks.models
+# under benchmarks.avx2_host). AVX2 code, one Emerald Rapids core, CPU time, each conv in
+# the model's order, two builds a side interleaved in one process (benchmarks.
+# template_switch --switch relay_ir.strategy.GROUP_TEMPLATE_AT_LANES --models resnext26
+# --target "llvm -mcpu=haswell", 7 and 9 rounds, load 1.7-2.5), off -> on: 256@56 -> 28
+# stride 2 3037 -> 1032 and 3175 -> 1112 us, 256@28 598 -> 595, the convs in order
+# 65.27 -> 62.72 and 66.95 -> 64.56 ms, the model (median) 68.47 -> 65.92 and 69.46 ->
+# 67.72. AVX-512 (16 lanes) keeps 16: its template would run those groups on half vectors
+GROUP_TEMPLATE_AT_LANES = True
+
+
+def group_template_channels(target: Any = None) -> int:
+    """The fewest channels per group (input and output) for which a grouped conv takes the
+    blocked template group_conv2d on `target` (None: a target not known, 16).
+
+        >>> group_template_channels("llvm -mcpu=haswell"), group_template_channels(
+        ...     "llvm -mcpu=skylake-avx512"), group_template_channels(None)
+        (8, 16, 16)
+    """
+    if not GROUP_TEMPLATE_AT_LANES or target is None:
+        return 16
+    from tessel_target import Target
+
+    t = Target.parse(target)
+    return min(16, t.fp32_lanes) if "cpu" in t.keys else 16
+
+
+def _conv_template(args: ArgSpecs, a: Any, target: Any = None
+                   ) -> tuple[str, dict[str, Any]] | None:
     _conv_ok(a)
     (dshape, _), (kshape, _) = args
     tattrs = {"strides": tuple(a.strides), "padding": tuple(a.padding),
@@ -315,8 +350,10 @@ def _conv_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
     # the blocked template vectorizes a group's output channels: with fewer than 16 per
     # group (ResNeXt's 32x4d has 4) its vectors are short and the generic nest was faster
     # untuned (measured on AVX-512: 4 channels 0.89 ms against 0.66, 16 alike, 80 1.1
-    # against 3.1)
-    if kshape[0] // a.groups >= 16 and kshape[1] >= 16:
+    # against 3.1); a target of shorter vectors takes it from one vector a group
+    # (GROUP_TEMPLATE_AT_LANES)
+    least = group_template_channels(target)
+    if kshape[0] // a.groups >= least and kshape[1] >= least:
         return "group_conv2d", tattrs
     return None
 
@@ -331,7 +368,8 @@ def _tensor_core_shapes(args: ArgSpecs, tattrs: dict[str, Any]) -> bool:
     return [dt for _, dt in args] == ["float16", "float16"] and not tattrs
 
 
-def _dense_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
+def _dense_template(args: ArgSpecs, a: Any, target: Any = None
+                    ) -> tuple[str, dict[str, Any]] | None:
     if len(args[0][0]) != 2:
         return None
     tattrs = _widening(a, args)
@@ -344,7 +382,8 @@ _register("nn.dense", lambda xs, a, t: ops.dense(xs[0], xs[1], out_dtype=a.out_d
           kind="anchor", template=_dense_template)
 
 
-def _matmul_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
+def _matmul_template(args: ArgSpecs, a: Any, target: Any = None
+                     ) -> tuple[str, dict[str, Any]] | None:
     if a.transpose_a or len(args[0][0]) != 2 or len(args[1][0]) != 2:
         return None
     return "matmul", {"transpose_b": a.transpose_b}
@@ -377,7 +416,8 @@ def _matmul(xs: Sequence[Tensor], a: Any, t: Type) -> Tensor:
 _register("matmul", _matmul, kind="anchor", template=_matmul_template)
 
 
-def _bmm_template(args: ArgSpecs, a: Any) -> tuple[str, dict[str, Any]] | None:
+def _bmm_template(args: ArgSpecs, a: Any, target: Any = None
+                  ) -> tuple[str, dict[str, Any]] | None:
     if a.transpose_a or args[0][0][0] != args[1][0][0]:
         return None
     return "batch_matmul", {"transpose_b": a.transpose_b}

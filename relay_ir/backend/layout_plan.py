@@ -26,7 +26,6 @@ from typing import Any
 
 from relay_ir.backend.blocked import KEEPS_LAYOUT, blockable
 from relay_ir.backend.lower_group import (
-    BLOCKED_TEMPLATES,
     AnchorTask,
     GroupLayout,
     anchor_task,
@@ -35,6 +34,7 @@ from relay_ir.backend.lower_group import (
     flatten_types,
     group_ops,
     physical_spec,
+    takes_blocked_layout,
 )
 from relay_ir.backend.tuned import TuningScope
 from relay_ir.expr import Call, Expr, Function, Tuple, TupleGetItem
@@ -89,7 +89,8 @@ def output_block(task: AnchorTask, target: Any, tuning: TuningScope | None,
 # the templates a model runs with blocked values between them (a depthwise conv and the
 # stem too: timed as the logical task, their NCHW packing and unpacking, a transpose each,
 # cost more than the conv and ranked configs by it)
-_IN_MODEL = ("conv2d_NCHWc.x86", "conv2d_stem.x86", "depthwise_conv2d_NCHWc.x86")
+_IN_MODEL = ("conv2d_NCHWc.x86", "conv2d_stem.x86", "depthwise_conv2d_NCHWc.x86",
+             "group_conv2d_NCHWc.x86")
 
 
 def as_in_model(template: str, specs: Sequence[Any], attrs: dict[str, Any], target: Any
@@ -109,7 +110,8 @@ def as_in_model(template: str, specs: Sequence[Any], attrs: dict[str, Any], targ
     """
     from schedule.templates.x86_conv2d_nchwc import pick_blocks
 
-    if template not in _IN_MODEL or "data_layout" in attrs or "out_layout" in attrs:
+    if template not in _IN_MODEL or "data_layout" in attrs or "out_layout" in attrs or \
+            not takes_blocked_layout(template):
         return None
     shape = tuple(specs[0][0])
     if len(shape) != 4:
@@ -162,7 +164,7 @@ def plan_layouts(main: Function, target: Any, tuning: TuningScope | None = None
                            if strategy_of(c.op).kind == "anchor")
         if k == task.operands[1]:
             return False  # a weight
-        return k != task.operands[0] or task.template in BLOCKED_TEMPLATES
+        return k != task.operands[0] or takes_blocked_layout(task.template)
 
     block_of: dict[int, int] = {}
     for call in calls:
@@ -171,7 +173,7 @@ def plan_layouts(main: Function, target: Any, tuning: TuningScope | None = None
             continue
         task = tasks[id(call)]
         block = 0
-        if task is not None and task.template in BLOCKED_TEMPLATES:
+        if task is not None and takes_blocked_layout(task.template):
             data = call.args[task.operands[0]]
             block = output_block(task, target, tuning, block_of.get(id(data), 0))
         elif task is None and _keeps_layout(call.op):
@@ -212,7 +214,7 @@ def layout_changes(main: Function, layouts: dict[int, GroupLayout], target: Any
         n_in = sum(len(flatten_types(p.checked_type)) for p in call.op.params)
         in_blocks = lay.in_blocks if lay else (0,) * n_in
         task = anchor_task(call.op, constant_params(call), target)
-        blocked_conv = task is not None and task.template in BLOCKED_TEMPLATES
+        blocked_conv = task is not None and takes_blocked_layout(task.template)
         keeps = blocked_conv or _keeps_layout(call.op)
         name = group_name(call.op)
         for k, a in enumerate(call.args):

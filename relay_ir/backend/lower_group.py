@@ -282,7 +282,7 @@ def anchor_tasks(fn: Function, const_params: frozenset[int] = frozenset(),
     specs = tuple(_spec(a.checked_type) for a in anchor.args)
     if _has_zero_size(specs + tuple(_spec(t) for t in flatten_types(fn.body.checked_type))):
         return []  # no work for a template to tile (and nothing worth tuning)
-    picked = strat.template(list(specs), anchor.attrs)
+    picked = strat.template(list(specs), anchor.attrs, target)
     names = templates_for(picked[0], target) if picked is not None else ()
     pos = {p: k for k, p in enumerate(fn.params)}
     operands = tuple(pos[a] for a in anchor.args)
@@ -323,7 +323,34 @@ def _has_zero_size(specs: Sequence[tuple[tuple[int, ...], str]]) -> bool:
 # the templates that take their data operand blocked (data_layout "NCHWxc") and write
 # their output blocked (out_layout "NCHWc")
 BLOCKED_TEMPLATES = frozenset({"conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86",
-                               "conv2d_int8.x86", "conv2d_stem.x86"})
+                               "conv2d_int8.x86", "conv2d_stem.x86", "group_conv2d_NCHWc.x86"})
+# a grouped conv reads and writes blocked values too (it is one of BLOCKED_TEMPLATES),
+# instead of NCHW: before, the 1x1 conv before it unpacked its output, the grouped conv
+# packed it again in its padding stage and unpacked its own, which the 1x1 conv after it
+# packed again. ResNeXt-26, one Emerald Rapids core, CPU time, each conv in the model's
+# order, two builds a side interleaved in one process (benchmarks.template_switch
+# --switch relay_ir.backend.lower_group.GROUP_CONV_BLOCKED --models resnext26 --rounds 9),
+# off -> on: AVX2 code (--target "llvm -mcpu=haswell", load 1.0) 256@28 3x3 487 -> 381 us,
+# 256@56 -> 28 stride 2 936 -> 833, 512@28 -> 14 stride 2 578 -> 478, 512@14 395 -> 343,
+# the 1x1 convs around them 0.90-0.98 (256@56 -> 256 4489 -> 4025), the convs in order
+# 53.07 -> 51.83 ms, the model (median) 59.74 -> 58.28; again (load 1.9-2.0, two builds
+# of a side within 1.000-1.048 a conv) 53.48 -> 51.58 and 55.77 -> 53.97, 256@28 3x3 491
+# -> 375, 512@14 389 -> 329; AVX-512 (load 1.1-2.0) 512@14
+# 223 -> 185, the 1x1 1024@7 -> 2048 after a 7x7 grouped conv (two) 2977 -> 2200, the
+# convs 29.70 -> 28.60, the model 32.61 -> 31.88
+GROUP_CONV_BLOCKED = True
+
+
+def takes_blocked_layout(template: str) -> bool:
+    """Whether a model hands `template`'s data to it blocked and keeps its output blocked
+    (BLOCKED_TEMPLATES, the grouped conv while GROUP_CONV_BLOCKED is on).
+
+        >>> takes_blocked_layout("conv2d_NCHWc.x86"), takes_blocked_layout("dense.x86")
+        (True, False)
+    """
+    if template == "group_conv2d_NCHWc.x86" and not GROUP_CONV_BLOCKED:
+        return False
+    return template in BLOCKED_TEMPLATES
 
 
 def timed_data_block(template: str, specs: Sequence[Any], attrs: dict[str, Any],
@@ -383,7 +410,7 @@ def _template_path(fn: Function, task: AnchorTask, target: Any,
     out_block = out_blocks[0] if out_blocks else 0
     attrs = dict(task.attrs)
     if data_block or out_block:
-        if task.template not in BLOCKED_TEMPLATES:
+        if not takes_blocked_layout(task.template):
             raise ScheduleError(f"the template {task.template} takes no blocked layout")
         if data_block:
             attrs["data_layout"] = "NCHWxc"

@@ -338,6 +338,23 @@ ONE_VECTOR_ROWS = True
 STRIDED_1X1_LINE = True
 
 
+def two_row_tile(OH: int, OW: int, oc_bn: int, reg_n: int, target: Target) -> bool:
+    """Whether a register tile of `reg_n` columns x `oc_bn` channels takes a second output
+    row (ROWS_FOR_ACCUMULATORS' test, the switch aside): fewer than 8 accumulators because
+    the registers, not the row's width, cap one row's tile (pick_blocks' budget), OH even,
+    and two rows' accumulators still leave a register for the broadcast and one per weight
+    vector.
+
+        >>> two_row_tile(14, 14, 8, 7, Target.parse("llvm -mcpu=haswell"))
+        True
+        >>> two_row_tile(14, 14, 16, 14, Target.parse("llvm -mcpu=skylake-avx512"))
+        False
+    """
+    vecs, regs = max(1, oc_bn // target.fp32_lanes), target.vector_registers
+    return reg_n * vecs < 8 and OW * vecs > regs - 4 and OH % 2 == 0 and \
+        2 * reg_n * vecs + vecs + 1 <= regs
+
+
 def pointwise_band_tile(CO: int, OH: int, OW: int, oc_bn: int, target: Target
                         ) -> tuple[int, int] | None:
     """(tile_oh, tile_ow) of a stride-1 1x1 conv's default register tile where the
@@ -527,10 +544,7 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     cfg.define_split("tile_ow", OW, num_outputs=2, max_factor=32)
     fallback_split(cfg, "tile_ow", [reg0])
     register_rows(cfg, OH)
-    vecs0, regs = max(1, oc0 // cfg.target.fp32_lanes), cfg.target.vector_registers
-    # (the registers, not the row's width, cap one row's tile: pick_blocks' budget)
-    if ROWS_FOR_ACCUMULATORS and reg0 * vecs0 < 8 and OW * vecs0 > regs - 4 and \
-            OH % 2 == 0 and 2 * reg0 * vecs0 + vecs0 + 1 <= regs:
+    if ROWS_FOR_ACCUMULATORS and two_row_tile(OH, OW, oc0, reg0, cfg.target):
         fallback_split(cfg, "tile_oh", [2])  # see ROWS_FOR_ACCUMULATORS
     # a stride-1 unpadded 1x1 conv writing blocked output: the pointwise tiles' convs
     pointwise = (KH, KW) == (1, 1) and a.strides == (1, 1) and \

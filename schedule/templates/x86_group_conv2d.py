@@ -8,6 +8,13 @@ of its own group only: `g * (C/G/ic_bn) + ico`. The loop nest is then conv2d_NCH
 schedule is reused as it is): parallel (n, oc block, oh), a reg_n x oc_bn register tile,
 the oc block vectorized. Before this template a grouped conv got a generic loop nest.
 
+Layouts: attrs `data_layout` "NCHW" (default) or "NCHWxc" (data blocked by any x, as the
+conv before it wrote it in a model: the padding stage, which a grouped conv has anyway,
+re-blocks it to tile_ic as it copies), `out_layout` "NCHW" (default: unpacked) or "NCHWc"
+(the conv's blocks of tile_oc, which the next conv reads as they are). Version 2: a model
+runs it blocked (relay_ir.backend.lower_group.GROUP_CONV_BLOCKED) and tuning times it so;
+version 1's records were timed with NCHW in and out.
+
 A constant kernel comes packed (attrs kernel_layout="OIHWio", what build asks for): the
 packers pack the numpy weight once at build.
 
@@ -26,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from schedule.templates.common import fallback_split, shape_of
-from schedule.templates.conv_common import conv_attrs, pad_hw
+from schedule.templates.conv_common import conv_attrs, conv_layouts, pad_hw
 from schedule.templates.registry import expect_args, placeholders, register_template
 from schedule.templates.x86_conv2d_nchwc import (
     CONV,
@@ -37,21 +44,34 @@ from schedule.templates.x86_conv2d_nchwc import (
     pick_blocks,
     register_rows,
     schedule_conv2d_nchwc,
+    two_row_tile,
 )
 from tensor_expr import tensor as T
 from tensor_expr.tensor import Tensor
 from tessel_errors import ScheduleError
 
+# a register tile of two output rows where one row's has fewer than 8 accumulators (FMA
+# latency x ports) because the registers cap it, as conv2d's ROWS_FOR_ACCUMULATORS: only
+# AVX2's 16 registers meet it at ResNeXt-26's shapes (512@14 -> 14 and 512@28 -> 14 stride
+# 2, 16 channels a group: 7 columns x 1 vector -> 2 x 7; AVX-512 has 14 x 1 there).
+# AVX2 code, one Emerald Rapids core, CPU time, the kernel alone as the model runs it
+# (NCHW in and out, packed weight), medians of 15 interleaved rounds of 20 calls (load
+# 1.9-2.0), one row -> two: 512@14 574 -> 474 us, 512@28 -> 14 stride 2 756 -> 675 (one row
+# of 14 columns: 473, 662). The 7x7 outputs (1024@14 stride 2, 1024@7: 32 channels a
+# group) have no even row count; their plane of 7 x 1 tiles stays (tile_oc 16: 1.03-1.04x,
+# tile scope 1.01-1.02x, tile_ic 4 0.96-0.97x, ic 16 0.96-1.03x: not worth a rule)
+GROUP_ROWS_FOR_ACCUMULATORS = True
+
 
 def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
              ) -> tuple[list[Tensor], list[Tensor]]:
-    kl = attrs.get("kernel_layout", "OIHW")
-    if kl not in ("OIHW", "OIHWio"):
-        raise ScheduleError(f"group_conv2d_NCHWc.x86: kernel_layout must be OIHW or OIHWio, "
-                            f"got {kl!r}")
-    expect_args("group_conv2d_NCHWc.x86", args, 2, [4, 4])
+    dl, kl, ol = conv_layouts("group_conv2d_NCHWc.x86", attrs, ("NCHW", "NCHWxc"),
+                              ("OIHW", "OIHWio"))
+    expect_args("group_conv2d_NCHWc.x86", args, 2, [4 if dl == "NCHW" else 5, 4])
     data, kernel = placeholders(args, ["data", "kernel"])
-    (N, C, H, W), (CO, Cg, KH, KW) = shape_of(data), shape_of(kernel)
+    ds, (CO, Cg, KH, KW) = shape_of(data), shape_of(kernel)
+    xb = ds[4] if dl == "NCHWxc" else 0  # the block the data arrives in
+    N, C, H, W = (ds[0], ds[1] * xb, ds[2], ds[3]) if xb else ds
     a = conv_attrs(attrs)
     G = a.groups
     if G < 2 or C % G or CO % G or C // G != Cg:
@@ -66,10 +86,17 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     cfg.define_split("tile_ow", OW, num_outputs=2, max_factor=32)
     fallback_split(cfg, "tile_ow", [reg0])
     register_rows(cfg, OH)
+    if GROUP_ROWS_FOR_ACCUMULATORS and two_row_tile(OH, OW, oc_bn, reg0, cfg.target):
+        fallback_split(cfg, "tile_oh", [2])  # see GROUP_ROWS_FOR_ACCUMULATORS
     icb, ocb = Cg // ic_bn, COg // oc_bn  # blocks per group
 
-    dpad = pad_hw(data, 2, a.padding, shape=(N, C // ic_bn, H, W, ic_bn), name="data_vec",
-                  read=lambda n, c, h, w, b: data[n, c * ic_bn + b, h, w])
+    if xb:  # re-blocked from the producer's block as the pad stage copies
+        dpad = pad_hw(data, 2, a.padding, shape=(N, C // ic_bn, H, W, ic_bn), name="data_vec",
+                      read=lambda n, c, h, w, b: data[n, (c * ic_bn + b) // xb, h, w,
+                                                      (c * ic_bn + b) % xb])
+    else:
+        dpad = pad_hw(data, 2, a.padding, shape=(N, C // ic_bn, H, W, ic_bn),
+                      name="data_vec", read=lambda n, c, h, w, b: data[n, c * ic_bn + b, h, w])
     kshape = (CO // oc_bn, icb, KH, KW, ic_bn, oc_bn)
     if kl == "OIHW":
         kvec = T.compute(kshape, lambda o, i, y, x, bi, bo:
@@ -89,6 +116,8 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
             * kvec[oc, ico, ry, rx, ici, ob], axis=[ico, ry, rx, ici]),
         name="group_conv2d_NCHWc", tag=CONV)
     cfg.add_flop(2.0 * N * CO * OH * OW * Cg * KH * KW)
+    if ol == "NCHWc":
+        return [data, kernel], [conv]
     out = T.compute((N, CO, OH, OW), lambda n, c, h, w: conv[n, c // oc_bn, h, w, c % oc_bn],
                     name="group_conv2d_unpack", tag=UNPACK)
     return [data, kernel], [out]
@@ -105,4 +134,5 @@ def _packers(ins: Sequence[Tensor], args: Sequence[Any], attrs: dict[str, Any]
 
 
 register_template("group_conv2d_NCHWc.x86", "llvm", compute=_compute, packers=_packers,
-                  constant_weight_attrs={"kernel_layout": "OIHWio"})(schedule_conv2d_nchwc)
+                  constant_weight_attrs={"kernel_layout": "OIHWio"},
+                  output_block="tile_oc", version=2)(schedule_conv2d_nchwc)

@@ -197,3 +197,29 @@ def test_an_avx2_model_keeps_one_vector_blocks_at_28x28_and_equals_the_interpret
     want = relay_ir.interpret(bind_params(mod, params), **{inp.name: x})
     want = want[0] if isinstance(want, (list, tuple)) else want
     np.testing.assert_allclose(_run(lib, inp.name, x), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512])
+def test_a_resnext_keeps_its_grouped_convs_blocked_and_equals_the_interpreter(
+        target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # groups of 16-128 channels: every grouped conv takes group_conv2d_NCHWc.x86, which
+    # reads the 1x1 conv's blocks and writes its own (GROUP_CONV_BLOCKED)
+    import relay_ir.backend.lower_group as lower_group
+
+    m = onnx_models.resnext26(image=32, cardinality=4, base_width=16, classes=10)
+    mod, params = from_onnx(m)
+    lib = relay_ir.build(mod, target=target, params=params)
+    assert [(g.split("_")[1], what) for g, _, what in lib.layout_changes] == [
+        ("conv2d", "NCHW -> NCHWc"), ("global", "NCHWc -> NCHW")]
+    schedules = {s for _, s in lib.group_schedules}
+    assert "group_conv2d_NCHWc.x86" in schedules and "conv2d_nchw (ops graph)" not in schedules
+    if target == AVX512 and not HOST_RUNS_AVX512:
+        return
+    x = seeded_rng().standard_normal((1, 3, 32, 32)).astype("float32")
+    want = relay_ir.interpret(bind_params(mod, params), x)
+    np.testing.assert_allclose(_run(lib, m.graph.input[0].name, x), want, rtol=1e-4,
+                               atol=1e-4)
+    monkeypatch.setattr(lower_group, "GROUP_CONV_BLOCKED", False)
+    nchw = relay_ir.build(mod, target=target, params=params)
+    # each grouped conv then packs its input, and its output goes back to NCHW
+    assert len(nchw.layout_changes) == 2 + 2 * 8

@@ -96,7 +96,11 @@ CASES: dict[str, tuple[tuple[str, ...], list[tuple[str, list[Any], dict[str, Any
                                          {"padding": 1})]),
     "group_conv2d_NCHWc.x86": (X86, [("64@28 3x3 g4", [((1, 64, 28, 28), F32),
                                                        ((64, 16, 3, 3), F32)],
-                                      {"padding": 1, "groups": 4})]),
+                                      {"padding": 1, "groups": 4}),
+                                     # as a model runs it (lower_group.GROUP_CONV_BLOCKED)
+                                     ("64@14 3x3 g4 NCHW16c", [((1, 4, 14, 14, 16), F32),
+                                                               ((64, 16, 3, 3), F32)],
+                                      {"padding": 1, "groups": 4, **BLOCKED})]),
     "conv2d_int8.x86": (X86, [("64@28 3x3", [((1, 64, 28, 28), I8), ((64, 64, 3, 3), I8)],
                                {"padding": 1, "out_dtype": "int32"})]),
     "dense_int8.x86": (X86, [("16x256x512", [((16, 512), I8), ((256, 512), I8)],
