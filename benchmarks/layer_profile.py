@@ -55,6 +55,7 @@ import json
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,15 +153,16 @@ def warm_convs(lib: Any, feeds: dict[str, Any], repeat: int = 10) -> list[LayerT
 PRIMES = ("none", "weights", "data", "input", "output", "first_chunk")
 
 
-def primed_convs(lib: Any, feeds: dict[str, Any], prime: str = "none", repeat: int = 3
-                 ) -> list[LayerTime]:
+def primed_convs(lib: Any, feeds: dict[str, Any], prime: str = "none", repeat: int = 3,
+                 clock: Callable[[], float] = time.perf_counter) -> list[LayerTime]:
     """The conv kernels of a compiled model as tessel_convs lists them, each timed in the
     cache state a model run leaves it: the steps before it run first, in order (so its
     weights were last read a whole model run ago), then `prime` reads, twice, the conv's
     constant inputs ("weights") or its other inputs and its output ("data"; "input" the
     other inputs alone, "output" the output alone; "first_chunk" the first oc chunk of
     its packed weights) or nothing ("none"), then the conv runs
-    once, timed (median of `repeat`, in us). "none" is the conv's time in the model; what
+    once, timed by `clock` (median of `repeat`, in us; time.process_time for one
+    thread's CPU time). "none" is the conv's time in the model; what
     the others take off it is what those arrays' coming from memory costs it there. Runs
     about len(steps) / 2 model runs per prime and repeat.
 
@@ -188,9 +190,9 @@ def primed_convs(lib: Any, feeds: dict[str, Any], prime: str = "none", repeat: i
                 for a in touched:
                     a.sum()  # reads every line of the array
             fn, args = calls[k]
-            t0 = time.perf_counter()
+            t0 = clock()
             fn(args)
-            runs[k].append(time.perf_counter() - t0)
+            runs[k].append(clock() - t0)
     return [dataclasses.replace(t, us=statistics.median(runs[k]) * 1e6)
             for t, k in zip(tessel_convs(lib, feeds, 1), convs, strict=True)]
 

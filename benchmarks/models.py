@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
             # (warm): a conv at ORT's time alone but not in the model waits on memory, not
             # on its kernel. Tuned, every shape: the issue asks each at or above ORT's speed
             columns = {f"{p} warm us" if p != "none" else "in order us":
-                       primed_convs(lib, got["feeds"], p, 3)
+                       primed_convs(lib, got["feeds"], p, 3, clock)
                        for p in (PRIMES if args.primed else ())}
             print(shape_table(pairs, warm_convs(lib, got["feeds"], args.repeat),
                               args.top if label == "tessel" else len(pairs), columns))

@@ -107,7 +107,7 @@ def interleaved(libs: dict[str, Any], feeds: dict[str, Any], rounds: int, whole:
                 clock: Callable[[], float] = time.perf_counter, seed: int = 0
                 ) -> tuple[dict[str, list[list[LayerTime]]], dict[str, list[float]]]:
     """Per build, each round's convs in model order (primed_convs "none") and `whole`
-    timed model runs per round (seconds by `clock`); every round times each build once, in
+    timed model runs per round (both by `clock`); every round times each build once, in
     a shuffled (seeded) order."""
     convs: dict[str, list[list[LayerTime]]] = {k: [] for k in libs}
     runs: dict[str, list[float]] = {k: [] for k in libs}
@@ -117,7 +117,7 @@ def interleaved(libs: dict[str, Any], feeds: dict[str, Any], rounds: int, whole:
         shuffle(order)
         for label in order:
             lib = libs[label]
-            convs[label].append(primed_convs(lib, feeds, "none", 1))
+            convs[label].append(primed_convs(lib, feeds, "none", 1, clock))
             lib.run(**feeds)
             for _ in range(whole):
                 t0 = clock()

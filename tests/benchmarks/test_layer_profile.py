@@ -110,6 +110,15 @@ def test_primed_convs_time_every_conv_in_the_model_order_for_each_prime() -> Non
         primed_convs(lib, feeds, "bias")
 
 
+def test_primed_convs_time_each_conv_by_the_clock_given() -> None:
+    from benchmarks.layer_profile import primed_convs
+
+    lib, feeds, ours = _tiny_resnet18()
+    ticks = iter(range(10**6))  # a clock that moves one second a reading
+    got = primed_convs(lib, feeds, "none", repeat=1, clock=lambda: float(next(ticks)))
+    assert len(got) == len(ours) and all(t.us == 1e6 for t in got)
+
+
 def test_shape_table_sums_extra_columns_per_shape() -> None:
     from benchmarks.layer_profile import LayerTime, shape_table
 
