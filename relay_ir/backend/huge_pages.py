@@ -34,7 +34,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-ALIGN = 64  # bytes between the arrays' starts, as the executor's (executor.ALIGN)
+from relay_ir.backend.memory_plan import ALIGN  # bytes between the arrays' starts
+
 HUGE_PAGE = 2 << 20
 
 
