@@ -161,13 +161,12 @@ def _timed_arrays(task: Task, tensors: list[Any], logical: list[np.ndarray],
     aligned; with opts["huge_pages"], all in one mapping on 2 MiB pages, as a model holds
     its weights and intermediates (relay_ir.backend.huge_pages: the page size ranked AVX2 1x1
     convs' configs otherwise)."""
-    arrays = [*_aligned(_packed(task, tensors, logical)),
-              *_zeros(tensors[task.num_inputs():])]
-    if opts.get("huge_pages"):
+    inputs, outs = _packed(task, tensors, logical), _zeros(tensors[task.num_inputs():])
+    if opts.get("huge_pages"):  # placed at 64-byte boundaries there: no aligned copy first
         from relay_ir.backend.huge_pages import huge_page_arrays
 
-        return huge_page_arrays(arrays)
-    return arrays
+        return huge_page_arrays([*inputs, *outs])
+    return [*_aligned(inputs), *outs]
 
 
 def _reference(task: Task, tensors: list[Any], logical: list[np.ndarray],
