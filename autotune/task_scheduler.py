@@ -397,15 +397,12 @@ class TaskScheduler:
 
     def run(self) -> ScheduleResult:
         """Measure until the budget is spent or every task is done."""
+        need_peaks = self.peaks is None and self.cap_by_peak
         if hasattr(self.runner, "calibrate"):
             # the tasks' units timed together: the gains weigh tasks by their times; the
             # FMA peak read in the same rounds only where it caps them (about 40 ms)
-            tasks = [st.task for st in self.states]
-            if self.peaks is None and self.cap_by_peak:
-                self.runner.calibrate(tasks)
-            else:
-                self.runner.calibrate(tasks, peaks=False)
-        if self.peaks is None and self.cap_by_peak:  # read in the calibration's rounds
+            self.runner.calibrate([st.task for st in self.states], peaks=need_peaks)
+        if need_peaks:  # read in the calibration's rounds
             self.peaks = measure_peaks([st.task for st in self.states], self.runner)
         self._resume()
         for st in self.states:  # every task first gets one batch (unless it has records)
