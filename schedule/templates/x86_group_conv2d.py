@@ -90,13 +90,12 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
         fallback_split(cfg, "tile_oh", [2])  # see GROUP_ROWS_FOR_ACCUMULATORS
     icb, ocb = Cg // ic_bn, COg // oc_bn  # blocks per group
 
-    if xb:  # re-blocked from the producer's block as the pad stage copies
-        dpad = pad_hw(data, 2, a.padding, shape=(N, C // ic_bn, H, W, ic_bn), name="data_vec",
-                      read=lambda n, c, h, w, b: data[n, (c * ic_bn + b) // xb, h, w,
-                                                      (c * ic_bn + b) % xb])
-    else:
-        dpad = pad_hw(data, 2, a.padding, shape=(N, C // ic_bn, H, W, ic_bn),
-                      name="data_vec", read=lambda n, c, h, w, b: data[n, c * ic_bn + b, h, w])
+    def channel(n: Any, ch: Any, h: Any, w: Any) -> Any:
+        # blocked data is re-blocked from the producer's block as the pad stage copies
+        return data[n, ch // xb, h, w, ch % xb] if xb else data[n, ch, h, w]
+
+    dpad = pad_hw(data, 2, a.padding, shape=(N, C // ic_bn, H, W, ic_bn), name="data_vec",
+                  read=lambda n, c, h, w, b: channel(n, c * ic_bn + b, h, w))
     kshape = (CO // oc_bn, icb, KH, KW, ic_bn, oc_bn)
     if kl == "OIHW":
         kvec = T.compute(kshape, lambda o, i, y, x, bi, bo:
