@@ -40,10 +40,9 @@ import relay_ir
 from benchmarks.envvar import temporary_env
 from benchmarks.models import _model, median_seconds
 from lowering.kernel import array_address, num_threads
+from relay_ir.backend.huge_pages import HUGE_PAGE, mapping_field
 from relay_ir.backend.memory_plan import PAGE
 from relay_ir.frontend.onnx import from_onnx
-
-HUGE_PAGE = 2 << 20
 
 
 @dataclass
@@ -99,19 +98,8 @@ def load(model: str, image: int = 224, width: int | None = None) -> tuple[Any, A
 def huge_kib(address: int) -> int:
     """KiB of huge pages (AnonHugePages in /proc/self/smaps) backing the mapping that
     holds `address`; 0 where none or no smaps (not Linux)."""
-    try:
-        with open("/proc/self/smaps") as f:
-            inside = False
-            for line in f:
-                head = line.split()[0]
-                if "-" in head and not head.endswith(":"):
-                    lo, hi = (int(x, 16) for x in head.split("-"))
-                    inside = lo <= address < hi
-                elif inside and head == "AnonHugePages:":
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+    words = mapping_field(address, "AnonHugePages:")
+    return int(words[0]) if words else 0
 
 
 def layout(lib: Any) -> dict[str, int]:

@@ -81,6 +81,30 @@ def huge_page_arrays(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     return out
 
 
+def mapping_field(address: int, field: str) -> list[str] | None:
+    """The words after `field` (e.g. "VmFlags:", "AnonHugePages:") in /proc/self/smaps
+    for the mapping that holds `address`; None where there is no such mapping or field,
+    or no smaps (not Linux).
+
+        >>> mapping_field(huge_page_bytes(8).ctypes.data, "Size:")[-1]  # doctest: +SKIP
+        'kB'
+    """
+    inside = False
+    try:
+        with open("/proc/self/smaps", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                words = line.split()
+                head = words[0] if words else ""
+                if "-" in head and ":" not in head:
+                    lo, hi = (int(x, 16) for x in head.split("-"))
+                    inside = lo <= address < hi
+                elif inside and head == field:
+                    return words[1:]
+    except OSError:
+        pass
+    return None
+
+
 def advised_huge(a: np.ndarray) -> bool:
     """Whether `a`'s first byte lies in a mapping advised for huge pages (its VmFlags in
     /proc/self/smaps hold "hg"); False where that file is missing (not Linux).
@@ -88,17 +112,4 @@ def advised_huge(a: np.ndarray) -> bool:
         >>> advised_huge(huge_page_arrays([np.zeros(8)])[0])  # doctest: +SKIP
         True
     """
-    addr = a.ctypes.data
-    inside = False
-    try:
-        with open("/proc/self/smaps", encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                head = line.split(maxsplit=1)[0] if line.strip() else ""
-                if "-" in head and ":" not in head:
-                    lo, hi = (int(x, 16) for x in head.split("-"))
-                    inside = lo <= addr < hi
-                elif inside and head == "VmFlags:":
-                    return "hg" in line.split()[1:]
-    except OSError:
-        return False
-    return False
+    return "hg" in (mapping_field(a.ctypes.data, "VmFlags:") or [])

@@ -9,7 +9,14 @@ import os
 import numpy as np
 import pytest
 
-from relay_ir.backend.huge_pages import ALIGN, HUGE_PAGE, advised_huge, huge_page_arrays
+from relay_ir.backend.huge_pages import (
+    ALIGN,
+    HUGE_PAGE,
+    advised_huge,
+    huge_page_arrays,
+    huge_page_bytes,
+    mapping_field,
+)
 
 LINUX_SMAPS = os.path.exists("/proc/self/smaps")
 
@@ -53,3 +60,11 @@ def test_the_copies_lie_in_memory_advised_for_huge_pages() -> None:
     [a, b] = huge_page_arrays([np.ones(5 << 10, "float32"), np.ones(3, "float32")])
     assert advised_huge(a) and advised_huge(b)
 
+
+@pytest.mark.skipif(not LINUX_SMAPS, reason="reads /proc/self/smaps (Linux)")
+def test_mapping_field_reads_the_smaps_entry_of_the_mapping_holding_an_address() -> None:
+    b = huge_page_bytes(8)  # a mapping of two huge pages (one for the 2 MiB alignment)
+    size, unit = mapping_field(b.ctypes.data, "Size:")
+    assert unit == "kB" and int(size) >= 2 * HUGE_PAGE // 1024  # (a neighbour may merge)
+    assert mapping_field(b.ctypes.data, "NoSuchField:") is None
+    assert mapping_field(0, "Size:") is None  # no mapping holds address 0
