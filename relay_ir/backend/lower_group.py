@@ -43,6 +43,7 @@ from relay_ir.visitor import post_order
 from schedule.schedule import Schedule, create_schedule
 from schedule.space import FallbackConfig
 from schedule.templates import (
+    DATA_BLOCK,
     constant_weight_attrs,
     get_template,
     input_packers,
@@ -393,7 +394,6 @@ def record_attrs(template: str, specs: Sequence[Any], attrs: dict[str, Any], tar
         {'data_block': 16}
     """
     from relay_ir.backend.layout_plan import as_in_model
-    from schedule.templates import DATA_BLOCK
 
     if data_block == timed_data_block(template, specs, attrs, target):
         return dict(attrs)
