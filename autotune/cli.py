@@ -155,11 +155,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
         model_tasks = extract_model_tasks(mod, args.target, params)
         found = model_tasks.tasks
         alternates = [[len(tasks) + k for k in a] for a in model_tasks.alternates]
-        if args.untuned_only:
-            found, alternates = _untuned(args.db, found, alternates, len(tasks))
         print(f"{args.model}: {len(found)} tunable tasks"
               + (f" ({len(alternates)} groups with alternate templates; build compiles the "
                  "fastest of each)" if alternates else ""))
+        if args.untuned_only:
+            found, alternates = _untuned(args.db, found, alternates, len(tasks))
         for t, n in found:
             t.name = f"{t.template} x{n} {t.args[0][0]}"
             tasks.append(t)
