@@ -158,6 +158,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"{args.model}: {len(found)} tunable tasks"
               + (f" ({len(alternates)} groups with alternate templates; build compiles the "
                  "fastest of each)" if alternates else ""))
+        if args.untuned_only:
+            found, alternates = _untuned(args.db, found, alternates, len(tasks))
         for t, n in found:
             t.name = f"{t.template} x{n} {t.args[0][0]}"
             tasks.append(t)
@@ -225,6 +227,21 @@ def cmd_tune(args: argparse.Namespace) -> int:
                       "time s", "early stop"], summary))
         print(f"database: {args.db}", flush=True)
         return _confirm_model(args, mod, params, db, runner) if args.model else 0
+
+
+def _untuned(db_path: str, found: list[tuple[Any, int]], alternates: list[list[int]],
+             offset: int) -> tuple[list[tuple[Any, int]], list[list[int]]]:
+    """`tessel tune MODEL --untuned-only`: the model's tasks this device has no record of in
+    the database (e.g. tasks a newer Tessel files apart), and the alternate sets left
+    whole, renumbered (`offset`: the --op tasks before them)."""
+    with TuningDatabase(db_path) as db:
+        keep = [k for k, (t, _) in enumerate(found)
+                if db.count(t.workload_key, t.target, t.device_key) == 0]
+    print(f"--untuned-only: {len(keep)} of {len(found)} tasks have no record on this "
+          f"device in {db_path}; only they are tuned")
+    new = {offset + k: offset + j for j, k in enumerate(keep)}
+    return [found[k] for k in keep], [[new[k] for k in a] for a in alternates
+                                      if all(k in new for k in a)]
 
 
 def _clock_word() -> str:
@@ -597,6 +614,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(the task scheduler); for --op: measurements per op (in all)")
     t.add_argument("--trials-per-task", type=int, default=None,
                    help="for MODEL: the same measurements for every task instead")
+    t.add_argument("--untuned-only", action="store_true",
+                   help="for MODEL: tune only the tasks without a record on this device in "
+                        "--db (the model confirmation still judges every applied record)")
     t.add_argument("--tuner", default="xgb",
                    choices=["xgb", "xgb_loop", "random", "grid", "ga", "genetic"])
     t.add_argument("--db", default=str(DEFAULT_DB_PATH), help="the tuning database")

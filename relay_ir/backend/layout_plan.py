@@ -44,7 +44,7 @@ from relay_ir.transform.pass_manager import PassContext, normalise_pass_name
 from relay_ir.ty import TensorType
 from relay_ir.visitor import post_order
 from schedule.space import FallbackConfig
-from schedule.templates import get_template
+from schedule.templates import DATA_BLOCK, get_template
 from schedule.templates.common import shape_of
 from tessel_target import Target
 
@@ -96,10 +96,13 @@ _IN_MODEL = ("conv2d_NCHWc.x86", "conv2d_stem.x86", "depthwise_conv2d_NCHWc.x86"
 def as_in_model(template: str, specs: Sequence[Any], attrs: dict[str, Any], target: Any
                 ) -> tuple[list[Any], dict[str, Any]] | None:
     """The (specs, attrs) an NCHWc conv task runs with inside a model whose values between
-    convs stay blocked: output NCHWc, data NCHW[x]c in the block a conv with that many
-    output channels writes by default (data left NCHW where the channels are fewer than a
-    vector: a model's image); None for other templates and tasks with layouts given. The
-    same for the stem and depthwise templates (_IN_MODEL).
+    convs stay blocked: output NCHWc, data NCHW[x]c in the block the task's attr
+    `data_block` names (schedule.templates.DATA_BLOCK, 0 for NCHW: a task keyed apart by
+    extraction, lower_group.record_attrs, for the calls whose data arrives in a block
+    other than this guess), else in the block a conv with that many output channels
+    writes by default (data left NCHW where the channels are fewer than a vector: a
+    model's image); None for other templates and tasks with layouts given. The same for
+    the stem and depthwise templates (_IN_MODEL). The attr itself is not passed on.
     Measuring a config this way times what the model runs: the logical task adds a data
     packing and an output unpacking the model does not have, which ranked configs
     otherwise (ResNet-18: one conv 0.92x its default blocked, 1.10x logical).
@@ -107,9 +110,15 @@ def as_in_model(template: str, specs: Sequence[Any], attrs: dict[str, Any], targ
         >>> as_in_model("conv2d_NCHWc.x86", [((1, 64, 8, 8), "float32"),
         ...             ((64, 64, 3, 3), "float32")], {}, "llvm -mcpu=skylake-avx512")[1]
         {'out_layout': 'NCHWc', 'data_layout': 'NCHWxc'}
+        >>> as_in_model("conv2d_NCHWc.x86", [((1, 64, 8, 8), "float32"),
+        ...             ((64, 64, 3, 3), "float32")], {"data_block": 32},
+        ...             "llvm -mcpu=skylake-avx512")[0][0]
+        ((1, 2, 8, 8, 32), 'float32')
     """
     from schedule.templates.x86_conv2d_nchwc import pick_blocks
 
+    attrs = dict(attrs)
+    block = attrs.pop(DATA_BLOCK, None)
     if template not in _IN_MODEL or "data_layout" in attrs or "out_layout" in attrs or \
             not takes_blocked_layout(template):
         return None
@@ -117,10 +126,12 @@ def as_in_model(template: str, specs: Sequence[Any], attrs: dict[str, Any], targ
     if len(shape) != 4:
         return None
     specs, attrs = list(specs), {**attrs, "out_layout": "NCHWc"}
-    t = Target.parse(target)
-    _, block, _ = pick_blocks(shape[1], shape[1], shape[3], None, t)
-    if shape[1] >= t.fp32_lanes and blockable(shape, block):
-        specs[0] = physical_spec(specs[0], block)
+    if block is None:
+        t = Target.parse(target)
+        _, guess, _ = pick_blocks(shape[1], shape[1], shape[3], None, t)
+        block = guess if shape[1] >= t.fp32_lanes and blockable(shape, guess) else 0
+    if block:
+        specs[0] = physical_spec(specs[0], int(block))
         attrs["data_layout"] = "NCHWxc"
     return specs, attrs
 

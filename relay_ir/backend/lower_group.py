@@ -43,6 +43,7 @@ from relay_ir.visitor import post_order
 from schedule.schedule import Schedule, create_schedule
 from schedule.space import FallbackConfig
 from schedule.templates import (
+    DATA_BLOCK,
     constant_weight_attrs,
     get_template,
     input_packers,
@@ -355,14 +356,9 @@ def takes_blocked_layout(template: str) -> bool:
 
 def timed_data_block(template: str, specs: Sequence[Any], attrs: dict[str, Any],
                      target: Any) -> int:
-    """The channel block of the data a blocked task's records were timed on (the block a
-    conv of its input's channels writes by default, layout_plan.as_in_model), 0 for NCHW.
-    A call of the task whose data arrives in another block (a model's first convs read
-    the stem's block: AVX2 writes 16 at 112x112 while its convs there keep 8) runs the
-    default instead of the record: the record's input-channel block was chosen and timed
-    for the other layout, and a 1x1 conv whose block differs from its data's copies the
-    whole input into its own each call (AVX2 MobileNetV2: 32@112 -> 16 ran 330 us with
-    the record that is the default for blocks of 8, 177 us with the default for 16).
+    """The channel block of the data a blocked task's records were timed on, 0 for NCHW:
+    the task's attr `data_block` where it has one (record_attrs), else the block a conv
+    of its input's channels writes by default (layout_plan.as_in_model).
 
         >>> timed_data_block("conv2d_NCHWc.x86", [((1, 64, 56, 56), "float32"),
         ...                  ((64, 64, 1, 1), "float32")], {}, "llvm -mcpu=haswell")
@@ -376,20 +372,54 @@ def timed_data_block(template: str, specs: Sequence[Any], attrs: dict[str, Any],
     return int(got[0][0][0][4])
 
 
+def record_attrs(template: str, specs: Sequence[Any], attrs: dict[str, Any], target: Any,
+                 data_block: int) -> dict[str, Any] | None:
+    """The attrs of the task whose records a call applies, the call's data arriving in
+    `data_block` (0: NCHW): the task's own where that is the block the task is timed in
+    by default (timed_data_block), else with `data_block` (schedule.templates.DATA_BLOCK):
+    a task of its own, keyed apart and timed in that block, as TVM keys tasks by layout.
+    A model's first convs read the stem's block (AVX2 writes 16 at 112x112 where its
+    convs keep 8), and a config chosen and timed for another block does not fit: a 1x1
+    conv whose block differs from its data's copies the whole input into its own each
+    call (AVX2 MobileNetV2: 32@112 -> 16 ran 330 us with the record that is the default
+    for blocks of 8, 177 us with the default for 16). None where the template is timed
+    only as itself (not as_in_model's) and the data arrives blocked: no record applies.
+    autotune.extract files a model's tasks under these attrs, and build looks them up
+    here (applied_config), so that the two agree.
+
+        >>> specs = [((1, 64, 56, 56), "float32"), ((64, 64, 1, 1), "float32")]
+        >>> record_attrs("conv2d_NCHWc.x86", specs, {}, "llvm -mcpu=haswell", 8)
+        {}
+        >>> record_attrs("conv2d_NCHWc.x86", specs, {}, "llvm -mcpu=haswell", 16)
+        {'data_block': 16}
+    """
+    from relay_ir.backend.layout_plan import as_in_model
+
+    if data_block == timed_data_block(template, specs, attrs, target):
+        return dict(attrs)
+    if as_in_model(template, specs, attrs, target) is None:
+        return None
+    return {**attrs, DATA_BLOCK: int(data_block)}
+
+
+def data_block_of(task: AnchorTask, layout: GroupLayout | None) -> int:
+    """The channel block the call's data operand arrives in (0: NCHW), by its `layout`."""
+    in_blocks = layout.in_blocks if layout else ()
+    return in_blocks[task.operands[0]] if in_blocks and task.operands else 0
+
+
 def applied_config(task: AnchorTask, target: Any, tuning: TuningScope | None,
                    data_block: int = 0) -> Any:
     """The tuned config a call of `task` runs with, or None (the template's fallback): the
-    task's record (`tuning.config`), unless the call's data arrives in a block
-    (`data_block`, 0 for NCHW) other than the one the record was timed on
-    (timed_data_block). The layout plan and the lowering both ask here, so that the
-    output block the plan expects is the one the kernel writes."""
+    record of the task keyed for the block its data arrives in (`data_block`, 0 for NCHW;
+    record_attrs). The layout plan and the lowering both ask here, so that the output
+    block the plan expects is the one the kernel writes."""
     if tuning is None:
         return None
-    tuned = tuning.config(task.template, list(task.specs), task.attrs, target)
-    if tuned is not None and data_block and \
-            data_block != timed_data_block(task.template, task.specs, task.attrs, target):
+    attrs = record_attrs(task.template, task.specs, task.attrs, target, data_block)
+    if attrs is None:
         return None
-    return tuned
+    return tuning.config(task.template, list(task.specs), attrs, target)
 
 
 def _template_path(fn: Function, task: AnchorTask, target: Any,
@@ -401,7 +431,7 @@ def _template_path(fn: Function, task: AnchorTask, target: Any,
     tpl = get_template(task.template)
     in_blocks = layout.in_blocks if layout else ()
     out_blocks = layout.out_blocks if layout else ()
-    data_block = in_blocks[task.operands[0]] if in_blocks and task.operands else 0
+    data_block = data_block_of(task, layout)
     cfg = applied_config(task, target, tuning, data_block) or FallbackConfig(target)
     if not task.operands:  # an injective group's template schedules the group itself
         env, flat = _placeholders(fn)
@@ -534,8 +564,12 @@ def lower_group(fn: Function, target: Any = "llvm",
         specs = list(in_specs)
         for k in prepack:
             specs[k] = (tuple(int(d.value) for d in args[k].shape), args[k].dtype)
-        key = workload_key(task.template, list(task.specs), task.attrs) \
-            if task is not None and how == task.template else ""
+        key = ""
+        if task is not None and how == task.template:
+            keyed = record_attrs(task.template, task.specs, task.attrs, target,
+                                 data_block_of(task, layout))
+            key = workload_key(task.template, list(task.specs),
+                               task.attrs if keyed is None else keyed)
         return GroupKernel(name, kernel, specs, out_specs, how, prepack, key)
     raise RelayError(f"relay_ir.build could not compile the fused group {name}: "
                      + "; ".join(failed))

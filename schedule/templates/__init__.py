@@ -140,6 +140,7 @@ from schedule.templates import (  # noqa: F401  (fill TEMPLATES)
     x86_injective,
 )
 from schedule.templates.registry import (
+    DATA_BLOCK,
     TEMPLATES,
     Epilogue,
     Template,
@@ -157,7 +158,7 @@ from schedule.templates.registry import (
     workload_key,
 )
 
-__all__ = ["workload_key", "older_workload_keys", "TEMPLATES", "Template", "Epilogue",
+__all__ = ["DATA_BLOCK", "workload_key", "older_workload_keys", "TEMPLATES", "Template", "Epilogue",
            "register_template", "instantiate",
            "input_packers", "constant_weight_attrs", "output_block_of",
            "config_space", "get_template", "build_compute"]

@@ -266,12 +266,20 @@ def _check_args(tpl: Template, args: Sequence[ArgSpec]) -> list[tuple[tuple[int,
     return out
 
 
+# a task attr that keys records apart and never reaches a template: the channel block a
+# model hands a blocked conv its data in (0: NCHW), where that is not the block the task
+# is otherwise timed in (relay_ir.backend.layout_plan.as_in_model reads it; the task's
+# config space is the logical conv's, as for every task timed in a model's layouts)
+DATA_BLOCK = "data_block"
+
+
 def build_compute(name: str, args: Sequence[ArgSpec], attrs: dict[str, Any] | None,
                   cfg: Any, epilogue: Epilogue | None = None
                   ) -> tuple[list[Tensor], list[Tensor]]:
     """Run a template's compute builder (and the epilogue) -> (inputs, outputs)."""
     tpl = get_template(name)
-    ins, outs = tpl.compute(cfg, _check_args(tpl, args), dict(attrs or {}))
+    attrs = {k: v for k, v in (attrs or {}).items() if k != DATA_BLOCK}
+    ins, outs = tpl.compute(cfg, _check_args(tpl, args), attrs)
     if epilogue is not None:
         if len(outs) != 1:
             raise ScheduleError(f"template '{name}': an epilogue needs a single-output "

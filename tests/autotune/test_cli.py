@@ -341,3 +341,23 @@ def test_tune_op_with_control_calibrates_the_units_first(monkeypatch, tmp_path: 
     assert main(["tune", "--op", "matmul:32x32x32", "--trials", "2", "--tuner",
                  "random", "--db", db, "--no-progress", "--min-repeat-ms", "1"]) == 0
     assert calls == []  # without control there are no units to set
+
+
+def test_tune_untuned_only_tunes_just_the_tasks_without_a_record(tmp_path: Path) -> None:
+    from autotune.extract import extract_tasks
+    from relay_ir.frontend.onnx import from_onnx
+    from tests.autotune.test_model_confirm import _confirmed
+    from tuning_logs import TuningDatabase
+
+    _two_convs(tmp_path)
+    mod, params = from_onnx(str(tmp_path / "two.onnx"))
+    (first, _), (second, _) = extract_tasks(mod, "llvm", params)
+    with TuningDatabase(tmp_path / "t.db") as db:
+        _confirmed(db, first, [0.9])
+        before = db.count(first.workload_key)
+    out = _tessel("tune", "two.onnx", "--untuned-only", "--trials-per-task", "2", "--tuner",
+                  "random", "--db", "t.db", "--no-progress", "--no-model-confirm",
+                  "--min-repeat-ms", "1", cwd=tmp_path).stdout
+    assert "--untuned-only: 1 of 2 tasks have no record on this device" in out
+    with TuningDatabase(tmp_path / "t.db") as db:
+        assert db.count(first.workload_key) == before and db.count(second.workload_key) > 0

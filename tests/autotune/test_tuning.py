@@ -141,15 +141,25 @@ def test_extract_tasks_deduplicates_groups_and_counts_them() -> None:
     import numpy as np
 
     from autotune.extract import extract_tasks
-    from tests.relay_ir.programs import resnet_block
+    from relay_ir import nn
+    from tests.relay_ir.programs import main_module, tvar
 
+    # three 16-channel 3x3 convs: the first reads the model's NCHW input, a task of its
+    # own (its data is not in the block the task is timed in: lower_group.record_attrs);
+    # the other two read blocks of 16, one task twice
+    x = tvar("x", (1, 16, 8, 8))
+    ws = [tvar(f"w{k}", (16, 16, 3, 3)) for k in range(3)]
+    h = x
+    for w in ws:
+        h = nn.relu(nn.conv2d(h, w, padding=(1, 1)))
     rng = np.random.default_rng(0)
-    params = {n: rng.standard_normal((8, 8, 3, 3)).astype("float32") for n in ("w1", "w2")}
-    found = extract_tasks(resnet_block(), "llvm", params)
-    assert [(t.template, n) for t, n in found] == [("conv2d_NCHWc.x86", 2)]
-    task = found[0][0]
+    params = {f"w{k}": rng.standard_normal((16, 16, 3, 3)).astype("float32") for k in range(3)}
+    found = extract_tasks(main_module([x, *ws], h), "llvm -mcpu=skylake-avx512", params)
+    assert [(t.template, t.attrs.get("data_block"), n) for t, n in found] == [
+        ("conv2d_NCHWc.x86", 0, 1), ("conv2d_NCHWc.x86", None, 2)]
+    task = found[1][0]
     assert task.attrs["kernel_layout"] == "OIHWio"  # the build packs the constant weight
-    assert task.args[1][0] == (8, 8, 3, 3)  # once, in the blocks the tuned config picks
+    assert task.args[1][0] == (16, 16, 3, 3)  # once, in the blocks the tuned config picks
     assert len(task.space.knobs["tile_oc"].entities) > 1
 
 

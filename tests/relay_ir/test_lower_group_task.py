@@ -66,10 +66,13 @@ def test_a_constant_conv_weight_gives_the_packed_task_in_both(asked: list[str],
                                                              empty_db: Path) -> None:
     mod = resnet_block()
     params = _params(mod, resnet_block_inputs(np.random.default_rng(4)))
-    [(task, n)] = extract_tasks(mod, "llvm", params)
+    # two tasks of one conv: one of the two calls reads its data in another block than
+    # the task is timed in by default (lower_group.record_attrs)
+    tasks = extract_tasks(mod, "llvm", params)
     relay_ir.build(mod, params=params, tuning_db=empty_db)
-    assert n == 2 and task.attrs["kernel_layout"] == "OIHWio"
-    assert set(asked) == {task.workload_key}
+    assert sorted(n for _, n in tasks) == [1, 1]
+    assert all(t.attrs["kernel_layout"] == "OIHWio" for t, _ in tasks)
+    assert set(asked) == {t.workload_key for t, _ in tasks}
 
 
 @pytest.mark.parametrize("program, inputs", [(mlp, mlp_inputs),
