@@ -164,6 +164,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
             t.name = f"{t.template} x{n} {t.args[0][0]}"
             tasks.append(t)
             weights.append(n)
+    if args.untuned_only and not args.model:
+        raise TesselError("--untuned-only picks among a model's tasks: give MODEL.onnx, or "
+                          "leave the option out for --op tasks")
+    if args.untuned_only and not tasks:
+        print("--untuned-only: every task has a record; nothing tuned, the records are "
+              "confirmed in the model")
+        with TuningDatabase(args.db) as db:
+            return _confirm_model(args, mod, params, db, None)
     if not tasks:
         raise TesselError("nothing to tune: give MODEL.onnx or --op SPEC "
                           "(e.g. --op matmul:1024x1024x1024)")

@@ -361,3 +361,29 @@ def test_tune_untuned_only_tunes_just_the_tasks_without_a_record(tmp_path: Path)
     assert "--untuned-only: 1 of 2 tasks have no record on this device" in out
     with TuningDatabase(tmp_path / "t.db") as db:
         assert db.count(first.workload_key) == before and db.count(second.workload_key) > 0
+
+
+def test_tune_untuned_only_with_every_task_recorded_confirms_and_tunes_nothing(
+        tmp_path: Path) -> None:
+    from autotune.extract import extract_tasks
+    from relay_ir.frontend.onnx import from_onnx
+    from tests.autotune.test_model_confirm import _confirmed
+    from tuning_logs import TuningDatabase
+
+    _two_convs(tmp_path)
+    mod, params = from_onnx(str(tmp_path / "two.onnx"))
+    with TuningDatabase(tmp_path / "t.db") as db:
+        for task, _ in extract_tasks(mod, "llvm", params):
+            _confirmed(db, task, [0.9])
+        before = db.count()
+    out = _tessel("tune", "two.onnx", "--untuned-only", "--trials-per-task", "2", "--db",
+                  "t.db", "--no-progress", "--no-model-confirm", cwd=tmp_path).stdout
+    assert "every task has a record; nothing tuned" in out
+    with TuningDatabase(tmp_path / "t.db") as db:
+        assert db.count() == before
+
+
+def test_tune_untuned_only_without_a_model_says_it_needs_one(tmp_path: Path) -> None:
+    got = _tessel("tune", "--op", "matmul:16x16x16", "--untuned-only", "--db", "t.db",
+                  cwd=tmp_path, ok=False)
+    assert got.returncode != 0 and "--untuned-only picks among a model's tasks" in got.stderr
