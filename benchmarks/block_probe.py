@@ -18,11 +18,14 @@ tile_oc would write the default block again).
     TESSEL_NUM_THREADS=1 python -m benchmarks.avx2_host benchmarks.block_probe MODEL.onnx \\
         --target "llvm -mcpu=haswell" --override 64@56=16 --cpu-time
 
-Figures (session 17, one Emerald Rapids core, CPU time, 9 rounds, load 1-3; "all convs
-in order" on/off, below 1: the default is faster): AVX-512 (default 32; 16 or 64 per
-stage) ResNet-18 0.907-0.994, ResNet-50 0.898-1.004; AVX2 (default 8; 16 or 32)
-ResNet-18 0.919-0.989. No stage paid beyond its same-side spread; the convs that ran
-faster in the other block (consumers reading it) gained under 0.4% of the model's convs.
+Figures (session 17, one Emerald Rapids core, CPU time, 9-15 rounds, load 1-4.8; "all
+convs in order" default/override, below 1: the default is faster): AVX-512 (default 32;
+16 or 64 per stage) ResNet-18 0.907-0.994, ResNet-50 0.898-1.004, MobileNetV2 0.940-1.020
+(its repeats: whole model 0.979-1.000); AVX2 (default 8; 16 or 32) ResNet-18
+0.919-0.989, ResNet-50 0.952-1.003, MobileNetV2 0.982-1.013; every stage at the other
+block: ResNet-18 AVX2 0.842, ResNet-50 AVX-512 (wide stages at 64) 0.846. No stage paid
+beyond its same-side spread; the convs that ran faster in the other block (those reading
+it) gained under 0.6% of ResNet-18's and ResNet-50's convs.
 """
 
 from __future__ import annotations
