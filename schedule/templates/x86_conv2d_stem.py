@@ -125,10 +125,13 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     return [data, kernel], [out]
 
 
-def stem_blocks(CO: int, OW: int, target: Any) -> tuple[int, int]:
+def stem_blocks(CO: int, OW: int, target: Any, oc_fixed: int | None = None
+                ) -> tuple[int, int]:
     """(oc_bn, reg_n) by default: accumulators fill at most half the vector registers (the
     other half holds the kernel vectors and the pixels neighbouring taps share), at least 8
     of them (FMA latency x ports) where the shape allows, then the fewest loads per FMA.
+    `oc_fixed`: reg_n for that block alone (as pick_blocks' oc_fixed; benchmarks.block_probe
+    asks so for other blocks).
 
         >>> stem_blocks(64, 112, "llvm -mcpu=skylake-avx512"), stem_blocks(64, 112,
         ...                                                             "llvm -mcpu=haswell")
@@ -140,15 +143,15 @@ def stem_blocks(CO: int, OW: int, target: Any) -> tuple[int, int]:
     t = Target.parse(target)
     lanes, budget = t.fp32_lanes, t.vector_registers // 2
     cands = []
-    for oc_bn in (2 * lanes, lanes):
+    for oc_bn in ((oc_fixed,) if oc_fixed else (2 * lanes, lanes)):
         if CO % oc_bn:
             continue
-        vecs = oc_bn // lanes
+        vecs = max(1, oc_bn // lanes)
         reg_n = divisor_at_most(OW, max(1, budget // vecs))
         acc = reg_n * vecs
         cands.append((acc >= 8, -(reg_n + vecs) / acc, oc_bn, reg_n))
     if not cands:  # output channels not a multiple of the vector width
-        return divisor_at_most(CO, lanes), divisor_at_most(OW, budget)
+        return oc_fixed or divisor_at_most(CO, lanes), divisor_at_most(OW, budget)
     _, _, oc_bn, reg_n = max(cands)
     return oc_bn, reg_n
 
