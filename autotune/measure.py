@@ -797,9 +797,14 @@ class Worker:
             self._proc.join(5)
             code = self._proc.exitcode
             self.kill()
+            script = getattr(sys.modules.get("__main__"), "__file__", None)
+            rerun = (f"; it re-ran {script} first, as multiprocessing's spawn does (so "
+                     "templates a script registers reach it): a script that starts a "
+                     "runner must do so under `if __name__ == \"__main__\":`, or pass "
+                     "rerun_main=False") if self.rerun_main and script else ""
             raise TesselError(f"a measurement worker exited while starting (exit code {code}); "
                               f"does each of its imports {self.imports} import in a fresh "
-                              f"python?") from None
+                              f"python?{rerun}") from None
 
     def kill(self) -> None:
         """Kill the process now (the next job starts a fresh one)."""

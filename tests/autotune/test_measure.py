@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -252,6 +254,21 @@ def test_a_worker_whose_import_fails_is_a_tessel_error_naming_the_imports() -> N
     worker = Worker(imports=["no_such_module_for_tessel_tests"])
     with pytest.raises(TesselError, match=r"exited while starting .*no_such_module_for_tessel"):
         worker.call(("build", {}, "{}", {}), timeout=30)
+
+
+def test_a_script_starting_a_worker_without_a_main_guard_is_told_to_add_one(
+        tmp_path: Path) -> None:
+    import subprocess
+
+    script = tmp_path / "no_guard.py"
+    script.write_text("from autotune.measure import Worker\n"
+                      "Worker().call(('build', {}, '{}', {}), timeout=60)\n")
+    root = Path(__file__).resolve().parents[2]
+    got = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": str(root)})
+    assert got.returncode != 0
+    assert "exited while starting" in got.stderr
+    assert 'under `if __name__ == "__main__":`' in got.stderr
 
 
 def test_a_candidate_that_allocates_past_the_memory_cap_costs_one_error_record() -> None:
