@@ -135,6 +135,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from autotune.op_spec import parse_op_spec
     from autotune.tuners import make_tuner
     from autotune.tuning import tune
+    from lowering.kernel import num_threads
 
     tasks = [parse_op_spec(spec, args.target) for spec in args.op or []]
     weights = [1] * len(tasks)
@@ -164,6 +165,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
             t.name = f"{t.template} x{n} {t.args[0][0]}"
             tasks.append(t)
             weights.append(n)
+    if args.model and not args.cluster:
+        print(f"threads: {num_threads()} (TESSEL_NUM_THREADS); tune and confirm at the thread "
+              "count the model will run with: a record timed on one count can lose on another")
     if args.untuned_only and not args.model:
         raise TesselError("--untuned-only picks among a model's tasks: give MODEL.onnx, or "
                           "leave the option out for --op tasks")

@@ -387,3 +387,10 @@ def test_tune_untuned_only_without_a_model_says_it_needs_one(tmp_path: Path) -> 
     got = _tessel("tune", "--op", "matmul:16x16x16", "--untuned-only", "--db", "t.db",
                   cwd=tmp_path, ok=False)
     assert got.returncode != 0 and "--untuned-only picks among a model's tasks" in got.stderr
+
+
+def test_tune_model_says_how_many_threads_it_times_on(tmp_path: Path) -> None:
+    _two_convs(tmp_path)
+    out = _tessel("tune", "two.onnx", "--trials", "0", "--db", "t.db", "--no-model-confirm",
+                  cwd=tmp_path).stdout
+    assert "threads: " in out and "tune and confirm at the thread count" in out
