@@ -808,7 +808,7 @@ class Worker:
 
     def kill(self) -> None:
         """Kill the process now (the next job starts a fresh one)."""
-        if self._proc is not None:
+        if self._proc is not None and self._proc.pid is not None:  # None: never started
             self._proc.kill()
             self._proc.join(5)
         if self._conn is not None:

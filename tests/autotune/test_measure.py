@@ -271,6 +271,22 @@ def test_a_script_starting_a_worker_without_a_main_guard_is_told_to_add_one(
     assert 'under `if __name__ == "__main__":`' in got.stderr
 
 
+def test_a_worker_whose_process_fails_to_start_raises_that_error_and_closes_cleanly(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing.process as mpp
+
+    from autotune.measure import Worker
+
+    def refuse(self: object) -> None:
+        raise OSError("no more processes")
+
+    worker = Worker()
+    monkeypatch.setattr(mpp.BaseProcess, "start", refuse)
+    with pytest.raises(OSError, match="no more processes"):
+        worker.call(("build", {}, "{}", {}), timeout=30)
+    worker.close()  # a process that never started: nothing to kill
+
+
 def test_a_candidate_that_allocates_past_the_memory_cap_costs_one_error_record() -> None:
     # two 3.1 GB inputs under a 2 GiB cap: the allocation fails inside the worker, which
     # reports it and serves the next candidate
