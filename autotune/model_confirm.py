@@ -211,9 +211,21 @@ def _applied_records(plan: Any, db: TuningDatabase, target: str) -> dict[str, _A
         default = default_as_run(task, _InModelLayouts())
         default_json = canonical_json(default.to_json()) if default is not None else ""
         out[key] = None if got is None or default is None or \
-            got.record.config_json == default_json else \
+            got.record.config_json == default_json or \
+            not _applies_on_these_threads(task.template, got.config, default) else \
             _Applied(task, got.record.config_json, default_json, [k])
     return {k: a for k, a in out.items() if a is not None}
+
+
+def _applies_on_these_threads(template: str, record: Any, default: Any) -> bool:
+    """Whether the build applies `record` at this thread count: on one thread always, on
+    more only where it splits the output among threads as the default does (the rule
+    relay_ir.backend.lower_group.applied_config applies; see default_partition)."""
+    from lowering.kernel import num_threads
+    from schedule.templates import partition_of
+
+    return num_threads() == 1 or \
+        partition_of(template, record) == partition_of(template, default)
 
 
 def _name(a: _Applied) -> str:

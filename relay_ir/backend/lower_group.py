@@ -47,6 +47,8 @@ from schedule.templates import (
     constant_weight_attrs,
     get_template,
     input_packers,
+    instantiate,
+    partition_of,
     templates_for,
     workload_key,
 )
@@ -419,7 +421,55 @@ def applied_config(task: AnchorTask, target: Any, tuning: TuningScope | None,
     attrs = record_attrs(task.template, task.specs, task.attrs, target, data_block)
     if attrs is None:
         return None
-    return tuning.config(task.template, list(task.specs), attrs, target)
+    tuned = tuning.config(task.template, list(task.specs), attrs, target)
+    if tuned is None or lowering.kernel.num_threads() == 1:
+        return tuned
+    split = partition_of(task.template, tuned)
+    if split is not None and split != default_partition(task, target, data_block):
+        key = workload_key(task.template, list(task.specs), attrs)
+        if key not in tuning.other_split:
+            tuning.other_split.append(key)
+        return None
+    return tuned
+
+
+# the default's split of each task's output among threads, by (key, target, data block)
+_DEFAULT_SPLIT: dict[tuple[str, str, int], str | None] = {}
+
+
+def default_partition(task: AnchorTask, target: Any, data_block: int = 0) -> str | None:
+    """How the template's default for a call of `task` (data in `data_block`, 0: NCHW)
+    splits its output among threads (schedule.templates.partition_of), or None.
+
+    On more than one thread `applied_config` applies only a record that splits as this
+    default does. Which core wrote which part of a kernel's input is the split of the
+    kernel before it, and the defaults of neighbouring convs split alike (ResNet-50 on
+    AVX-512: by rows at 56x56 and 28x28 outputs, by channel chunks at 14x14 and 7x7), so
+    a record that splits otherwise reads half its input from the other core's cache. The
+    tuner times a kernel alone and cannot see that. ResNet-50 on two Emerald Rapids cores
+    with records tuned on one thread (wall time, 15 rounds, load 0.9-1.3) ran 1.036x its
+    untuned build; the model confirmation on two threads rejected exactly the four
+    records whose split differed from their default's (in the model 1.05-1.48x their
+    default, alone on two threads 0.998-1.06x) and none of the 14 that split alike,
+    after which the model ran 0.991x. ResNet-18 the same: both conv records that split
+    otherwise were rejected, none that split alike.
+
+        >>> default_partition(AnchorTask(None, "dense.x86", ((1, 8), "float32"), {}, (0, 1)),
+        ...                   "llvm") is None
+        True
+    """
+    if get_template(task.template).partition is None:
+        return None
+    key = (workload_key(task.template, list(task.specs), task.attrs), str(target), data_block)
+    if key not in _DEFAULT_SPLIT:
+        specs, attrs = list(task.specs), {**task.attrs, "out_layout": "NCHWc"}
+        if data_block:
+            specs[0] = physical_spec(specs[0], data_block)
+            attrs["data_layout"] = "NCHWxc"
+        cfg = FallbackConfig(target)
+        instantiate(task.template, specs, attrs, cfg)
+        _DEFAULT_SPLIT[key] = partition_of(task.template, cfg)
+    return _DEFAULT_SPLIT[key]
 
 
 def _template_path(fn: Function, task: AnchorTask, target: Any,

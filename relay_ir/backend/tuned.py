@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lowering.kernel import num_threads
 from schedule.space import ConfigEntity
 from schedule.templates import config_space, older_workload_keys, workload_key
 from tessel_errors import RelayError, TesselError
@@ -107,6 +108,9 @@ class TuningScope:
     elsewhere: list[str] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)  # with records of an older template
+    # tasks whose record was not applied on more than one thread: it splits the output
+    # among threads otherwise than the default (lower_group.default_partition)
+    other_split: list[str] = field(default_factory=list)
 
     def config(self, template: str, specs: Sequence[Any], attrs: dict[str, Any],
                target: Any) -> ConfigEntity | None:
@@ -163,6 +167,13 @@ class TuningScope:
                 f"{len(self.untuned)} tunable task(s) have no tuning record {where} in "
                 f"{self.db.path}; they use the default schedule (tune them with "
                 f"`tessel tune`{hint}): " + "; ".join(self.untuned), stacklevel=stacklevel + 1)
+        if self.other_split:
+            warnings.warn(
+                f"{len(self.other_split)} tuned task(s) run their default on "
+                f"{num_threads()} threads: their records split the output among threads "
+                "otherwise than the default (by rows or by channel chunks), which loses "
+                "where the kernel before wrote the data on other cores; they still apply "
+                "on one thread: " + "; ".join(self.other_split), stacklevel=stacklevel + 1)
         if self.foreign:
             warnings.warn(
                 f"{len(self.foreign)} tunable task(s) use tuning records of other devices "

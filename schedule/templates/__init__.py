@@ -152,6 +152,7 @@ from schedule.templates.registry import (
     instantiate,
     older_workload_keys,
     output_block_of,
+    partition_of,
     register_template,
     template_for,
     templates_for,
@@ -160,5 +161,5 @@ from schedule.templates.registry import (
 
 __all__ = ["DATA_BLOCK", "workload_key", "older_workload_keys", "TEMPLATES", "Template", "Epilogue",
            "register_template", "instantiate",
-           "input_packers", "constant_weight_attrs", "output_block_of",
+           "input_packers", "constant_weight_attrs", "output_block_of", "partition_of",
            "config_space", "get_template", "build_compute"]

@@ -67,6 +67,9 @@ class Template:
     # otherwise: records are filed under the version (workload_key), so a build never
     # applies a record confirmed against an older default
     version: int = 1
+    # how a config splits the output among the threads of its parallel loop ("rows",
+    # "channels"): see `partition_of`; None where the template does not say
+    partition: Callable[[Any], str] | None = None
 
 
 TEMPLATES: dict[str, Template] = {}
@@ -76,14 +79,16 @@ def register_template(name: str, target_kind: str = "llvm", compute: ComputeFn |
                       tunable: bool = True, packers: PackersFn | None = None,
                       constant_weight_attrs: dict[str, Any] | None = None,
                       available: Callable[[Any], bool] | None = None,
-                      output_block: str | None = None, version: int = 1
+                      output_block: str | None = None, version: int = 1,
+                      partition: Callable[[Any], str] | None = None
                       ) -> Callable[[ScheduleFn], ScheduleFn]:
     """Register the decorated schedule function with its compute builder under `name`.
 
     `@register_template("dense.x86", target_kind="llvm", compute=dense_compute)`;
     `output_block="tile_oc"` names the knob that decides a blocked output's channel block
     (see `output_block_of`); `version` (from 1) goes up when the template's kernels change
-    how they time, so that older records no longer apply (see `workload_key`).
+    how they time, so that older records no longer apply (see `workload_key`);
+    `partition(cfg)` says how a config splits the output among threads (`partition_of`).
 
     tests/schedule/test_template_versions.py fails when what a template decides (its
     compute, config space, fallback or the schedule of fixed points of its space, for the
@@ -101,7 +106,7 @@ def register_template(name: str, target_kind: str = "llvm", compute: ComputeFn |
         doc = (fn.__doc__ or "").strip().split("\n")[0]
         TEMPLATES[name] = Template(name, target_kind, compute, fn, tunable, doc, packers,
                                    tuple(sorted((constant_weight_attrs or {}).items())),
-                                   available, output_block, version)
+                                   available, output_block, version, partition)
         return fn
 
     return deco
@@ -124,6 +129,23 @@ def output_block_of(name: str, cfg: Any) -> int | None:
     if knob is None:
         return None
     return block_of(cfg[knob])
+
+
+def partition_of(name: str, cfg: Any) -> str | None:
+    """How a config of template `name` splits its output among the threads of its parallel
+    loop ("rows", "channels"), read from its knobs; None for a template that does not say.
+    `cfg` is a ConfigEntity or a FallbackConfig the template has filled.
+
+        >>> from schedule.templates import config_space
+        >>> args = [((1, 64, 8, 8), "float32"), ((32, 64, 1, 1), "float32")]
+        >>> space = config_space("conv2d_NCHWc.x86", args, {}, "llvm -mcpu=haswell")
+        >>> sorted({partition_of("conv2d_NCHWc.x86", space.get(i)) for i in range(space.size)})
+        ['channels', 'rows']
+        >>> partition_of("dense.x86", None) is None
+        True
+    """
+    split = get_template(name).partition
+    return None if split is None else split(cfg)
 
 
 def block_of(entity: Any) -> int:

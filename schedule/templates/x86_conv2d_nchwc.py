@@ -967,6 +967,23 @@ def _packers(ins: Sequence[Tensor], args: Sequence[Any], attrs: dict[str, Any]
     return {}
 
 
+def conv_partition(cfg: Any) -> str:
+    """How the output stage's parallel loop (schedule_output_tiles) splits the output among
+    threads: by rows (the rows_oc order, rows outermost) or by channel chunks (the oc_rows
+    order, and the plane scope whatever the order).
+
+        >>> from schedule.space import FallbackConfig
+        >>> cfg = FallbackConfig("llvm")
+        >>> cfg.define_knob("loop_order", ["oc_rows", "rows_oc"])
+        >>> cfg.define_knob("acc_scope", ["tile", "row", "plane"])
+        >>> conv_partition(cfg)
+        'channels'
+    """
+    rows = cfg["loop_order"].val == "rows_oc" and cfg["acc_scope"].val != "plane"
+    return "rows" if rows else "channels"
+
+
 register_template("conv2d_NCHWc.x86", "llvm", compute=_compute, packers=_packers,
                   constant_weight_attrs={"kernel_layout": "OIHWio"},
-                  output_block="tile_oc", version=3)(schedule_conv2d_nchwc)
+                  output_block="tile_oc", version=3,
+                  partition=conv_partition)(schedule_conv2d_nchwc)

@@ -20,6 +20,7 @@ from autotune.extract import extract_model_tasks
 from autotune.model_confirm import confirm_in_model, time_in_turn
 from autotune.tuning import default_as_run
 from relay_ir.backend.tuned import find_tuned
+from schedule.templates import partition_of
 from tessel_errors import TesselError
 from tuning_logs import (
     CONFIRM_TUNER,
@@ -63,13 +64,18 @@ def _default_json(task: Task) -> str:
 
 
 def _others(task: Task, n: int) -> list[str]:
-    """`n` configs other than the default that keep the model's channel block."""
+    """`n` configs other than the default that keep the model's channel block and split
+    the output among threads as the default does (a build on several threads applies no
+    other: lower_group.default_partition)."""
     rule = block_rule(task, FakeRunner(lambda t, c: 1.0, model_layout=True))
     default = _default_json(task)
+    split = partition_of(task.template, default_as_run(
+        task, FakeRunner(lambda t, c: 1.0, model_layout=True)))
     out = []
     for j in range(rule.size if rule is not None else task.space.size):
         cfg = task.space.get(rule.point(j) if rule is not None else j)
-        if canonical_json(cfg.to_json()) != default:
+        if canonical_json(cfg.to_json()) != default and \
+                partition_of(task.template, cfg) == split:
             out.append(canonical_json(cfg.to_json()))
         if len(out) == n:
             return out

@@ -19,6 +19,8 @@ from autotune.block_rule import block_rule
 from autotune.extract import extract_tasks
 from autotune.measure import timed_as
 from relay_ir.frontend.onnx import from_onnx
+from schedule.space import FallbackConfig
+from schedule.templates import partition_of
 from tests.e2e.onnx_models import _Graph, resnet18
 from tuning_logs import MeasureRecord, TuningDatabase
 
@@ -106,10 +108,17 @@ def _weight_blocks(task: Task, cfg) -> tuple[int, int]:
 
 def _other_input_block(task: Task):
     """A config of `task` that packs its weight in another input-channel block than the
-    default and writes the default's output block (so the layout plan stays)."""
+    default, writes the default's output block (so the layout plan stays) and splits the
+    output among threads as the default does (so a build applies it on any thread count:
+    lower_group.default_partition)."""
     default = _weight_blocks(task, task.default_config())
+    fb = FallbackConfig(task.target)
+    timed_as(task, True).instantiate(fb)
+    split = partition_of(task.template, fb)
     for i in range(task.space.size):
         cfg = task.config(i)
+        if partition_of(task.template, cfg) != split:
+            continue
         got = _weight_blocks(task, cfg)
         if got[1] == default[1] and got[0] != default[0]:
             return cfg, got
