@@ -166,8 +166,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
             tasks.append(t)
             weights.append(n)
     if args.model and not args.cluster:
-        print(f"threads: {num_threads()} (TESSEL_NUM_THREADS); tune and confirm at the thread "
-              "count the model will run with: a record timed on one count can lose on another")
+        print(f"threads: {num_threads()} (TESSEL_NUM_THREADS); records are filed at this count "
+              "and builds apply them only at it (a record timed on one count can lose on "
+              "another): tune and confirm at the count the model will run with")
     if args.untuned_only and not args.model:
         raise TesselError("--untuned-only picks among a model's tasks: give MODEL.onnx, or "
                           "leave the option out for --op tasks")
@@ -244,11 +245,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def _untuned(db_path: str, found: list[tuple[Any, int]], alternates: list[list[int]],
              offset: int) -> tuple[list[tuple[Any, int]], list[list[int]]]:
     """`tessel tune MODEL --untuned-only`: the model's tasks this device has no record of in
-    the database (e.g. tasks a newer Tessel files apart), and the alternate sets left
-    whole, renumbered (`offset`: the --op tasks before them)."""
+    the database at this thread count nor from before records had one (e.g. tasks a newer
+    Tessel files apart), and the alternate sets left whole, renumbered (`offset`: the
+    --op tasks before them)."""
+    from tessel_target import legacy_device_key
+
     with TuningDatabase(db_path) as db:
         keep = [k for k, (t, _) in enumerate(found)
-                if db.count(t.workload_key, t.target, t.device_key) == 0]
+                if db.count(t.workload_key, t.target, t.device_key) == 0
+                and db.count(t.workload_key, t.target, legacy_device_key(t.device_key)) == 0]
     print(f"--untuned-only: {len(keep)} of {len(found)} tasks have no record on this "
           f"device in {db_path}; only they are tuned")
     new = {offset + k: offset + j for j, k in enumerate(keep)}
@@ -497,12 +502,21 @@ def cmd_db(args: argparse.Namespace) -> int:
         print(_table(["workload", "target", "trials", "ok", "best GFLOP/s", "best ms"], rows))
         print(f"{len(tasks)} tasks in {args.db}")
     elif what in ("best", "history"):
+        from tessel_target import legacy_device_key
+
         key = _workload(args)
         with TuningDatabase(args.db, readonly=True) as db:
+            device = _device(args)
             if what == "best":
-                recs = db.best(key, args.target, _device(args), k=args.k)
+                recs = db.best(key, args.target, device, k=args.k)
             else:
-                recs = db.history(key, args.target, _device(args), limit=args.limit)
+                recs = db.history(key, args.target, device, limit=args.limit)
+            if not recs and device is not None and legacy_device_key(device) != device:
+                # none at this thread count: those filed before records had one, which
+                # builds apply then (relay_ir.backend.tuned.find_tuned)
+                device = legacy_device_key(device)
+                recs = db.best(key, args.target, device, k=args.k) if what == "best" else \
+                    db.history(key, args.target, device, limit=args.limit)
             known = not recs and any(t.workload_key == key for t in db.tasks())
         if not recs:
             print(f"no {'successful ' if what == 'best' else ''}records for {key} on "

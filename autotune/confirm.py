@@ -109,6 +109,8 @@ def candidates(task: Task, db: TuningDatabase, default_json: str, k: int
     history = db.history(task.workload_key, task.target, task.device_key)
     confirmed = {r.config_json for r in history if r.tuner == CONFIRM_TUNER}
     ok = [r for r in history if r.ok and r.tuner != CONFIRM_TUNER]
+    if not ok:  # no trial at this thread count: confirm here those of other counts
+        ok = [r for r in _other_counts(task, db) if r.ok and r.tuner != CONFIRM_TUNER]
     if confirmed:
         applied = db.best_record(task.workload_key, task.target, task.device_key)
         bound = applied.mean if applied is not None else math.inf
@@ -205,6 +207,19 @@ def record_rejection(task: Task, db: TuningDatabase, default_json: str, config_j
         return False
     db.add(_confirm_record(task, config_json, 0.0, note, ErrorKind.RUNTIME_ERROR))
     return True
+
+
+def _other_counts(task: Task, db: TuningDatabase) -> list[MeasureRecord]:
+    """The task's records on this device at other thread counts: their configs are the
+    candidates of a confirmation at this count, whose verdicts are filed at this count.
+    Not legacy records (filed before records had a count): builds apply them at any count
+    until this one has records, and a model's confirmation judges them at its count."""
+    from tessel_target import device_threads, legacy_device_key
+
+    base = legacy_device_key(task.device_key)
+    return [r for r in db.history(task.workload_key, task.target)
+            if r.device_key != task.device_key and device_threads(r.device_key) is not None
+            and legacy_device_key(r.device_key) == base]
 
 
 def _unit(task: Task, db: TuningDatabase, default_json: str,

@@ -47,6 +47,7 @@ from autotune import LocalRunner, Task, extract_tasks, make_tuner, tune
 from benchmarks.models import median_seconds, ort_session, relative_error
 from lowering.kernel import num_threads
 from relay_ir.frontend.onnx import from_onnx
+from tessel_target import legacy_device_key
 from tuning_logs import TuningDatabase
 
 
@@ -89,8 +90,11 @@ def recorded(tasks: list[tuple[Task, int]], db_path: Path
     print(f"{'task':<58} {'trials':>6} {'GFLOP/s':>8}")
     with TuningDatabase(db_path, readonly=True) as db:
         for task, count in tasks:
-            n = db.count(task.workload_key, task.target, task.device_key)
-            best = db.best_record(task.workload_key, task.target, task.device_key)
+            device = task.device_key
+            if db.count(task.workload_key, task.target, device) == 0:
+                device = legacy_device_key(device)  # records filed before they had a count
+            n = db.count(task.workload_key, task.target, device)
+            best = db.best_record(task.workload_key, task.target, device)
             gflops = task.flop / best.mean / 1e9 if best and task.flop else 0.0
             rows.append((task_label(task, count), n, 0, 0, gflops))
             print(f"{rows[-1][0]:<58} {n:>6} {gflops:>8.1f}")

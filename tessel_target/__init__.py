@@ -299,11 +299,18 @@ def _cpuinfo_model() -> str:
     return os.uname().machine
 
 
-def device_key(target: str | Target) -> str:
-    """The key tuning records are filed under: target, CPU model and a features hash.
+THREADS_PART = "|threads="  # the thread count part of a CPU's device key
 
-    >>> device_key("llvm")  # doctest: +SKIP
-    'llvm -mcpu=sapphirerapids|Intel(R) Xeon(R) Platinum 8480+|f3a9c2d1'
+
+def device_key(target: str | Target, threads: int | None = None) -> str:
+    """The key tuning records are filed under: target, CPU model, a features hash and, for
+    a CPU, the thread count the kernels are timed on (`threads`, else this process's:
+    lowering.kernel.num_threads), since a schedule that wins on one thread can lose on
+    two. Records filed before the count was part of the key have none
+    (`legacy_device_key`): builds apply them at any count.
+
+    >>> device_key("llvm", threads=2)  # doctest: +SKIP
+    'llvm -mcpu=sapphirerapids|Intel(R) Xeon(R) Platinum 8480+|f3a9c2d1|threads=2'
     """
     t = Target.parse(target)
     if t.kind == "cuda":
@@ -318,4 +325,31 @@ def device_key(target: str | Target) -> str:
     if "mcpu" not in t.attrs:
         t = t.with_attr("mcpu", host_cpu()[0])
     digest = hashlib.sha256(t.mattr.encode()).hexdigest()[:8]
-    return f"{t}|{_cpuinfo_model()}|{digest}"
+    if threads is None:
+        from lowering.kernel import num_threads  # the count LocalRunner's workers inherit
+
+        threads = num_threads()
+    return f"{t}|{_cpuinfo_model()}|{digest}{THREADS_PART}{threads}"
+
+
+def legacy_device_key(key: str) -> str:
+    """`key` without its thread count: the key of records filed before the count was part
+    of it (they apply at any count).
+
+    >>> legacy_device_key("llvm|Xeon|0a1b2c3d|threads=2")
+    'llvm|Xeon|0a1b2c3d'
+    >>> legacy_device_key("llvm|Xeon|0a1b2c3d")
+    'llvm|Xeon|0a1b2c3d'
+    """
+    head, sep, tail = key.rpartition(THREADS_PART)
+    return head if sep and tail.isdigit() else key
+
+
+def device_threads(key: str) -> int | None:
+    """The thread count in a device key, or None (a legacy key, or not a CPU's).
+
+    >>> device_threads("llvm|Xeon|0a1b2c3d|threads=2"), device_threads("llvm|Xeon|0a1b2c3d")
+    (2, None)
+    """
+    head, sep, tail = key.rpartition(THREADS_PART)
+    return int(tail) if sep and tail.isdigit() else None

@@ -4,8 +4,12 @@
 applies to a task; relay_ir.build (through a `TuningScope`), `tessel compile`'s count of
 tuned tasks and the tests all ask it, so they cannot disagree. The rules:
 
-- this device's best record (device key = target + CPU model + features, see
-  tessel_target.device_key);
+- this device's best record (device key = target + CPU model + features + the thread
+  count this process runs kernels on, see tessel_target.device_key): a record timed at
+  another thread count does not apply, since a schedule that wins on one thread can lose
+  on two;
+- for a task with no record at this count, its best legacy record (filed before the
+  count was part of the key: it applies at any count, as it always did);
 - with `any_device=True`, and only for a task this device has no record of, the best
   record of any device of the target (timings of different machines do not compare, so
   this device's own record wins even when another machine measured a faster config);
@@ -16,8 +20,9 @@ The workload key comes from schedule.templates.workload_key, the same function a
 files records under.
 
 A compilation holds a `TuningScope`: the database it reads and what it found (tasks
-without a record, tasks tuned only elsewhere, tasks that used other devices' records), so
-that build warns once, listing them. The scope is passed to lower_group explicitly.
+without a record, tasks tuned only elsewhere or only at other thread counts, tasks that
+used other devices' records), so that build warns once, listing them. The scope is
+passed to lower_group explicitly.
 
 A model with `?` dims compiles its kernels at the first run with each shape, after build
 returned: `TuningSource` remembers the database file and `any_device` at build time, and
@@ -40,7 +45,7 @@ from lowering.kernel import num_threads
 from schedule.space import ConfigEntity
 from schedule.templates import config_space, older_workload_keys, workload_key
 from tessel_errors import RelayError, TesselError
-from tessel_target import device_key
+from tessel_target import device_key, device_threads, legacy_device_key
 from tuning_logs import MeasureRecord, TuningDatabase
 
 
@@ -53,8 +58,10 @@ class TunedConfig:
 
     @property
     def from_this_device(self) -> bool:
-        """Whether the record was measured on this machine (for the record's target)."""
-        return self.record.device_key == device_key(self.record.target)
+        """Whether the record was measured on this machine (for the record's target), at
+        this thread count or before records had one."""
+        here = device_key(self.record.target)
+        return self.record.device_key in (here, legacy_device_key(here))
 
 
 def find_tuned(db: TuningDatabase, template: str, specs: Sequence[Any],
@@ -69,7 +76,10 @@ def find_tuned(db: TuningDatabase, template: str, specs: Sequence[Any],
         True
     """
     key = workload_key(template, specs, attrs)
-    rec = _best(db, key, str(target), device_key(str(target)))
+    here = device_key(str(target))
+    rec = _best(db, key, str(target), here)
+    if rec is None and legacy_device_key(here) != here:  # a record without a thread count
+        rec = _best(db, key, str(target), legacy_device_key(here))
     if rec is None and any_device:
         rec = _best(db, key, str(target), None)
     if rec is None:
@@ -79,6 +89,27 @@ def find_tuned(db: TuningDatabase, template: str, specs: Sequence[Any],
     except TesselError:  # recorded by another version of the template: not applicable
         return None
     return TunedConfig(rec, cfg)
+
+
+def other_thread_counts(db: TuningDatabase, template: str, specs: Sequence[Any],
+                        attrs: dict[str, Any], target: Any) -> list[int]:
+    """The thread counts other than this process's at which this device has successful
+    records of the task (which a build here does not apply).
+
+        >>> import tempfile, pathlib
+        >>> db = TuningDatabase(pathlib.Path(tempfile.mkdtemp()) / "t.db")
+        >>> other_thread_counts(db, "dense.x86", [((4, 16), "float32")] * 2, {}, "llvm")
+        []
+    """
+    here = device_key(str(target))
+    base = legacy_device_key(here)
+    try:
+        found = {device_threads(r.device_key)
+                 for r in db.history(workload_key(template, specs, attrs), str(target))
+                 if r.ok and r.device_key != here and legacy_device_key(r.device_key) == base}
+    except TesselError as e:
+        raise RelayError(f"relay_ir.build cannot read its tuning records: {e}") from None
+    return sorted(n for n in found if n is not None)
 
 
 def _best(db: TuningDatabase, key: str, target: str, device: str | None) -> Any:
@@ -94,7 +125,9 @@ def _best(db: TuningDatabase, key: str, target: str, device: str | None) -> Any:
 class TuningScope:
     """The records one compilation reads, and what it found: tasks without a record
     (`untuned`), tasks of which only other devices have records (`elsewhere`, a subset of
-    `untuned`), tasks that used records of other devices (`foreign`).
+    `untuned`), tasks of which this device has records only at other thread counts
+    (`other_threads`, a subset of `untuned`, apart from `elsewhere`), tasks that used
+    records of other devices (`foreign`).
 
         >>> scope = TuningScope(None)
         >>> scope.config("dense.x86", [((4, 16), "float32"), ((32, 16), "float32")], {},
@@ -107,6 +140,7 @@ class TuningScope:
     untuned: list[str] = field(default_factory=list)
     elsewhere: list[str] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)
+    other_threads: dict[str, list[int]] = field(default_factory=dict)  # key: the counts
     stale: list[str] = field(default_factory=list)  # with records of an older template
     # tasks whose record was not applied on more than one thread: it splits the output
     # among threads otherwise than the default (lower_group.default_partition)
@@ -125,7 +159,10 @@ class TuningScope:
             return got.config
         if key not in self.untuned:
             self.untuned.append(key)
-            if not self.any_device and \
+            counts = other_thread_counts(self.db, template, specs, attrs, target)
+            if counts:
+                self.other_threads[key] = counts
+            elif not self.any_device and \
                     find_tuned(self.db, template, specs, attrs, target, True) is not None:
                 self.elsewhere.append(key)
             if any(self.db.history(k, limit=1)
@@ -163,6 +200,9 @@ class TuningScope:
             if self.stale:
                 hint += (f"; {len(self.stale)} of them have records of an older version of "
                          "their template, which no longer apply: tune them again")
+            if self.other_threads:
+                hint += (f"; {len(self.other_threads)} of them have records at other "
+                         "thread counts only (see the next warning)")
             warnings.warn(
                 f"{len(self.untuned)} tunable task(s) have no tuning record {where} in "
                 f"{self.db.path}; they use the default schedule (tune them with "
@@ -174,6 +214,18 @@ class TuningScope:
                 "otherwise than the default (by rows or by channel chunks), which loses "
                 "where the kernel before wrote the data on other cores; they still apply "
                 "on one thread: " + "; ".join(self.other_split), stacklevel=stacklevel + 1)
+        if self.other_threads:
+            n = num_threads()
+            counts = sorted({c for cs in self.other_threads.values() for c in cs})
+            warnings.warn(
+                f"{len(self.other_threads)} tunable task(s) have tuning records in "
+                f"{self.db.path} timed only at {', '.join(map(str, counts))} thread(s), not "
+                f"at the {n} this build runs kernels on; a schedule that wins at one count "
+                f"can lose at another, so they use the default schedule. To fix: tune at "
+                f"{n} (`TESSEL_NUM_THREADS={n} tessel tune MODEL --db {self.db.path}`), or "
+                f"confirm those records at {n} (the same with `--trials 0`), or build "
+                f"with TESSEL_NUM_THREADS set to the count they were tuned at: "
+                + "; ".join(self.other_threads), stacklevel=stacklevel + 1)
         if self.foreign:
             warnings.warn(
                 f"{len(self.foreign)} tunable task(s) use tuning records of other devices "
@@ -226,4 +278,4 @@ class TuningSource:
             yield TuningScope(db, self.any_device)
 
 
-__all__ = ["TunedConfig", "TuningScope", "TuningSource", "find_tuned"]
+__all__ = ["TunedConfig", "TuningScope", "TuningSource", "find_tuned", "other_thread_counts"]

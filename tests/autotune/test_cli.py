@@ -393,4 +393,4 @@ def test_tune_model_says_how_many_threads_it_times_on(tmp_path: Path) -> None:
     _two_convs(tmp_path)
     out = _tessel("tune", "two.onnx", "--trials", "0", "--db", "t.db", "--no-model-confirm",
                   cwd=tmp_path).stdout
-    assert "threads: " in out and "tune and confirm at the thread count" in out
+    assert "threads: " in out and "records are filed at this count" in out

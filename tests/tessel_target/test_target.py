@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from tessel_errors import CodegenError
-from tessel_target import Target, device_key, host_cpu, host_features
+from tessel_target import (
+    Target,
+    device_key,
+    device_threads,
+    host_cpu,
+    host_features,
+    legacy_device_key,
+)
 
 
 def test_parse_llvm_with_options() -> None:
@@ -69,11 +76,16 @@ def test_foreign_cpu_gets_no_host_features() -> None:
         Target.parse("llvm -mcpu=znver1").mcpu == host_cpu()[0]
 
 
-def test_device_key_names_target_cpu_and_features() -> None:
+def test_device_key_names_target_cpu_features_and_thread_count(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "3")
     key = device_key("llvm")
-    target, model, digest = key.split("|")
+    target, model, digest, threads = key.split("|")
     assert target == f"llvm -mcpu={host_cpu()[0]}"
-    assert model and len(digest) == 8
+    assert model and len(digest) == 8 and threads == "threads=3"
+    assert device_key("llvm", threads=1) == key.replace("threads=3", "threads=1")
+    assert legacy_device_key(key) == f"{target}|{model}|{digest}"
+    assert device_threads(key) == 3 and device_threads(legacy_device_key(key)) is None
     assert device_key("llvm") == key
     assert device_key("llvm -fast-math") != key
     from tessel_target.gpu import gpu
