@@ -21,6 +21,7 @@ from relay_ir.backend.lower_group import (
 from relay_ir.backend.tuned import TuningScope
 from schedule.space import FallbackConfig
 from schedule.templates import partition_of
+from tessel_target import legacy_device_key
 from tuning_logs import MeasureRecord, TuningDatabase
 
 AVX512 = "llvm -mcpu=skylake-avx512"
@@ -50,9 +51,12 @@ def _configs(task: Task) -> tuple[object, object, str]:
 
 
 def _scope_with(tmp_path: Path, task: Task, cfg: object) -> TuningScope:
+    """A database holding one record of `task` filed without a thread count (as before
+    the count was part of the device key), which builds apply at any count."""
     db = TuningDatabase(tmp_path / "t.db")
-    db.add(MeasureRecord(task.workload_key, task.template, task.target, task.device_key,
-                         cfg.to_json(), costs=(1e-4,), tuner="test"))
+    db.add(MeasureRecord(task.workload_key, task.template, task.target,
+                         legacy_device_key(task.device_key), cfg.to_json(), costs=(1e-4,),
+                         tuner="test"))
     return TuningScope(db)
 
 
