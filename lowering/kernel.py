@@ -26,19 +26,10 @@ from lowering import ir as lir
 from tensor_expr import expr as E
 from tensor_expr.visitor import post_order_visit
 from tessel_errors import KernelArgumentError
+from tessel_target import num_threads  # the count a tuning record is filed under too
 
 _CALL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
 
-
-def num_threads() -> int:
-    """Threads a parallel loop uses: $TESSEL_NUM_THREADS, else the CPUs this process may use."""
-    env = os.environ.get("TESSEL_NUM_THREADS")
-    if env and env.isdigit() and int(env) > 0:
-        return int(env)
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
 
 
 def array_address(a: np.ndarray) -> int:

@@ -302,6 +302,22 @@ def _cpuinfo_model() -> str:
 THREADS_PART = "|threads="  # the thread count part of a CPU's device key
 
 
+def num_threads() -> int:
+    """Threads a parallel loop uses: $TESSEL_NUM_THREADS, else the CPUs this process may
+    use (lowering.kernel sets its kernels' count from it; device_key files records by it).
+
+        >>> num_threads() >= 1
+        True
+    """
+    env = os.environ.get("TESSEL_NUM_THREADS")
+    if env and env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
 def device_key(target: str | Target, threads: int | None = None) -> str:
     """The key tuning records are filed under: target, CPU model, a features hash and, for
     a CPU, the thread count the kernels are timed on (`threads`, else this process's:
@@ -326,9 +342,7 @@ def device_key(target: str | Target, threads: int | None = None) -> str:
         t = t.with_attr("mcpu", host_cpu()[0])
     digest = hashlib.sha256(t.mattr.encode()).hexdigest()[:8]
     if threads is None:
-        from lowering.kernel import num_threads  # the count LocalRunner's workers inherit
-
-        threads = num_threads()
+        threads = num_threads()  # the count LocalRunner's workers inherit
     return f"{t}|{_cpuinfo_model()}|{digest}{THREADS_PART}{threads}"
 
 

@@ -28,7 +28,10 @@ def test_tune_then_compile_only(tmp_path: Path, capsys: pytest.CaptureFixture[st
     out = capsys.readouterr().out
     assert "relative error vs onnxruntime" in out and "tessel_tuned / onnxruntime" in out
     if all(errors < trials for _, trials, _, errors, _ in rows):
-        assert "warning:" not in out  # the tuned build found a record for every task
+        # the tuned build found a record for every task (on several threads a record that
+        # splits the output otherwise than the default may still run the default: a
+        # warning of its own, lower_group.default_partition)
+        assert "have no tuning record" not in out
 
     again = main([*TINY, "--db", db, "--no-tune"])
     assert [(r[0], r[1]) for r in again["tasks"]] == [(r[0], r[1]) for r in rows]
