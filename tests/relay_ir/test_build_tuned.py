@@ -46,20 +46,6 @@ def _canon(config_json: str) -> str:
     return json.dumps(json.loads(config_json), sort_keys=True)
 
 
-@pytest.fixture
-def applied(monkeypatch: pytest.MonkeyPatch) -> list:
-    """The configs the tuning scope gave while compiling (None: the fallback was used)."""
-    got: list = []
-    real = TuningScope.config
-
-    def spy(self, *args, **kwargs):
-        cfg = real(self, *args, **kwargs)
-        got.append(None if cfg is None else _canon(cfg.to_json()))
-        return cfg
-    monkeypatch.setattr(TuningScope, "config", spy)
-    return got
-
-
 def _dynamic_inputs(rng: np.random.Generator, batch: int) -> list[np.ndarray]:
     return [rng.standard_normal((batch, 8)).astype("float32"),
             (0.3 * rng.standard_normal((16, 8))).astype("float32")]

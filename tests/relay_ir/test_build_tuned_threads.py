@@ -4,7 +4,6 @@ the device key, at any count); records of other counts only make it warn, naming
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 
@@ -13,14 +12,11 @@ import pytest
 
 import relay_ir
 from autotune.extract import extract_tasks
-from relay_ir.backend.tuned import TuningScope, find_tuned
+from relay_ir.backend.tuned import find_tuned
 from tessel_target import device_key, legacy_device_key
+from tests.relay_ir.conftest import canon as _canon
 from tests.relay_ir.programs import mlp, mlp_inputs
 from tuning_logs import MeasureRecord, TuningDatabase
-
-
-def _canon(config_json: str) -> str:
-    return json.dumps(json.loads(config_json), sort_keys=True)
 
 
 def _db_at(path: Path, device: str) -> dict[str, str]:
@@ -34,20 +30,6 @@ def _db_at(path: Path, device: str) -> dict[str, str]:
                                  cfg.to_json(), costs=(1e-4,), tuner="test"))
             configs[task.workload_key] = _canon(cfg.to_json())
     return configs
-
-
-@pytest.fixture
-def applied(monkeypatch: pytest.MonkeyPatch) -> list:
-    """The configs the tuning scope gave while compiling (None: the default schedule)."""
-    got: list = []
-    real = TuningScope.config
-
-    def spy(self, *args, **kwargs):
-        cfg = real(self, *args, **kwargs)
-        got.append(None if cfg is None else _canon(cfg.to_json()))
-        return cfg
-    monkeypatch.setattr(TuningScope, "config", spy)
-    return got
 
 
 def _build_matches_the_interpreter(db_path: Path, seed: int) -> None:

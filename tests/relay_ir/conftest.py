@@ -1,0 +1,28 @@
+"""Fixtures shared by the relay_ir tests that build with tuning records."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from relay_ir.backend.tuned import TuningScope
+
+
+def canon(config_json: str) -> str:
+    """A config's JSON with sorted keys, to compare configs read back from anywhere."""
+    return json.dumps(json.loads(config_json), sort_keys=True)
+
+
+@pytest.fixture
+def applied(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The configs the tuning scope gave while compiling (None: the fallback was used)."""
+    got: list = []
+    real = TuningScope.config
+
+    def spy(self, *args, **kwargs):
+        cfg = real(self, *args, **kwargs)
+        got.append(None if cfg is None else canon(cfg.to_json()))
+        return cfg
+    monkeypatch.setattr(TuningScope, "config", spy)
+    return got
