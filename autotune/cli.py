@@ -248,12 +248,12 @@ def _untuned(db_path: str, found: list[tuple[Any, int]], alternates: list[list[i
     the database at this thread count nor from before records had one (e.g. tasks a newer
     Tessel files apart), and the alternate sets left whole, renumbered (`offset`: the
     --op tasks before them)."""
-    from tessel_target import legacy_device_key
+    from tessel_target import read_device_keys
 
     with TuningDatabase(db_path) as db:
         keep = [k for k, (t, _) in enumerate(found)
-                if db.count(t.workload_key, t.target, t.device_key) == 0
-                and db.count(t.workload_key, t.target, legacy_device_key(t.device_key)) == 0]
+                if all(db.count(t.workload_key, t.target, d) == 0
+                       for d in read_device_keys(t.device_key))]
     print(f"--untuned-only: {len(keep)} of {len(found)} tasks have no record on this "
           f"device in {db_path}; only they are tuned")
     new = {offset + k: offset + j for j, k in enumerate(keep)}
@@ -502,21 +502,18 @@ def cmd_db(args: argparse.Namespace) -> int:
         print(_table(["workload", "target", "trials", "ok", "best GFLOP/s", "best ms"], rows))
         print(f"{len(tasks)} tasks in {args.db}")
     elif what in ("best", "history"):
-        from tessel_target import legacy_device_key
+        from tessel_target import read_device_keys
 
         key = _workload(args)
         with TuningDatabase(args.db, readonly=True) as db:
-            device = _device(args)
-            if what == "best":
-                recs = db.best(key, args.target, device, k=args.k)
-            else:
-                recs = db.history(key, args.target, device, limit=args.limit)
-            if not recs and device is not None and legacy_device_key(device) != device:
-                # none at this thread count: those filed before records had one, which
-                # builds apply then (relay_ir.backend.tuned.find_tuned)
-                device = legacy_device_key(device)
+            asked = _device(args)
+            # none at this thread count: those filed before records had one, which builds
+            # apply then (relay_ir.backend.tuned.find_tuned)
+            for device in read_device_keys(asked) if asked is not None else (None,):
                 recs = db.best(key, args.target, device, k=args.k) if what == "best" else \
                     db.history(key, args.target, device, limit=args.limit)
+                if recs:
+                    break
             known = not recs and any(t.workload_key == key for t in db.tasks())
         if not recs:
             print(f"no {'successful ' if what == 'best' else ''}records for {key} on "

@@ -47,7 +47,7 @@ from autotune import LocalRunner, Task, extract_tasks, make_tuner, tune
 from benchmarks.models import median_seconds, ort_session, relative_error
 from lowering.kernel import num_threads
 from relay_ir.frontend.onnx import from_onnx
-from tessel_target import legacy_device_key
+from tessel_target import read_device_keys
 from tuning_logs import TuningDatabase
 
 
@@ -90,9 +90,9 @@ def recorded(tasks: list[tuple[Task, int]], db_path: Path
     print(f"{'task':<58} {'trials':>6} {'GFLOP/s':>8}")
     with TuningDatabase(db_path, readonly=True) as db:
         for task, count in tasks:
-            device = task.device_key
-            if db.count(task.workload_key, task.target, device) == 0:
-                device = legacy_device_key(device)  # records filed before they had a count
+            # this thread count's records, else those filed before records had a count
+            device = next((d for d in read_device_keys(task.device_key)
+                           if db.count(task.workload_key, task.target, d)), task.device_key)
             n = db.count(task.workload_key, task.target, device)
             best = db.best_record(task.workload_key, task.target, device)
             gflops = task.flop / best.mean / 1e9 if best and task.flop else 0.0

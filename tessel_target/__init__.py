@@ -359,6 +359,20 @@ def legacy_device_key(key: str) -> str:
     return head if sep and tail.isdigit() else key
 
 
+def read_device_keys(key: str) -> tuple[str, ...]:
+    """The device keys whose records a lookup at `key` reads, in order: `key` itself, then,
+    for a key with a thread count, the legacy key (records filed before the count was
+    part of it, which apply at any count).
+
+    >>> read_device_keys("llvm|Xeon|0a1b2c3d|threads=2")
+    ('llvm|Xeon|0a1b2c3d|threads=2', 'llvm|Xeon|0a1b2c3d')
+    >>> read_device_keys("cuda|H200")
+    ('cuda|H200',)
+    """
+    legacy = legacy_device_key(key)
+    return (key,) if legacy == key else (key, legacy)
+
+
 def device_threads(key: str) -> int | None:
     """The thread count in a device key, or None (a legacy key, or not a CPU's).
 

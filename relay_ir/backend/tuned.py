@@ -45,7 +45,7 @@ from lowering.kernel import num_threads
 from schedule.space import ConfigEntity
 from schedule.templates import config_space, older_workload_keys, workload_key
 from tessel_errors import RelayError, TesselError
-from tessel_target import device_key, device_threads, legacy_device_key
+from tessel_target import device_key, device_threads, legacy_device_key, read_device_keys
 from tuning_logs import MeasureRecord, TuningDatabase
 
 
@@ -60,8 +60,7 @@ class TunedConfig:
     def from_this_device(self) -> bool:
         """Whether the record was measured on this machine (for the record's target), at
         this thread count or before records had one."""
-        here = device_key(self.record.target)
-        return self.record.device_key in (here, legacy_device_key(here))
+        return self.record.device_key in read_device_keys(device_key(self.record.target))
 
 
 def find_tuned(db: TuningDatabase, template: str, specs: Sequence[Any],
@@ -76,10 +75,11 @@ def find_tuned(db: TuningDatabase, template: str, specs: Sequence[Any],
         True
     """
     key = workload_key(template, specs, attrs)
-    here = device_key(str(target))
-    rec = _best(db, key, str(target), here)
-    if rec is None and legacy_device_key(here) != here:  # a record without a thread count
-        rec = _best(db, key, str(target), legacy_device_key(here))
+    rec = None
+    for device in read_device_keys(device_key(str(target))):  # this count's, then legacy
+        rec = _best(db, key, str(target), device)
+        if rec is not None:
+            break
     if rec is None and any_device:
         rec = _best(db, key, str(target), None)
     if rec is None:
