@@ -195,7 +195,9 @@ def _applied_records(plan: Any, db: TuningDatabase, target: str) -> dict[str, _A
     """The tasks of `plan`'s steps whose applied record (relay_ir.backend.tuned.find_tuned,
     what the build read) is not the default as the model runs it, by workload key."""
     from autotune.tuning import default_as_run
+    from relay_ir.backend.lower_group import splits_otherwise
     from relay_ir.backend.tuned import find_tuned
+    from schedule.templates import partition_of
 
     out: dict[str, _Applied | None] = {}  # None: the task applies its default
     for k, step in enumerate(plan.steps):
@@ -212,20 +214,10 @@ def _applied_records(plan: Any, db: TuningDatabase, target: str) -> dict[str, _A
         default_json = canonical_json(default.to_json()) if default is not None else ""
         out[key] = None if got is None or default is None or \
             got.record.config_json == default_json or \
-            not _applies_on_these_threads(task.template, got.config, default) else \
+            splits_otherwise(task.template, got.config,
+                             partition_of(task.template, default)) else \
             _Applied(task, got.record.config_json, default_json, [k])
     return {k: a for k, a in out.items() if a is not None}
-
-
-def _applies_on_these_threads(template: str, record: Any, default: Any) -> bool:
-    """Whether the build applies `record` at this thread count: on one thread always, on
-    more only where it splits the output among threads as the default does (the rule
-    relay_ir.backend.lower_group.applied_config applies; see default_partition)."""
-    from lowering.kernel import num_threads
-    from schedule.templates import partition_of
-
-    return num_threads() == 1 or \
-        partition_of(template, record) == partition_of(template, default)
 
 
 def _name(a: _Applied) -> str:

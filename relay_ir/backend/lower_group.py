@@ -422,15 +422,28 @@ def applied_config(task: AnchorTask, target: Any, tuning: TuningScope | None,
     if attrs is None:
         return None
     tuned = tuning.config(task.template, list(task.specs), attrs, target)
-    if tuned is None or lowering.kernel.num_threads() == 1:
+    if tuned is None or lowering.kernel.num_threads() == 1:  # no split to compare
         return tuned
-    split = partition_of(task.template, tuned)
-    if split is not None and split != default_partition(task, target, data_block):
+    if splits_otherwise(task.template, tuned, default_partition(task, target, data_block)):
         key = workload_key(task.template, list(task.specs), attrs)
         if key not in tuning.other_split:
             tuning.other_split.append(key)
         return None
     return tuned
+
+
+def splits_otherwise(template: str, cfg: Any, default_split: str | None) -> bool:
+    """Whether a build on this process's threads refuses `cfg`: on more than one thread, a
+    config that splits the output among them otherwise than the default, which splits it
+    `default_split` (see default_partition); never on one thread. applied_config and the
+    model confirmation (which times only what a build applies) ask here.
+
+        >>> splits_otherwise("dense.x86", None, "rows")  # the template declares no split
+        False
+    """
+    split = partition_of(template, cfg)
+    return split is not None and split != default_split and \
+        lowering.kernel.num_threads() > 1
 
 
 # the default's split of each task's output among threads, by (key, target, data block)
@@ -460,12 +473,14 @@ def default_partition(task: AnchorTask, target: Any, data_block: int = 0) -> str
     """
     if get_template(task.template).partition is None:
         return None
+    from relay_ir.backend.layout_plan import as_in_model
+
     key = (workload_key(task.template, list(task.specs), task.attrs), str(target), data_block)
     if key not in _DEFAULT_SPLIT:
-        specs, attrs = list(task.specs), {**task.attrs, "out_layout": "NCHWc"}
-        if data_block:
-            specs[0] = physical_spec(specs[0], data_block)
-            attrs["data_layout"] = "NCHWxc"
+        # the call's kernel: its data in `data_block`, its output blocked
+        got = as_in_model(task.template, list(task.specs),
+                          {**task.attrs, DATA_BLOCK: data_block}, target)
+        specs, attrs = got if got is not None else (list(task.specs), dict(task.attrs))
         cfg = FallbackConfig(target)
         instantiate(task.template, specs, attrs, cfg)
         _DEFAULT_SPLIT[key] = partition_of(task.template, cfg)

@@ -11,11 +11,11 @@ import pytest
 
 from autotune import Task
 from autotune.measure import timed_as
-from autotune.model_confirm import _applies_on_these_threads
 from relay_ir.backend.lower_group import (
     AnchorTask,
     applied_config,
     default_partition,
+    splits_otherwise,
     timed_data_block,
 )
 from relay_ir.backend.tuned import TuningScope
@@ -110,14 +110,12 @@ def test_the_build_warns_which_tasks_keep_their_default_on_two_threads(
     assert task.workload_key in text and "still apply on one thread" in text
 
 
-def test_model_confirmation_judges_on_two_threads_only_the_records_the_build_applies(
+def test_on_two_threads_only_a_config_that_splits_as_the_default_runs(
         conv, monkeypatch: pytest.MonkeyPatch) -> None:
     task, _, _ = conv
-    same, other, _ = _configs(task)
-    fb = FallbackConfig(task.target)
-    timed_as(task, True).instantiate(fb)
+    same, other, split = _configs(task)
     monkeypatch.setenv("TESSEL_NUM_THREADS", "2")
-    assert _applies_on_these_threads(CONV, same, fb)
-    assert not _applies_on_these_threads(CONV, other, fb)
+    assert not splits_otherwise(CONV, same, split)
+    assert splits_otherwise(CONV, other, split)
     monkeypatch.setenv("TESSEL_NUM_THREADS", "1")
-    assert _applies_on_these_threads(CONV, other, fb)
+    assert not splits_otherwise(CONV, other, split)
