@@ -49,6 +49,7 @@ from schedule.templates import (
     input_packers,
     instantiate,
     partition_of,
+    template_applies,
     templates_for,
     workload_key,
 )
@@ -293,6 +294,8 @@ def anchor_tasks(fn: Function, const_params: frozenset[int] = frozenset(),
     for name in names:
         if secondary and not get_template(name).tunable:
             continue
+        if not template_applies(name, specs, picked[1]):
+            continue  # an alternate for some calls only (a Winograd conv: 3x3, stride 1)
         tattrs = dict(picked[1])
         if arity == 2 and operands[1] in const_params:
             tattrs = constant_weight_attrs(name, tattrs)

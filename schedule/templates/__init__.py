@@ -154,6 +154,7 @@ from schedule.templates.registry import (
     output_block_of,
     partition_of,
     register_template,
+    template_applies,
     template_for,
     templates_for,
     workload_key,
@@ -162,4 +163,5 @@ from schedule.templates.registry import (
 __all__ = ["DATA_BLOCK", "workload_key", "older_workload_keys", "TEMPLATES", "Template", "Epilogue",
            "register_template", "instantiate",
            "input_packers", "constant_weight_attrs", "output_block_of", "partition_of",
+           "template_applies",
            "config_space", "get_template", "build_compute"]

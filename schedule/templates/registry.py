@@ -70,6 +70,9 @@ class Template:
     # how a config splits the output among the threads of its parallel loop ("rows",
     # "channels"): see `partition_of`; None where the template does not say
     partition: Callable[[Any], str] | None = None
+    # whether the template computes a call of these arg specs and attrs (a Winograd conv:
+    # 3x3, stride 1); None: every call of its family. anchor_tasks leaves out the others
+    applies: Callable[[Sequence[ArgSpec], dict[str, Any]], bool] | None = None
 
 
 TEMPLATES: dict[str, Template] = {}
@@ -80,7 +83,8 @@ def register_template(name: str, target_kind: str = "llvm", compute: ComputeFn |
                       constant_weight_attrs: dict[str, Any] | None = None,
                       available: Callable[[Any], bool] | None = None,
                       output_block: str | None = None, version: int = 1,
-                      partition: Callable[[Any], str] | None = None
+                      partition: Callable[[Any], str] | None = None,
+                      applies: Callable[[Sequence[ArgSpec], dict[str, Any]], bool] | None = None
                       ) -> Callable[[ScheduleFn], ScheduleFn]:
     """Register the decorated schedule function with its compute builder under `name`.
 
@@ -88,7 +92,8 @@ def register_template(name: str, target_kind: str = "llvm", compute: ComputeFn |
     `output_block="tile_oc"` names the knob that decides a blocked output's channel block
     (see `output_block_of`); `version` (from 1) goes up when the template's kernels change
     how they time, so that older records no longer apply (see `workload_key`);
-    `partition(cfg)` says how a config splits the output among threads (`partition_of`).
+    `partition(cfg)` says how a config splits the output among threads (`partition_of`);
+    `applies(specs, attrs)` says whether it computes such a call at all (`template_applies`).
 
     tests/schedule/test_template_versions.py fails when what a template decides (its
     compute, config space, fallback or the schedule of fixed points of its space, for the
@@ -106,7 +111,7 @@ def register_template(name: str, target_kind: str = "llvm", compute: ComputeFn |
         doc = (fn.__doc__ or "").strip().split("\n")[0]
         TEMPLATES[name] = Template(name, target_kind, compute, fn, tunable, doc, packers,
                                    tuple(sorted((constant_weight_attrs or {}).items())),
-                                   available, output_block, version, partition)
+                                   available, output_block, version, partition, applies)
         return fn
 
     return deco
@@ -264,6 +269,17 @@ def templates_for(family: str, target: Any) -> tuple[str, ...]:
             return tuple(n for n in names
                          if TEMPLATES[n].available is None or TEMPLATES[n].available(t))
     return ()
+
+
+def template_applies(name: str, specs: Sequence[ArgSpec], attrs: dict[str, Any]) -> bool:
+    """Whether template `name` computes a call of these arg specs and attrs: an alternate
+    template may take only some calls of its family (registered with `applies`).
+
+        >>> template_applies("dense.x86", [((4, 8), "float32"), ((16, 8), "float32")], {})
+        True
+    """
+    test = get_template(name).applies
+    return test is None or bool(test(specs, attrs))
 
 
 def get_template(name: str) -> Template:
