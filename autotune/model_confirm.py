@@ -193,11 +193,13 @@ class _Applied:
 
 def _applied_records(plan: Any, db: TuningDatabase, target: str) -> dict[str, _Applied]:
     """The tasks of `plan`'s steps whose applied record (relay_ir.backend.tuned.find_tuned,
-    what the build read) is not the default as the model runs it, by workload key."""
+    what the build read) is not the default as the model runs it, by workload key: any
+    record of an alternate template (schedule.templates.is_alternate), which the default
+    build does not run at all."""
     from autotune.tuning import default_as_run
     from relay_ir.backend.lower_group import splits_otherwise
     from relay_ir.backend.tuned import find_tuned
-    from schedule.templates import partition_of
+    from schedule.templates import is_alternate, partition_of
 
     out: dict[str, _Applied | None] = {}  # None: the task applies its default
     for k, step in enumerate(plan.steps):
@@ -212,8 +214,11 @@ def _applied_records(plan: Any, db: TuningDatabase, target: str) -> dict[str, _A
         got = find_tuned(db, task.template, list(task.args), task.attrs, target)
         default = default_as_run(task, _InModelLayouts())
         default_json = canonical_json(default.to_json()) if default is not None else ""
-        out[key] = None if got is None or default is None or \
-            got.record.config_json == default_json or \
+        # an alternate template (a Winograd conv) replaces the family's default kernel:
+        # even its own default config is a choice to judge
+        own_default = got is not None and got.record.config_json == default_json and \
+            not is_alternate(task.template)
+        out[key] = None if got is None or default is None or own_default or \
             splits_otherwise(task.template, got.config,
                              partition_of(task.template, default)) else \
             _Applied(task, got.record.config_json, default_json, [k])

@@ -89,8 +89,8 @@ def output_block(task: AnchorTask, target: Any, tuning: TuningScope | None,
 # the templates a model runs with blocked values between them (a depthwise conv and the
 # stem too: timed as the logical task, their NCHW packing and unpacking, a transpose each,
 # cost more than the conv and ranked configs by it)
-_IN_MODEL = ("conv2d_NCHWc.x86", "conv2d_stem.x86", "depthwise_conv2d_NCHWc.x86",
-             "group_conv2d_NCHWc.x86")
+_IN_MODEL = ("conv2d_NCHWc.x86", "conv2d_NCHWc_winograd.x86", "conv2d_stem.x86",
+             "depthwise_conv2d_NCHWc.x86", "group_conv2d_NCHWc.x86")
 
 
 def as_in_model(template: str, specs: Sequence[Any], attrs: dict[str, Any], target: Any
@@ -185,8 +185,10 @@ def plan_layouts(main: Function, target: Any, tuning: TuningScope | None = None
         task = tasks[id(call)]
         block = 0
         if task is not None and takes_blocked_layout(task.template):
-            data = call.args[task.operands[0]]
-            block = output_block(task, target, tuning, block_of.get(id(data), 0))
+            data_block = block_of.get(id(call.args[task.operands[0]]), 0)
+            # the template the call runs (a family's fastest record: lower_group asks the same)
+            task = anchor_task(call.op, constant_params(call), target, tuning, data_block)
+            block = output_block(task, target, tuning, data_block)
         elif task is None and _keeps_layout(call.op):
             # pooling changes H and W: what must agree is the batch and the channels
             ins = {block_of[id(a)] for a in call.args if id(a) in block_of

@@ -34,7 +34,7 @@ import numpy as np
 
 import lowering
 from relay_ir.backend.blocked import Blocked, evaluate_call, to_blocked, to_logical
-from relay_ir.backend.tuned import TuningScope
+from relay_ir.backend.tuned import TuningScope, find_tuned
 from relay_ir.expr import Call, Constant, Function, Tuple, TupleGetItem, Var
 from relay_ir.op.registry import Op
 from relay_ir.strategy import out_shape, strategy_of
@@ -241,23 +241,51 @@ def constant_params(call: Call) -> frozenset[int]:
 
 
 def anchor_task(fn: Function, const_params: frozenset[int] = frozenset(),
-                target: Any = "llvm", tuning: TuningScope | None = None
-                ) -> AnchorTask | None:
+                target: Any = "llvm", tuning: TuningScope | None = None,
+                data_block: int = 0) -> AnchorTask | None:
     """The template task of a fused group, or None (no single anchor, operands that are not
     group parameters, no template for these shapes).
 
     `const_params` (see `constant_params`): a constant weight makes the template take it
     in its packed layout (schedule.templates.constant_weight_attrs). Where the target has
-    several templates for the anchor's family (`anchor_tasks`), the one whose record in
-    `tuning` is fastest, else the default.
+    several templates for the anchor's family (`anchor_tasks`: a GPU's implicit GEMM and
+    direct conv, a CPU's direct and Winograd conv), the one whose record in `tuning` is
+    fastest (`record_cost`: the record a call with its data in `data_block` applies), else
+    the default. The layout plan and the lowering both ask here with the call's data
+    block, so that the plan's blocks are those of the template the call runs.
     """
     tasks = anchor_tasks(fn, const_params, target)
     if len(tasks) > 1 and tuning is not None:
-        costs = [tuning.best_cost(t.template, list(t.specs), t.attrs, target) for t in tasks]
+        costs = [record_cost(t, target, tuning, data_block) for t in tasks]
         timed = [(c, k) for k, c in enumerate(costs) if c is not None]
         if timed:
             return tasks[min(timed)[1]]
     return tasks[0] if tasks else None
+
+
+def record_cost(task: AnchorTask, target: Any, tuning: TuningScope,
+                data_block: int = 0) -> float | None:
+    """Seconds of the record a call of `task` (its data in `data_block`) would apply, or
+    None where none applies (no record, or one the split rule refuses on this process's
+    threads: `applied_config`'s rule, without its notes on the scope): what `anchor_task`
+    compares a family's templates by.
+
+        >>> t = AnchorTask(None, "dense.x86", (((4, 16), "float32"),) * 2, {}, (0, 1))
+        >>> record_cost(t, "llvm", TuningScope(None)) is None
+        True
+    """
+    if tuning.db is None:
+        return None
+    attrs = record_attrs(task.template, task.specs, task.attrs, target, data_block)
+    if attrs is None:
+        return None
+    got = find_tuned(tuning.db, task.template, list(task.specs), attrs, target,
+                     tuning.any_device)
+    if got is None or splits_otherwise(task.template, got.config,
+                                       default_partition(task, target, data_block)
+                                       if lowering.kernel.num_threads() > 1 else None):
+        return None
+    return float(got.record.mean)
 
 
 def anchor_tasks(fn: Function, const_params: frozenset[int] = frozenset(),
@@ -328,8 +356,9 @@ def _has_zero_size(specs: Sequence[tuple[tuple[int, ...], str]]) -> bool:
 
 # the templates that take their data operand blocked (data_layout "NCHWxc") and write
 # their output blocked (out_layout "NCHWc")
-BLOCKED_TEMPLATES = frozenset({"conv2d_NCHWc.x86", "depthwise_conv2d_NCHWc.x86",
-                               "conv2d_int8.x86", "conv2d_stem.x86", "group_conv2d_NCHWc.x86"})
+BLOCKED_TEMPLATES = frozenset({"conv2d_NCHWc.x86", "conv2d_NCHWc_winograd.x86",
+                               "depthwise_conv2d_NCHWc.x86", "conv2d_int8.x86",
+                               "conv2d_stem.x86", "group_conv2d_NCHWc.x86"})
 # a grouped conv reads and writes blocked values too (it is one of BLOCKED_TEMPLATES),
 # instead of NCHW: before, the 1x1 conv before it unpacked its output, the grouped conv
 # packed it again in its padding stage and unpacked its own, which the 1x1 conv after it
@@ -582,6 +611,16 @@ def _anchor_tag(outs: list[Tensor]) -> str | None:
     return None
 
 
+def _data_block(fn: Function, const_params: frozenset[int], target: Any,
+                layout: GroupLayout | None) -> int:
+    """The block the group's anchor data arrives in (0: NCHW): a family's templates share
+    their operands, so the default's say."""
+    if layout is None or not any(layout.in_blocks):
+        return 0
+    tasks = anchor_tasks(fn, const_params, target)
+    return data_block_of(tasks[0], layout) if tasks else 0
+
+
 def lower_group(fn: Function, target: Any = "llvm",
                 const_params: frozenset[int] = frozenset(),
                 tuning: TuningScope | None = None,
@@ -605,7 +644,8 @@ def lower_group(fn: Function, target: Any = "llvm",
         in_specs = [physical_spec(sp, b) for sp, b in zip(in_specs, layout.in_blocks)]
         out_specs = [physical_spec(sp, b) for sp, b in zip(out_specs, layout.out_blocks)]
     attempts: list[tuple[str, Callable[[], Any]]] = []
-    task = anchor_task(fn, const_params, target, tuning)
+    task = anchor_task(fn, const_params, target, tuning, _data_block(fn, const_params, target,
+                                                                   layout))
     if task is not None:
         attempts.append((f"template {task.template}",
                          lambda: _template_path(fn, task, target, tuning, layout)))

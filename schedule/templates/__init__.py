@@ -150,6 +150,7 @@ from schedule.templates.registry import (
     get_template,
     input_packers,
     instantiate,
+    is_alternate,
     older_workload_keys,
     output_block_of,
     partition_of,
@@ -163,5 +164,5 @@ from schedule.templates.registry import (
 __all__ = ["DATA_BLOCK", "workload_key", "older_workload_keys", "TEMPLATES", "Template", "Epilogue",
            "register_template", "instantiate",
            "input_packers", "constant_weight_attrs", "output_block_of", "partition_of",
-           "template_applies",
+           "template_applies", "is_alternate",
            "config_space", "get_template", "build_compute"]

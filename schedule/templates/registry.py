@@ -217,10 +217,30 @@ _BASE_BY_KEY = {("conv2d", "cpu"): "conv2d_NCHWc", ("conv2d", "gpu"): "conv2d_nc
 # other templates a target has for a family, each tuned as its own task: a compilation
 # takes the one whose tuning record is fastest (the first, template_for's, when none has)
 _ALTERNATES_BY_KEY = {("conv2d", "gpu"): ("conv2d_nchw",),
+                      # Winograd F(m x m, 3 x 3) for the 3x3 stride-1 convs (its `applies`):
+                      # which wins depends on the shape and the CPU, so tuning decides
+                      ("conv2d", "cpu"): ("conv2d_NCHWc_winograd",),
                       ("conv2d_stem", "gpu"): ("conv2d_nchw",),
                       ("dense_tensorcore", "gpu"): ("dense",),
                       ("conv2d_tensorcore", "gpu"): ("conv2d_nchw_gemm", "conv2d_nchw"),
                       ("conv2d_int8", "gpu"): ("conv2d_nchw",)}
+
+
+def is_alternate(name: str) -> bool:
+    """Whether template `name` is another template of a family whose default is not it (a
+    CPU's Winograd conv beside the direct one): a call runs it only where its record is
+    faster than the default template's, so even its own default config is a choice the
+    model's confirmation judges against the family's default.
+
+        >>> is_alternate("conv2d_NCHWc_winograd.x86"), is_alternate("conv2d_NCHWc.x86")
+        (True, False)
+    """
+    for (family, key), bases in _ALTERNATES_BY_KEY.items():
+        suffix = _SUFFIX_BY_KEY[key]
+        default = f"{_BASE_BY_KEY.get((family, key), family)}.{suffix}"
+        if name != default and name in {f"{b}.{suffix}" for b in bases}:
+            return True
+    return False
 
 
 def template_for(family: str, target: Any) -> str | None:
