@@ -150,6 +150,20 @@ def fallback_value(cfg: Any, name: str, value: Any) -> None:
     raise ScheduleError(f"fallback value {value!r} is not a choice of knob '{name}'")
 
 
+def parallel_knob_split(cfg: Any) -> str:
+    """How a config splits its output among threads where its knob `parallel` says it
+    outright ("rows", "channels", "rows_cols"): a template's `partition`
+    (schedule.templates.partition_of).
+
+        >>> from schedule.space import FallbackConfig
+        >>> cfg = FallbackConfig("llvm")
+        >>> cfg.define_knob("parallel", ["rows", "channels"])
+        >>> parallel_knob_split(cfg)
+        'rows'
+    """
+    return str(cfg["parallel"].val)
+
+
 def parallel_fuse(s: Schedule, t: Tensor, axes: Sequence[Any]) -> Any:
     """Fuse the given adjacent outer axes into one parallel loop; returns it."""
     ax = s[t].fuse(*axes) if len(axes) > 1 else axes[0]

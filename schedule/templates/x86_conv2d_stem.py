@@ -47,6 +47,7 @@ from schedule.templates.common import (
     divisor_at_most,
     fallback_split,
     fallback_value,
+    parallel_knob_split,
     schedule_copy_stage,
     shape_of,
 )
@@ -202,4 +203,4 @@ def _packers(ins: Sequence[Tensor], args: Sequence[Any], attrs: dict[str, Any]
 
 register_template(NAME, "llvm", compute=_compute, packers=_packers,
                   constant_weight_attrs={"kernel_layout": "OIHWo"},
-                  output_block="tile_oc")(schedule_conv2d_stem)
+                  output_block="tile_oc", partition=parallel_knob_split)(schedule_conv2d_stem)

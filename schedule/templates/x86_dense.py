@@ -36,6 +36,7 @@ from schedule.templates.common import (
     inline_injective,
     output_and_accumulator,
     parallel_fuse,
+    parallel_knob_split,
     schedule_copy_stage,
     shape_of,
 )
@@ -325,10 +326,16 @@ def schedule_gemm(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     return s
 
 
+# partition: the knob `parallel` (a batch-1 product has one row block: "rows" runs it on
+# one thread, which a record tuned on one thread may choose at no cost there; ResNet-18's
+# dense record so ran 1.46x its default on two threads)
 register_template("dense.x86", "llvm", compute=_dense_compute,
                   packers=_pack_b(lambda attrs: True),
-                  constant_weight_attrs={"weight_layout": "packed"})(schedule_gemm)
+                  constant_weight_attrs={"weight_layout": "packed"},
+                  partition=parallel_knob_split)(schedule_gemm)
 register_template("matmul.x86", "llvm", compute=_matmul_compute,
                   packers=_pack_b(lambda attrs: bool(attrs.get("transpose_b", False))),
-                  constant_weight_attrs={"weight_layout": "packed"})(schedule_gemm)
-register_template("batch_matmul.x86", "llvm", compute=_batch_matmul_compute)(schedule_gemm)
+                  constant_weight_attrs={"weight_layout": "packed"},
+                  partition=parallel_knob_split)(schedule_gemm)
+register_template("batch_matmul.x86", "llvm", compute=_batch_matmul_compute,
+                  partition=parallel_knob_split)(schedule_gemm)

@@ -58,6 +58,7 @@ from schedule.templates.common import (
     inline_injective,
     output_and_accumulator,
     parallel_fuse,
+    parallel_knob_split,
     schedule_copy_stage,
     shape_of,
 )
@@ -259,4 +260,5 @@ def _packers(ins: Sequence[Tensor], args: Sequence[Any], attrs: dict[str, Any]
 
 
 register_template(NAME, "llvm", compute=_compute, packers=_packers,
-                  constant_weight_attrs={"kernel_layout": "packed"})(schedule_depthwise_nchwc)
+                  constant_weight_attrs={"kernel_layout": "packed"},
+                  partition=parallel_knob_split)(schedule_depthwise_nchwc)

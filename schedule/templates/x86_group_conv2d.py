@@ -40,6 +40,7 @@ from schedule.templates.x86_conv2d_nchwc import (
     PACK_KERNEL,
     UNPACK,
     _block_knob,
+    conv_partition,
     pack_oihw,
     pick_blocks,
     register_rows,
@@ -134,4 +135,5 @@ def _packers(ins: Sequence[Tensor], args: Sequence[Any], attrs: dict[str, Any]
 
 register_template("group_conv2d_NCHWc.x86", "llvm", compute=_compute, packers=_packers,
                   constant_weight_attrs={"kernel_layout": "OIHWio"},
-                  output_block="tile_oc", version=2)(schedule_conv2d_nchwc)
+                  output_block="tile_oc", version=2,
+                  partition=conv_partition)(schedule_conv2d_nchwc)

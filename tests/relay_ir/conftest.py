@@ -26,3 +26,15 @@ def applied(monkeypatch: pytest.MonkeyPatch) -> list:
         return cfg
     monkeypatch.setattr(TuningScope, "config", spy)
     return got
+
+
+def far_config_index(task) -> int:
+    """The last point of `task`'s space (far from the fallback choice) that splits the
+    output among threads as the default does, so that a build on any thread count applies
+    a record of it (lower_group.applied_config's split rule)."""
+    from schedule.templates import partition_of
+
+    space = task.config_space()
+    split = partition_of(task.template, task.default_config())
+    return next(i for i in reversed(range(space.size))
+                if partition_of(task.template, space.get(i)) == split)

@@ -16,6 +16,7 @@ from autotune.extract import extract_tasks
 from relay_ir.backend.pipeline import specialize
 from relay_ir.backend.tuned import TuningScope
 from tessel_errors import RelayError, TuningLogError
+from tests.relay_ir.conftest import far_config_index
 from tests.relay_ir.programs import mlp, mlp_dynamic, mlp_inputs, resnet_block, resnet_block_inputs
 from tuning_logs import MeasureRecord, TuningDatabase, using_database
 
@@ -29,14 +30,15 @@ def _record_for(task, index: int, device: str | None = None) -> MeasureRecord:
 
 
 def _tuned_db(mod, path: Path, device: str | None = None) -> dict[str, str]:
-    """A database with one record per task of `mod` (far from the fallback choice);
+    """A database with one record per task of `mod` (far from the fallback choice,
+    `far_config_index`);
     returns {workload key: recorded config json}."""
     tasks = extract_tasks(mod, "llvm")
     assert tasks, "the model has tunable tasks"
     configs = {}
     with TuningDatabase(path) as db:
         for task, _ in tasks:
-            rec = _record_for(task, task.config_space().size - 1, device)
+            rec = _record_for(task, far_config_index(task), device)
             db.add(rec)
             configs[task.workload_key] = _canon(rec.config_json)
     return configs
@@ -78,8 +80,7 @@ def test_build_applies_the_best_record_and_stays_correct(tmp_path: Path) -> None
     db_path = tmp_path / "tuning.db"
     with TuningDatabase(db_path) as db:
         for task, _ in tasks:
-            space = task.config_space()
-            db.add(_record_for(task, space.size - 1))  # far from the fallback choice
+            db.add(_record_for(task, far_config_index(task)))  # far from the fallback
     inputs = mlp_inputs(np.random.default_rng(5))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every task has a record: no warning

@@ -15,17 +15,20 @@ from autotune.extract import extract_tasks
 from relay_ir.backend.tuned import find_tuned
 from tessel_target import device_key, legacy_device_key
 from tests.relay_ir.conftest import canon as _canon
+from tests.relay_ir.conftest import far_config_index
 from tests.relay_ir.programs import mlp, mlp_inputs
 from tuning_logs import MeasureRecord, TuningDatabase
 
 
 def _db_at(path: Path, device: str) -> dict[str, str]:
-    """One record per task of the MLP, filed under `device` (far from the default choice);
+    """One record per task of the MLP, filed under `device` (far from the default choice,
+    but splitting the work among threads as the default does, so that the split rule of
+    lower_group.applied_config lets a build on any count apply it);
     returns {workload key: recorded config json}."""
     configs = {}
     with TuningDatabase(path) as db:
         for task, _ in extract_tasks(mlp(), "llvm"):
-            cfg = task.config_space().get(task.config_space().size - 1)
+            cfg = task.config_space().get(far_config_index(task))
             db.add(MeasureRecord(task.workload_key, task.template, task.target, device,
                                  cfg.to_json(), costs=(1e-4,), tuner="test"))
             configs[task.workload_key] = _canon(cfg.to_json())

@@ -119,3 +119,37 @@ def test_on_two_threads_only_a_config_that_splits_as_the_default_runs(
     assert splits_otherwise(CONV, other, split)
     monkeypatch.setenv("TESSEL_NUM_THREADS", "1")
     assert not splits_otherwise(CONV, other, split)
+
+
+# the other templates whose configs choose how threads split the output: ResNet-18's
+# dense layer, a MobileNetV2 depthwise conv, ResNet's stem, a ResNeXt grouped conv (as
+# models hand them over: constant weights packed once)
+OTHERS = {
+    "dense.x86": ([((1, 512), "float32"), ((1000, 512), "float32")],
+                  {"weight_layout": "packed"}),
+    "depthwise_conv2d_NCHWc.x86": ([((1, 96, 56, 56), "float32"), ((96, 1, 3, 3), "float32")],
+                                   {"padding": [1, 1, 1, 1], "groups": 96,
+                                    "kernel_layout": "packed"}),
+    "conv2d_stem.x86": ([((1, 3, 224, 224), "float32"), ((64, 3, 7, 7), "float32")],
+                        {"padding": [3, 3, 3, 3], "strides": [2, 2], "kernel_layout": "OIHWo"}),
+    "group_conv2d_NCHWc.x86": ([((1, 128, 28, 28), "float32"), ((128, 4, 3, 3), "float32")],
+                               {"padding": [1, 1, 1, 1], "groups": 32,
+                                "kernel_layout": "OIHWio"}),
+}
+
+
+@pytest.mark.parametrize("template", sorted(OTHERS))
+def test_a_record_of_another_template_that_splits_otherwise_is_not_applied_on_two_threads(
+        template: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    specs, attrs = OTHERS[template]
+    task = Task(template, specs, attrs, AVX512)
+    anchor = AnchorTask(None, template, tuple(specs), dict(attrs), (0, 1))
+    block = timed_data_block(template, specs, attrs, AVX512)
+    split = default_partition(anchor, AVX512, block)
+    other = next(task.config(i) for i in range(task.space.size)
+                 if partition_of(template, task.config(i)) != split)
+    scope = _scope_with(tmp_path, task, other)
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "1")
+    assert applied_config(anchor, AVX512, scope, block).to_json() == other.to_json()
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "2")
+    assert applied_config(anchor, AVX512, scope, block) is None
