@@ -411,25 +411,24 @@ def cmd_compile(args: argparse.Namespace) -> int:
     """Compile an ONNX model with relay_ir.build and save it (--any-device: use records of
     other devices too)."""
     import relay_ir
-    from autotune.extract import extract_tasks
-    from relay_ir.backend.tuned import find_tuned
+    from relay_ir.backend.pipeline import build_with_scope
+    from relay_ir.backend.tuned import TuningScope
 
     db_path = _compile_db(args.db)
     mod, params = _load_model(args.model, args.shape)
+    t0 = time.time()
     if db_path is not None:
+        # the count comes from the build's own scope: what it applied, after the split
+        # rule and every other rule of lower_group.applied_config
         with TuningDatabase(db_path, readonly=True) as db:
-            tasks = extract_tasks(mod, args.target, params)
-            have = [t for t, _ in tasks if find_tuned(db, t.template, t.args, t.attrs,
-                                                      t.target, args.any_device)]
-        where = "on any device" if args.any_device else "on this device"
-        print(f"{len(have)} of {len(tasks)} tunable tasks have tuning records {where} in "
-              f"{db_path}")
+            scope = TuningScope(db, args.any_device)
+            lib = build_with_scope(mod, args.target, params, scope)
+        scope.warn(stacklevel=1)  # here, as relay_ir.build's point at its caller
+        print(scope.report())  # (a model with `?` dims compiles nothing yet: save refuses it)
     else:
         print(f"no tuning database at {DEFAULT_DB_PATH}: every task uses its default "
               "schedule (tune with `tessel tune MODEL`, or name one with --db)")
-    t0 = time.time()
-    lib = relay_ir.build(mod, target=args.target, params=params, tuning_db=db_path,
-                         any_device=args.any_device)
+        lib = relay_ir.build(mod, target=args.target, params=params)
     lib.save(args.output)
     print(f"compiled {args.model} in {time.time() - t0:.1f} s -> {args.output}")
     return 0
