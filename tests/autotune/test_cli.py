@@ -358,7 +358,7 @@ def test_tune_untuned_only_tunes_just_the_tasks_without_a_record(tmp_path: Path)
     out = _tessel("tune", "two.onnx", "--untuned-only", "--trials-per-task", "2", "--tuner",
                   "random", "--db", "t.db", "--no-progress", "--no-model-confirm",
                   "--min-repeat-ms", "1", cwd=tmp_path).stdout
-    assert "--untuned-only: 1 of 2 tasks have no record on this device" in out
+    assert "--untuned-only: 1 of 2 tasks have no record in t.db that a build here reads" in out
     with TuningDatabase(tmp_path / "t.db") as db:
         assert db.count(first.workload_key) == before and db.count(second.workload_key) > 0
 
@@ -378,7 +378,8 @@ def test_tune_untuned_only_with_every_task_recorded_confirms_and_tunes_nothing(
         before = db.count()
     out = _tessel("tune", "two.onnx", "--untuned-only", "--trials-per-task", "2", "--db",
                   "t.db", "--no-progress", "--no-model-confirm", cwd=tmp_path).stdout
-    assert "every task has a record; nothing tuned" in out
+    assert "every task has a record in t.db that a build here reads" in out
+    assert "; nothing tuned, the records are confirmed in the model" in out
     with TuningDatabase(tmp_path / "t.db") as db:
         assert db.count() == before
 

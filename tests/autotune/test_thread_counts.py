@@ -128,6 +128,28 @@ def test_untuned_only_counts_legacy_records_but_not_those_of_other_counts(
     assert [t.args for t, _ in left] == [b.args]
 
 
+def test_untuned_only_says_it_counts_this_thread_count_and_legacy_records(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    from autotune.cli import build_parser
+
+    a = Task("synthetic.test", [((64, 36), "float32")])
+    with TuningDatabase(tmp_path / "t.db") as db:  # tuned on one thread only
+        db.add(MeasureRecord(a.workload_key, a.template, a.target,
+                             device_key("llvm", threads=1), a.config(0).to_json(), (1e-3,)))
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "2")
+    left, _ = _untuned(str(tmp_path / "t.db"), [(_fresh(a), 1)], [], 0)
+    said = capsys.readouterr().out
+    assert len(left) == 1 and "1 of 1 tasks have no record in" in said
+    assert "one of this device at 2 threads (TESSEL_NUM_THREADS)" in said
+    assert "or one filed before records had a thread count" in said
+    assert "records of other thread counts do not count" in said
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["tune", "--help"])
+    helped = " ".join(capsys.readouterr().out.split())  # argparse wraps the lines
+    assert "at this thread count (TESSEL_NUM_THREADS) or filed before records had a thread " \
+        "count; records of other counts do not count" in helped
+
+
 def test_db_best_shows_this_counts_records_else_the_legacy_ones(tmp_path: Path) -> None:
     import os
     import subprocess
