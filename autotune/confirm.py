@@ -214,12 +214,10 @@ def _other_counts(task: Task, db: TuningDatabase) -> list[MeasureRecord]:
     candidates of a confirmation at this count, whose verdicts are filed at this count.
     Not legacy records (filed before records had a count): builds apply them at any count
     until this one has records, and a model's confirmation judges them at its count."""
-    from tessel_target import device_threads, legacy_device_key
+    from tessel_target import at_other_thread_counts
 
-    base = legacy_device_key(task.device_key)
-    return [r for r in db.history(task.workload_key, task.target)
-            if r.device_key != task.device_key and device_threads(r.device_key) is not None
-            and legacy_device_key(r.device_key) == base]
+    return at_other_thread_counts(db.history(task.workload_key, task.target),
+                                  task.device_key)
 
 
 def _unit(task: Task, db: TuningDatabase, default_json: str,

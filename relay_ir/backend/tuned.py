@@ -45,7 +45,12 @@ from lowering.kernel import num_threads
 from schedule.space import ConfigEntity
 from schedule.templates import config_space, older_workload_keys, workload_key
 from tessel_errors import RelayError, TesselError
-from tessel_target import device_key, device_threads, legacy_device_key, read_device_keys
+from tessel_target import (
+    at_other_thread_counts,
+    device_key,
+    device_threads,
+    read_device_keys,
+)
 from tuning_logs import MeasureRecord, TuningDatabase
 
 
@@ -101,15 +106,13 @@ def other_thread_counts(db: TuningDatabase, template: str, specs: Sequence[Any],
         >>> other_thread_counts(db, "dense.x86", [((4, 16), "float32")] * 2, {}, "llvm")
         []
     """
-    here = device_key(str(target))
-    base = legacy_device_key(here)
     try:
-        found = {device_threads(r.device_key)
-                 for r in db.history(workload_key(template, specs, attrs), str(target))
-                 if r.ok and r.device_key != here and legacy_device_key(r.device_key) == base}
+        history = db.history(workload_key(template, specs, attrs), str(target))
     except TesselError as e:
         raise RelayError(f"relay_ir.build cannot read its tuning records: {e}") from None
-    return sorted(n for n in found if n is not None)
+    return sorted({device_threads(r.device_key)
+                   for r in at_other_thread_counts(history, device_key(str(target)))
+                   if r.ok})
 
 
 def _best(db: TuningDatabase, key: str, target: str, device: str | None) -> Any:

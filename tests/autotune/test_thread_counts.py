@@ -150,6 +150,27 @@ def test_untuned_only_says_it_counts_this_thread_count_and_legacy_records(
         "count; records of other counts do not count" in helped
 
 
+def test_build_and_confirmation_read_the_same_records_of_other_counts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autotune.confirm import _other_counts
+    from relay_ir.backend.tuned import other_thread_counts
+
+    mm = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "2")
+    keys = [device_key("llvm", threads=1), device_key("llvm", threads=4),
+            legacy_device_key(device_key("llvm")),  # applies at any count: not "other"
+            "llvm -mcpu=znver4|AMD EPYC 9654|0a1b2c3d|threads=1"]  # another machine
+    with TuningDatabase(tmp_path / "t.db") as db:
+        db.add_many([MeasureRecord(mm.workload_key, mm.template, mm.target, key,
+                                   mm.config(i).to_json(), (1e-3,))
+                     for i, key in enumerate(keys)])
+        counts = other_thread_counts(db, mm.template, list(mm.args), mm.attrs, mm.target)
+        records = _other_counts(_fresh(mm), db)
+    assert counts == [1, 4]
+    assert sorted(device_threads(r.device_key) for r in records) == counts
+    assert {r.device_key for r in records} == set(keys[:2])
+
+
 def test_db_best_shows_this_counts_records_else_the_legacy_ones(tmp_path: Path) -> None:
     import os
     import subprocess
