@@ -1,7 +1,8 @@
 """Records are filed at the thread count they were timed on (tessel_target.device_key):
 resume skips what was measured at this count only, confirmation at one count does not
-touch another's records, and legacy records (no count) keep applying until this count has
-its own."""
+touch another's records, legacy records (no count) keep applying until this count has
+its own, and the first verdict at a count carries the legacy verdicts there, so that a
+rejection of one legacy record does not hide the others."""
 
 from __future__ import annotations
 
@@ -109,6 +110,79 @@ def test_a_rejection_in_the_model_at_two_threads_leaves_the_record_applied_at_on
         assert [device_threads(r.device_key) for r in rejected] == [2]
         monkeypatch.setenv("TESSEL_NUM_THREADS", "1")
         assert _applied(db, _fresh(conv)) == cand  # still applied at one
+
+
+def _legacy_verdicts(db: TuningDatabase, task: Task, default: str,
+                     confirmed: list[tuple[str, float]]) -> None:
+    """Legacy records (no thread count) of `task`: the default and `confirmed` configs
+    as trials, then confirmed beside the default at the given ratios."""
+    key = legacy_device_key(device_key(task.target))
+    trials = [(default, 1e-3, "xgb")] + [(c, r * 0.9e-3, "xgb") for c, r in confirmed]
+    verdicts = [(default, 1e-3, CONFIRM_TUNER)] + [(c, r * 1e-3, CONFIRM_TUNER)
+                                                   for c, r in confirmed]
+    db.add_many([MeasureRecord(task.workload_key, task.template, task.target, key, config,
+                               (seconds,), tuner=tuner)
+                 for config, seconds, tuner in trials + verdicts])
+
+
+def test_a_rejection_at_a_count_of_a_legacy_record_leaves_the_next_legacy_record_applied(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autotune.confirm import record_rejection
+
+    mm = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+    default = canonical_json(mm.default_config().to_json())
+    first, second = (canonical_json(mm.config(i).to_json()) for i in (1, 2))
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "2")
+    with TuningDatabase(tmp_path / "t.db") as db:
+        _legacy_verdicts(db, mm, default, [(first, 0.8), (second, 0.9)])
+        here = _fresh(mm)
+        assert _applied(db, here) == first
+        assert record_rejection(here, db, default, first, "slower in the model", None,
+                                default_seconds=1e-3)
+        assert _applied(db, here) == second  # not the default: `second` was not judged
+        rejected = [r for r in db.history(mm.workload_key) if not r.ok]
+        assert [(r.config_json, device_threads(r.device_key)) for r in rejected] == \
+            [(first, 2)]
+        monkeypatch.setenv("TESSEL_NUM_THREADS", "1")
+        assert _applied(db, _fresh(mm)) == first  # the legacy records are untouched
+
+
+def test_a_confirmation_at_a_count_without_records_keeps_the_legacy_verdicts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mm = Task("matmul.x86", [((64, 64), "float32"), ((64, 64), "float32")])
+    default = canonical_json(mm.default_config().to_json())
+    judged, new = (canonical_json(mm.config(i).to_json()) for i in (1, 3))
+    one = device_key("llvm", threads=1)
+    times = lambda t, c: {1: 1.3, 3: 0.7}.get(c.index, 1.0) * 1e-3  # noqa: E731
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "2")
+    with TuningDatabase(tmp_path / "t.db") as db:
+        _legacy_verdicts(db, mm, default, [(judged, 0.8)])
+        db.add_many([MeasureRecord(mm.workload_key, mm.template, mm.target, one, config,
+                                   (seconds,)) for config, seconds in
+                     [(default, 1e-3), (judged, 0.5e-3), (new, 0.6e-3)]])
+        verdicts = confirm_best(_fresh(mm), db, FakeRunner(times), k=2)
+        # the legacy verdict on `judged` came along: only the one-thread `new` is timed
+        assert [(v.config_json, v.accepted) for v in verdicts] == [(new, True)]
+        assert _applied(db, _fresh(mm)) == new
+
+
+def test_a_model_confirmation_at_a_count_judges_the_next_legacy_record_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model) -> None:  # noqa: F811
+    from autotune.extract import extract_model_tasks
+
+    mod, params = model
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "2")
+    conv = next(t for t, _ in extract_model_tasks(mod, "llvm", params).tasks
+                if t.args[1][0][2] == 3)
+    default, (first, second) = _default_json(conv), _others(conv, 2)
+    with TuningDatabase(tmp_path / "t.db") as db:
+        _legacy_verdicts(db, conv, default, [(first, 0.8), (second, 0.9)])
+        got = confirm_in_model(mod, params, "llvm", db, timer=by_task(lambda n, p: 1.3))
+        assert [(v.config_json, v.accepted) for v in got.verdicts] == \
+            [(first, False), (second, False)]
+        assert _applied(db, _fresh(conv)) == default  # both lost in the model at two
+        monkeypatch.setenv("TESSEL_NUM_THREADS", "1")
+        assert _applied(db, _fresh(conv)) == first
 
 
 def test_untuned_only_counts_legacy_records_but_not_those_of_other_counts(
