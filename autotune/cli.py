@@ -173,8 +173,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise TesselError("--untuned-only picks among a model's tasks: give MODEL.onnx, or "
                           "leave the option out for --op tasks")
     if args.untuned_only and not tasks:
-        print("--untuned-only: every task has a record; nothing tuned, the records are "
-              "confirmed in the model")
+        print(f"--untuned-only: every task has a record in {args.db}{_read_here()}; nothing "
+              "tuned, the records are confirmed in the model")
         with TuningDatabase(args.db) as db:
             return _confirm_model(args, mod, params, db, None)
     if not tasks:
@@ -245,7 +245,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def _untuned(db_path: str, found: list[tuple[Any, int]], alternates: list[list[int]],
              offset: int) -> tuple[list[tuple[Any, int]], list[list[int]]]:
     """`tessel tune MODEL --untuned-only`: the model's tasks this device has no record of in
-    the database at this thread count nor from before records had one (e.g. tasks a newer
+    the database at this thread count nor from before records had one (`_read_here`; e.g.
+    tasks a newer
     Tessel files apart), and the alternate sets left whole, renumbered (`offset`: the
     --op tasks before them)."""
     from tessel_target import read_device_keys
@@ -254,11 +255,27 @@ def _untuned(db_path: str, found: list[tuple[Any, int]], alternates: list[list[i
         keep = [k for k, (t, _) in enumerate(found)
                 if all(db.count(t.workload_key, t.target, d) == 0
                        for d in read_device_keys(t.device_key))]
-    print(f"--untuned-only: {len(keep)} of {len(found)} tasks have no record on this "
-          f"device in {db_path}; only they are tuned")
+    print(f"--untuned-only: {len(keep)} of {len(found)} tasks have no record in {db_path}"
+          f"{_read_here()}; only they are tuned")
     new = {offset + k: offset + j for j, k in enumerate(keep)}
     return [found[k] for k in keep], [[new[k] for k in a] for a in alternates
                                       if all(k in new for k in a)]
+
+
+def _read_here() -> str:
+    """Which records `--untuned-only` counts, in words after "record": those a build here
+    reads (tessel_target.read_device_keys).
+
+        >>> "(TESSEL_NUM_THREADS)" in _read_here()
+        True
+    """
+    from lowering.kernel import num_threads
+
+    n = num_threads()
+    threads = f"{n} thread{'s' if n != 1 else ''}"
+    return (f" that a build here reads: one of this device at {threads} "
+            "(TESSEL_NUM_THREADS) or one filed before records had a thread count (records of "
+            f"other thread counts do not count: a build on {threads} does not apply them)")
 
 
 def _clock_word() -> str:
@@ -411,25 +428,24 @@ def cmd_compile(args: argparse.Namespace) -> int:
     """Compile an ONNX model with relay_ir.build and save it (--any-device: use records of
     other devices too)."""
     import relay_ir
-    from autotune.extract import extract_tasks
-    from relay_ir.backend.tuned import find_tuned
+    from relay_ir.backend.pipeline import build_with_scope
+    from relay_ir.backend.tuned import TuningScope
 
     db_path = _compile_db(args.db)
     mod, params = _load_model(args.model, args.shape)
+    t0 = time.time()
     if db_path is not None:
+        # the count comes from the build's own scope: what it applied, after the split
+        # rule and every other rule of lower_group.applied_config
         with TuningDatabase(db_path, readonly=True) as db:
-            tasks = extract_tasks(mod, args.target, params)
-            have = [t for t, _ in tasks if find_tuned(db, t.template, t.args, t.attrs,
-                                                      t.target, args.any_device)]
-        where = "on any device" if args.any_device else "on this device"
-        print(f"{len(have)} of {len(tasks)} tunable tasks have tuning records {where} in "
-              f"{db_path}")
+            scope = TuningScope(db, args.any_device)
+            lib = build_with_scope(mod, args.target, params, scope)
+        scope.warn(stacklevel=1)  # here, as relay_ir.build's point at its caller
+        print(scope.report())  # (a model with `?` dims compiles nothing yet: save refuses it)
     else:
         print(f"no tuning database at {DEFAULT_DB_PATH}: every task uses its default "
               "schedule (tune with `tessel tune MODEL`, or name one with --db)")
-    t0 = time.time()
-    lib = relay_ir.build(mod, target=args.target, params=params, tuning_db=db_path,
-                         any_device=args.any_device)
+        lib = relay_ir.build(mod, target=args.target, params=params)
     lib.save(args.output)
     print(f"compiled {args.model} in {time.time() - t0:.1f} s -> {args.output}")
     return 0
@@ -638,8 +654,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--trials-per-task", type=int, default=None,
                    help="for MODEL: the same measurements for every task instead")
     t.add_argument("--untuned-only", action="store_true",
-                   help="for MODEL: tune only the tasks without a record on this device in "
-                        "--db (the model confirmation still judges every applied record)")
+                   help="for MODEL: tune only the tasks without a record in --db of this "
+                        "device at this thread count (TESSEL_NUM_THREADS) or filed before "
+                        "records had a thread count; records of other counts do not count "
+                        "(the model confirmation still judges every applied record)")
     t.add_argument("--tuner", default="xgb",
                    choices=["xgb", "xgb_loop", "random", "grid", "ga", "genetic"])
     t.add_argument("--db", default=str(DEFAULT_DB_PATH), help="the tuning database")

@@ -18,7 +18,10 @@ untimed: the model plans its layouts from the applied configs, so its consumers 
 read a layout the worker never timed them with. A rejection is a confirm record with an
 error, and `TuningDatabase.best` never applies a config that has one, whatever its other
 confirm records say: autotune.model_confirm rejects so a confirmed record that loses to
-the default in the model.
+the default in the model. Verdicts are filed at the thread count of the process; the first
+verdict at a count with no records of the task carries the task's legacy verdicts (filed
+before records had a count, which builds there applied until then) to that count first,
+so that judging one legacy record there does not hide the others (`_carry_legacy_verdicts`).
 
     >>> from autotune import FakeRunner, Task
     >>> from tuning_logs import TuningDatabase
@@ -143,6 +146,8 @@ def confirm_best(task: Task, db: TuningDatabase, runner: Any, k: int = 2,
     if default is None:
         return []
     default_json = canonical_json(default.to_json())
+    # first, so that a config a carried verdict judged is no candidate again
+    _carry_legacy_verdicts(task, db, default_json)
     todo = candidates(task, db, default_json, k)
     verdicts: list[Verdict] = []
     rule = block_rule(task, runner)
@@ -189,7 +194,10 @@ def record_rejection(task: Task, db: TuningDatabase, default_json: str, config_j
     that the task still has a record to apply. The default's record is in the task's unit
     (see `_unit`: the runner's, else the default's tuning record, else
     `default_seconds`, e.g. its time in the model); False, nothing recorded, when there is
-    no unit at all.
+    no unit at all. At a thread count with no records of the task, where a build applied a
+    legacy record, the legacy verdicts come to this count first (`_carry_legacy_verdicts`):
+    a rejected legacy record gives way to the task's next legacy confirmed record there,
+    not to the default.
 
         >>> from autotune import FakeRunner, Task
         >>> from tuning_logs import TuningDatabase
@@ -213,13 +221,47 @@ def _other_counts(task: Task, db: TuningDatabase) -> list[MeasureRecord]:
     """The task's records on this device at other thread counts: their configs are the
     candidates of a confirmation at this count, whose verdicts are filed at this count.
     Not legacy records (filed before records had a count): builds apply them at any count
-    until this one has records, and a model's confirmation judges them at its count."""
-    from tessel_target import device_threads, legacy_device_key
+    until this one has records, a model's confirmation judges them at its count, and their
+    verdicts come to this count with its first (`_carry_legacy_verdicts`)."""
+    from tessel_target import at_other_thread_counts
 
-    base = legacy_device_key(task.device_key)
-    return [r for r in db.history(task.workload_key, task.target)
-            if r.device_key != task.device_key and device_threads(r.device_key) is not None
-            and legacy_device_key(r.device_key) == base]
+    return at_other_thread_counts(db.history(task.workload_key, task.target),
+                                  task.device_key)
+
+
+def _carry_legacy_verdicts(task: Task, db: TuningDatabase, default_json: str) -> int:
+    """Before the first verdict at a thread count with no applicable record of the task
+    (builds there apply its legacy records, filed before records had a count; failed
+    trials of the count do not apply), copy the legacy confirm records (their verdicts:
+    the default's unit, accepted configs, rejections) to this count; how many.
+
+    Why: a lookup at a count reads that count's records once it has any, and the legacy
+    ones only before (tessel_target.read_device_keys). Without the copy, the first verdict
+    here (e.g. a model confirmation at two threads rejecting the legacy record a build
+    applied) would file the default's record at this count alone, and the build would
+    then apply the default, hiding the task's other legacy confirmed records, which no one
+    judged at this count. With it, this count starts from what its builds applied: after
+    a rejection, the next legacy confirmed record applies, and the model confirmation's
+    next pass judges it here. The legacy key itself is untouched (a verdict at one count
+    says nothing of another). Nothing is copied where the legacy records have no confirm
+    record of this default (their unit would not be this task's; an unconfirmed legacy
+    trial is then treated as one of this count's: after a rejection the default applies,
+    until a tuning run here confirms candidates beside it)."""
+    from dataclasses import replace
+
+    from tessel_target import legacy_device_key
+
+    legacy = legacy_device_key(task.device_key)
+    if legacy == task.device_key or \
+            db.best_record(task.workload_key, task.target, task.device_key) is not None:
+        return 0  # no count in the key, or builds here apply this count's records
+    verdicts = db.history(task.workload_key, task.target, legacy, tuner=CONFIRM_TUNER)
+    if not any(r.ok and r.config_json == default_json for r in verdicts):
+        return 0
+    why = " [carried from the records filed without a thread count]"
+    return db.add_many(replace(r, device_key=task.device_key, record_id=None,
+                               error_msg=(r.error_msg[:2000 - len(why)] + why))
+                       for r in verdicts)
 
 
 def _unit(task: Task, db: TuningDatabase, default_json: str,
@@ -230,6 +272,7 @@ def _unit(task: Task, db: TuningDatabase, default_json: str,
     one its tuning records are in: e.g. LocalRunner.calibrate's), else the default's time
     in the quartets; without `control` (a comparison that failed) the default's tuning
     record; None if none of these."""
+    _carry_legacy_verdicts(task, db, default_json)
     own = None
     for r in db.history(task.workload_key, task.target, task.device_key):
         if r.config_json == default_json and r.ok:

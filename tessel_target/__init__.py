@@ -35,8 +35,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from tessel_errors import CodegenError
 
@@ -381,3 +382,32 @@ def device_threads(key: str) -> int | None:
     """
     head, sep, tail = key.rpartition(THREADS_PART)
     return int(tail) if sep and tail.isdigit() else None
+
+
+class _Keyed(Protocol):
+    device_key: str
+
+
+_R = TypeVar("_R", bound=_Keyed)
+
+
+def at_other_thread_counts(records: Iterable[_R], here: str) -> list[_R]:
+    """The records (anything with a `device_key`, e.g. tuning_logs.MeasureRecord) of the
+    device of key `here` at a thread count other than `here`'s: not `here`'s own, not
+    legacy ones (no count: they apply at any count), not other devices'. A build at
+    `here` does not apply them (relay_ir.backend.tuned.other_thread_counts names their
+    counts); a confirmation at `here` with no trials of its own takes its candidates from
+    them (autotune.confirm.candidates).
+
+        >>> from types import SimpleNamespace as R
+        >>> here = "llvm|Xeon|0a1b2c3d|threads=2"
+        >>> found = at_other_thread_counts([R(device_key=k) for k in (
+        ...     "llvm|Xeon|0a1b2c3d|threads=1", here, "llvm|Xeon|0a1b2c3d",
+        ...     "llvm|Epyc|9e8f7a6b|threads=1")], here)
+        >>> [r.device_key for r in found]
+        ['llvm|Xeon|0a1b2c3d|threads=1']
+    """
+    base = legacy_device_key(here)
+    return [r for r in records
+            if r.device_key != here and device_threads(r.device_key) is not None
+            and legacy_device_key(r.device_key) == base]

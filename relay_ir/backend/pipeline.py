@@ -308,13 +308,24 @@ def build(mod: Any, target: Any = "llvm", params: dict[str, Any] | None = None,
 
     with resolve_database(tuning_db, readonly=True) as db:
         scope = TuningScope(db, any_device)
-        model = _build(mod, target, params, scope)
+        model = build_with_scope(mod, target, params, scope)
     scope.warn(stacklevel=2)
     return model
 
 
-def _build(mod: Any, target: Any, params: dict[str, Any] | None,
-           tuning: TuningScope) -> Any:
+def build_with_scope(mod: Any, target: Any, params: dict[str, Any] | None,
+                     tuning: TuningScope) -> Any:
+    """`build` reading its records through `tuning` (a TuningScope over an open database,
+    or over None), which holds afterwards what the build found and applied: `tessel
+    compile` reports `tuning.report()` and warns with `tuning.warn()`, the caller's job
+    here. The model's later compilations (`?` dims) reopen the same database file.
+
+        >>> from relay_ir.backend.tuned import TuningScope
+        >>> scope = TuningScope(None)
+        >>> lib = build_with_scope(mod, "llvm", None, scope)  # doctest: +SKIP
+        >>> scope.report()
+        'no tuning database: every task uses its default schedule'
+    """
     from relay_ir.backend.model import CompiledModel
     from tessel_target import Target
 
@@ -357,4 +368,4 @@ def specialize(mod: IRModule, shapes: list[tuple[int, ...]]) -> IRModule:
     return mod.with_function("main", Function(new, body, None, main.type_params, main.attrs))
 
 
-__all__ = ["build", "check_inputs", "specialize", "compile_static"]
+__all__ = ["build", "build_with_scope", "check_inputs", "specialize", "compile_static"]

@@ -45,7 +45,12 @@ from lowering.kernel import num_threads
 from schedule.space import ConfigEntity
 from schedule.templates import config_space, older_workload_keys, workload_key
 from tessel_errors import RelayError, TesselError
-from tessel_target import device_key, device_threads, legacy_device_key, read_device_keys
+from tessel_target import (
+    at_other_thread_counts,
+    device_key,
+    device_threads,
+    read_device_keys,
+)
 from tuning_logs import MeasureRecord, TuningDatabase
 
 
@@ -101,15 +106,13 @@ def other_thread_counts(db: TuningDatabase, template: str, specs: Sequence[Any],
         >>> other_thread_counts(db, "dense.x86", [((4, 16), "float32")] * 2, {}, "llvm")
         []
     """
-    here = device_key(str(target))
-    base = legacy_device_key(here)
     try:
-        found = {device_threads(r.device_key)
-                 for r in db.history(workload_key(template, specs, attrs), str(target))
-                 if r.ok and r.device_key != here and legacy_device_key(r.device_key) == base}
+        history = db.history(workload_key(template, specs, attrs), str(target))
     except TesselError as e:
         raise RelayError(f"relay_ir.build cannot read its tuning records: {e}") from None
-    return sorted(n for n in found if n is not None)
+    return sorted({device_threads(r.device_key)
+                   for r in at_other_thread_counts(history, device_key(str(target)))
+                   if r.ok})
 
 
 def _best(db: TuningDatabase, key: str, target: str, device: str | None) -> Any:
@@ -123,11 +126,13 @@ def _best(db: TuningDatabase, key: str, target: str, device: str | None) -> Any:
 
 @dataclass
 class TuningScope:
-    """The records one compilation reads, and what it found: tasks without a record
-    (`untuned`), tasks of which only other devices have records (`elsewhere`, a subset of
-    `untuned`), tasks of which this device has records only at other thread counts
-    (`other_threads`, a subset of `untuned`, apart from `elsewhere`), tasks that used
-    records of other devices (`foreign`).
+    """The records one compilation reads, and what it found: tasks with a record
+    (`found`), tasks without one (`untuned`), tasks of which only other devices have
+    records (`elsewhere`, a subset of `untuned`), tasks of which this device has records
+    only at other thread counts (`other_threads`, a subset of `untuned`, apart from
+    `elsewhere`), tasks that used records of other devices (`foreign`), tasks whose record
+    the split rule refused (`other_split`, a subset of `found`: lower_group.applied_config
+    notes them). What the build applied is `applied`; `report` says it in words.
 
         >>> scope = TuningScope(None)
         >>> scope.config("dense.x86", [((4, 16), "float32"), ((32, 16), "float32")], {},
@@ -137,6 +142,7 @@ class TuningScope:
 
     db: TuningDatabase | None
     any_device: bool = False
+    found: list[str] = field(default_factory=list)
     untuned: list[str] = field(default_factory=list)
     elsewhere: list[str] = field(default_factory=list)
     foreign: list[str] = field(default_factory=list)
@@ -154,6 +160,8 @@ class TuningScope:
         key = workload_key(template, specs, attrs)
         got = find_tuned(self.db, template, specs, attrs, target, self.any_device)
         if got is not None:
+            if key not in self.found:
+                self.found.append(key)
             if not got.from_this_device and key not in self.foreign:
                 self.foreign.append(key)
             return got.config
@@ -169,6 +177,44 @@ class TuningScope:
                    for k in older_workload_keys(template, specs, attrs)):
                 self.stale.append(key)
         return None
+
+    @property
+    def applied(self) -> list[str]:
+        """The tasks whose record the compilation applied: those with a record (`found`)
+        but for those whose record the split rule refused (`other_split`), which
+        lower_group.applied_config notes after `config` found it.
+
+            >>> scope = TuningScope(None, found=["a", "b"], other_split=["b"])
+            >>> scope.applied
+            ['a']
+        """
+        return [k for k in self.found if k not in self.other_split]
+
+    def report(self) -> str:
+        """What the compilation applied, in words (`tessel compile` prints it): how many
+        of the tunable tasks it compiled applied a record, and how many records the split
+        rule refused (on more than one thread, see lower_group.splits_otherwise), with
+        how to get records that apply here.
+
+            >>> TuningScope(None).report()
+            'no tuning database: every task uses its default schedule'
+        """
+        if self.db is None:
+            return "no tuning database: every task uses its default schedule"
+        where = "on any device" if self.any_device else "on this device"
+        text = (f"{len(self.applied)} of {len(self.found) + len(self.untuned)} tunable "
+                f"tasks apply tuning records {where} from {self.db.path}")
+        if self.other_split:
+            n = num_threads()
+            text += (
+                f"; the split rule refused the records of {len(self.other_split)} of the "
+                f"others: on more than one thread (here {n}) a record that splits the output "
+                "among threads otherwise than the default does not apply (the kernel before "
+                "left the data in the caches of the default's split); they apply on one "
+                f"thread. To tune at {n} threads: `TESSEL_NUM_THREADS={n} tessel tune MODEL "
+                f"--db {self.db.path}` (its records apply where they split as the default "
+                "does)")
+        return text
 
     def best_cost(self, template: str, specs: Sequence[Any], attrs: dict[str, Any],
                   target: Any) -> float | None:

@@ -131,7 +131,7 @@ def test_tune_compile_and_run_a_model(tmp_path: Path) -> None:
     assert "model confirmation (--no-model-confirm skips it)" in out
     assert "model confirmation: " in out.splitlines()[-1]
     out = _tessel("compile", "tiny.onnx", "-o", "tiny.tessel", cwd=tmp_path).stdout
-    assert "-> tiny.tessel" in out and "1 of 1 tunable tasks have tuning records" in out
+    assert "-> tiny.tessel" in out and "1 of 1 tunable tasks apply tuning records" in out
     out = _tessel("run", "tiny.tessel", "--input", "x=x.npy", "--repeat", "3", "-o", "y.npy",
                   cwd=tmp_path).stdout
     assert "output 0: shape (1, 8, 8, 8)" in out and "latency: median" in out
@@ -242,12 +242,12 @@ def test_compile_any_device_applies_records_of_another_device(tmp_path: Path) ->
                              "llvm -mcpu=other|Some Other CPU|00000000", cfg.to_json(),
                              costs=(1e-4,), tuner="test"))
     p = _tessel("compile", "tiny.onnx", "--db", "other.db", "-o", "a.tessel", cwd=tmp_path)
-    assert "0 of 1 tunable tasks have tuning records on this device" in p.stdout
+    assert "0 of 1 tunable tasks apply tuning records on this device" in p.stdout
     assert "1 tunable task(s) have no tuning record on this device" in p.stderr
     assert "1 of them have records of other devices" in p.stderr
     p = _tessel("compile", "tiny.onnx", "--db", "other.db", "--any-device", "-o", "b.tessel",
                 cwd=tmp_path)
-    assert "1 of 1 tunable tasks have tuning records on any device" in p.stdout
+    assert "1 of 1 tunable tasks apply tuning records on any device" in p.stdout
     assert "1 tunable task(s) use tuning records of other devices" in p.stderr
     assert "no tuning record" not in p.stderr
     x = np.load(xfile)
@@ -279,7 +279,7 @@ def test_compile_counts_a_record_the_template_cannot_read_as_untuned(tmp_path: P
         db.add(MeasureRecord(task.workload_key, task.template, task.target, task.device_key,
                              {"no_such_knob": 3}, costs=(1e-4,), tuner="test"))
     p = _tessel("compile", "tiny.onnx", "--db", "stale.db", "-o", "s.tessel", cwd=tmp_path)
-    assert "0 of 1 tunable tasks have tuning records on this device" in p.stdout
+    assert "0 of 1 tunable tasks apply tuning records on this device" in p.stdout
     assert "1 tunable task(s) have no tuning record on this device" in p.stderr
 
 
@@ -358,7 +358,7 @@ def test_tune_untuned_only_tunes_just_the_tasks_without_a_record(tmp_path: Path)
     out = _tessel("tune", "two.onnx", "--untuned-only", "--trials-per-task", "2", "--tuner",
                   "random", "--db", "t.db", "--no-progress", "--no-model-confirm",
                   "--min-repeat-ms", "1", cwd=tmp_path).stdout
-    assert "--untuned-only: 1 of 2 tasks have no record on this device" in out
+    assert "--untuned-only: 1 of 2 tasks have no record in t.db that a build here reads" in out
     with TuningDatabase(tmp_path / "t.db") as db:
         assert db.count(first.workload_key) == before and db.count(second.workload_key) > 0
 
@@ -378,7 +378,8 @@ def test_tune_untuned_only_with_every_task_recorded_confirms_and_tunes_nothing(
         before = db.count()
     out = _tessel("tune", "two.onnx", "--untuned-only", "--trials-per-task", "2", "--db",
                   "t.db", "--no-progress", "--no-model-confirm", cwd=tmp_path).stdout
-    assert "every task has a record; nothing tuned" in out
+    assert "every task has a record in t.db that a build here reads" in out
+    assert "; nothing tuned, the records are confirmed in the model" in out
     with TuningDatabase(tmp_path / "t.db") as db:
         assert db.count() == before
 

@@ -7,6 +7,7 @@ import pytest
 from tessel_errors import CodegenError
 from tessel_target import (
     Target,
+    at_other_thread_counts,
     device_key,
     device_threads,
     host_cpu,
@@ -179,3 +180,15 @@ def test_a_bad_l2_size_option_says_what_it_must_be(value: str) -> None:
                      else "llvm -mcpu=haswell -l2-kib")
     with pytest.raises(CodegenError, match="-l2-kib=.* must be the L2 size of one core in KiB"):
         _ = t.l2_bytes
+
+
+def test_records_at_other_thread_counts_are_this_devices_at_another_count_only() -> None:
+    from types import SimpleNamespace
+
+    here = device_key("llvm", threads=2)
+    keys = {"one": device_key("llvm", threads=1), "here": here,
+            "legacy": legacy_device_key(here), "four": device_key("llvm", threads=4),
+            "fast-math": device_key("llvm -fast-math", threads=1),
+            "other CPU": "llvm -mcpu=znver4|AMD EPYC 9654|0a1b2c3d|threads=1"}
+    records = [SimpleNamespace(name=n, device_key=k) for n, k in keys.items()]
+    assert [r.name for r in at_other_thread_counts(records, here)] == ["one", "four"]
