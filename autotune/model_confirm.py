@@ -211,16 +211,21 @@ def _applied_records(plan: Any, db: TuningDatabase, target: str) -> dict[str, _A
         if not key:
             continue
         task = Task.from_workload_key(key, target)
-        got = find_tuned(db, task.template, list(task.args), task.attrs, target)
         default = default_as_run(task, _InModelLayouts())
-        default_json = canonical_json(default.to_json()) if default is not None else ""
+        if default is None:
+            out[key] = None
+            continue
+        default_json = canonical_json(default.to_json())
+        split = partition_of(task.template, default)
+        # the record the build applied: the fastest that splits as the default does
+        got = find_tuned(db, task.template, list(task.args), task.attrs, target,
+                         accept=lambda cfg, t=task.template, s=split:
+                         not splits_otherwise(t, cfg, s))
         # an alternate template (a Winograd conv) replaces the family's default kernel:
         # even its own default config is a choice to judge
         own_default = got is not None and got.record.config_json == default_json and \
             not is_alternate(task.template)
-        out[key] = None if got is None or default is None or own_default or \
-            splits_otherwise(task.template, got.config,
-                             partition_of(task.template, default)) else \
+        out[key] = None if got is None or own_default else \
             _Applied(task, got.record.config_json, default_json, [k])
     return {k: a for k, a in out.items() if a is not None}
 

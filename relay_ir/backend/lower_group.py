@@ -279,13 +279,13 @@ def record_cost(task: AnchorTask, target: Any, tuning: TuningScope,
     attrs = record_attrs(task.template, task.specs, task.attrs, target, data_block)
     if attrs is None:
         return None
+    accept = None
+    if lowering.kernel.num_threads() > 1:
+        split = default_partition(task, target, data_block)
+        accept = lambda cfg: not splits_otherwise(task.template, cfg, split)  # noqa: E731
     got = find_tuned(tuning.db, task.template, list(task.specs), attrs, target,
-                     tuning.any_device)
-    if got is None or splits_otherwise(task.template, got.config,
-                                       default_partition(task, target, data_block)
-                                       if lowering.kernel.num_threads() > 1 else None):
-        return None
-    return float(got.record.mean)
+                     tuning.any_device, accept)
+    return None if got is None else float(got.record.mean)
 
 
 def anchor_tasks(fn: Function, const_params: frozenset[int] = frozenset(),
@@ -446,8 +446,10 @@ def applied_config(task: AnchorTask, target: Any, tuning: TuningScope | None,
                    data_block: int = 0) -> Any:
     """The tuned config a call of `task` runs with, or None (the template's fallback): the
     record of the task keyed for the block its data arrives in (`data_block`, 0 for NCHW;
-    record_attrs). The layout plan and the lowering both ask here, so that the output
-    block the plan expects is the one the kernel writes."""
+    record_attrs). On more than one thread, the fastest record that splits the output among
+    threads as the default does (`splits_otherwise`; none: the fallback, noted in
+    `tuning.other_split`). The layout plan and the lowering both ask here, so that the
+    output block the plan expects is the one the kernel writes."""
     if tuning is None:
         return None
     attrs = record_attrs(task.template, task.specs, task.attrs, target, data_block)
@@ -456,12 +458,19 @@ def applied_config(task: AnchorTask, target: Any, tuning: TuningScope | None,
     tuned = tuning.config(task.template, list(task.specs), attrs, target)
     if tuned is None or lowering.kernel.num_threads() == 1:  # no split to compare
         return tuned
-    if splits_otherwise(task.template, tuned, default_partition(task, target, data_block)):
+    split = default_partition(task, target, data_block)
+    if not splits_otherwise(task.template, tuned, split):
+        return tuned
+    # the fastest record that splits as the default does, where the fastest does not
+    alike = find_tuned(tuning.db, task.template, list(task.specs), attrs, target,
+                       tuning.any_device,
+                       accept=lambda cfg: not splits_otherwise(task.template, cfg, split))
+    if alike is None:
         key = workload_key(task.template, list(task.specs), attrs)
         if key not in tuning.other_split:
             tuning.other_split.append(key)
         return None
-    return tuned
+    return alike.config
 
 
 def splits_otherwise(template: str, cfg: Any, default_split: str | None) -> bool:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,9 +69,13 @@ class TunedConfig:
 
 
 def find_tuned(db: TuningDatabase, template: str, specs: Sequence[Any],
-               attrs: dict[str, Any], target: Any, any_device: bool = False
+               attrs: dict[str, Any], target: Any, any_device: bool = False,
+               accept: Callable[[ConfigEntity], bool] | None = None
                ) -> TunedConfig | None:
     """The record a compilation applies to this task, or None (the template's fallback).
+    `accept(config)`: the fastest record whose config it accepts (on several threads, one
+    that splits the output among them as the default does: lower_group.applied_config),
+    from the device key whose records apply (this thread count's, else the legacy one).
 
         >>> import tempfile, pathlib
         >>> db = TuningDatabase(pathlib.Path(tempfile.mkdtemp()) / "t.db")
@@ -80,20 +84,27 @@ def find_tuned(db: TuningDatabase, template: str, specs: Sequence[Any],
         True
     """
     key = workload_key(template, specs, attrs)
-    rec = None
-    for device in read_device_keys(device_key(str(target))):  # this count's, then legacy
-        rec = _best(db, key, str(target), device)
-        if rec is not None:
-            break
-    if rec is None and any_device:
-        rec = _best(db, key, str(target), None)
-    if rec is None:
-        return None
-    try:
-        cfg = config_space(template, list(specs), attrs, target).from_json(rec.config_json)
-    except TesselError:  # recorded by another version of the template: not applicable
-        return None
-    return TunedConfig(rec, cfg)
+    devices: list[str | None] = list(read_device_keys(device_key(str(target))))
+    if any_device:
+        devices.append(None)
+    for device in devices:  # this count's, then legacy, then (asked for) any device's
+        recs = _best(db, key, str(target), device, 1 if accept is None else ACCEPT_DEPTH)
+        if not recs:
+            continue
+        for rec in recs:
+            try:
+                cfg = config_space(template, list(specs), attrs, target).from_json(
+                    rec.config_json)
+            except TesselError:  # recorded by another version of the template
+                return None
+            if accept is None or accept(cfg):
+                return TunedConfig(rec, cfg)
+        return None  # the records of the key that applies: none accepted
+    return None
+
+
+# how many of a task's fastest records `find_tuned` reads for one its `accept` takes
+ACCEPT_DEPTH = 64
 
 
 def other_thread_counts(db: TuningDatabase, template: str, specs: Sequence[Any],
@@ -115,9 +126,10 @@ def other_thread_counts(db: TuningDatabase, template: str, specs: Sequence[Any],
                    if r.ok})
 
 
-def _best(db: TuningDatabase, key: str, target: str, device: str | None) -> Any:
+def _best(db: TuningDatabase, key: str, target: str, device: str | None, k: int = 1
+          ) -> list[Any]:
     try:
-        return db.best_record(key, target, device)
+        return db.best(key, target, device, k=k)
     except TesselError as e:
         # a RelayError, so that lower_group does not take it for a template that does not
         # apply and compile the default schedule (e.g. a database closed by then)

@@ -153,3 +153,20 @@ def test_a_record_of_another_template_that_splits_otherwise_is_not_applied_on_tw
     assert applied_config(anchor, AVX512, scope, block).to_json() == other.to_json()
     monkeypatch.setenv("TESSEL_NUM_THREADS", "2")
     assert applied_config(anchor, AVX512, scope, block) is None
+
+
+def test_on_two_threads_the_fastest_record_that_splits_as_the_default_applies(
+        conv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    task, anchor, block = conv
+    same, other, _ = _configs(task)
+    db = TuningDatabase(tmp_path / "t.db")
+    for cfg, seconds in [(other, 1e-4), (same, 2e-4)]:  # legacy: they apply at any count
+        db.add(MeasureRecord(task.workload_key, task.template, task.target,
+                             legacy_device_key(task.device_key), cfg.to_json(),
+                             costs=(seconds,), tuner="test"))
+    scope = TuningScope(db)
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "1")
+    assert applied_config(anchor, AVX512, scope, block).to_json() == other.to_json()
+    monkeypatch.setenv("TESSEL_NUM_THREADS", "2")
+    assert applied_config(anchor, AVX512, scope, block).to_json() == same.to_json()
+    assert scope.other_split == []
