@@ -1,0 +1,341 @@
+"""x86 conv2d by Winograd's F(m x m, 3 x 3) in blocked layouts: the alternate template of
+conv2d_NCHWc.x86 for 3x3 stride-1 convs (`applies`), tuned as a task of its own.
+
+Stages (P = N x tile rows x tile columns of m x m outputs, alpha = m + 2):
+
+- pad: the data zero-padded (and re-blocked to cb channels) so the tile grid fits:
+  [N, C/cb, nH*m + 2, nW*m + 2, cb];
+- input transform V = B^T d B: [alpha, alpha, C/cb, P, cb], vector over cb;
+- kernel transform U = G g G^T: [alpha, alpha, K/kb, C, kb]; a stage of the kernel, or,
+  with the attr kernel_layout="winograd" (a model's constant weight), the argument itself
+  transformed once by `input_packers` (numpy, float64);
+- batched GEMM M[e, n, k/kb, p, kb] = sum_c V[e, n, c/cb, p, c%cb] * U[e, n, k/kb, c, kb]:
+  a register tile of tile_p tiles x kb channels, the direct conv's micro-kernel (per input
+  channel tile_p broadcasts, kb / lanes vector loads and tile_p x kb / lanes FMAs);
+- output transform Y = A^T M A straight into the output ([N, K, OH, OW] or NCHWc
+  [N, K/kb, OH, OW, kb]), the group's elementwise epilogue inlined into it.
+
+Each transform is written per output position as a select over the constant (u, v) pairs
+of its nonzero terms (winograd_matrices.transform_2d); the schedule unrolls u and v, so
+LLVM folds each select to one arm: no multiply by 0 or 1 at run time.
+
+    >>> from schedule.templates import instantiate
+    >>> args = [((1, 16, 8, 8), "float32"), ((16, 16, 3, 3), "float32")]
+    >>> s, ts = instantiate("conv2d_NCHWc_winograd.x86", args, {"padding": 1})
+    >>> [t.name for t in ts]
+    ['data', 'kernel', 'winograd_output']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from schedule.schedule import Schedule, create_schedule
+from schedule.templates.common import (
+    best_divisor,
+    fallback_split,
+    fallback_value,
+    find_anchor,
+    inline_injective,
+    parallel_fuse,
+    schedule_copy_stage,
+    shape_of,
+)
+from schedule.templates.conv_common import PAD, conv_attrs, conv_layouts, pad_hw
+from schedule.templates.registry import expect_args, placeholders, register_template
+from schedule.templates.winograd_matrices import transform_2d, transform_matrices
+from schedule.templates.x86_conv2d_nchwc import pick_blocks
+from tensor_expr import tensor as T
+from tensor_expr.expr import min as te_min
+from tensor_expr.tensor import Tensor
+from tessel_errors import ScheduleError
+
+NAME = "conv2d_NCHWc_winograd.x86"
+OUTPUT, GEMM = "winograd_output", "winograd_gemm"
+INPUT_T, KERNEL_T = "winograd_input", "winograd_kernel"
+TILE_SIZES = (2, 4)
+# the GEMM's register tiles over P (tiles; each kb / lanes vectors of accumulators)
+TILE_P = (2, 4, 6, 7, 8, 12, 14)
+
+
+def applies(specs: Sequence[Any], attrs: dict[str, Any]) -> bool:
+    """Whether this template computes a conv2d call: a float32 3x3 kernel, stride 1,
+    dilation 1, groups 1, padding 0 or 1 on each side, NCHW data (or NCHWxc), at least 8
+    input and output channels. Every other conv stays with conv2d_NCHWc.x86.
+
+        >>> applies([((1, 64, 56, 56), "float32"), ((64, 64, 3, 3), "float32")],
+        ...         {"padding": 1})
+        True
+        >>> applies([((1, 64, 56, 56), "float32"), ((64, 64, 3, 3), "float32")],
+        ...         {"padding": 1, "strides": 2})
+        False
+    """
+    try:
+        return _check_call(specs, attrs) is None
+    except (ScheduleError, TypeError, ValueError, IndexError):
+        return False
+
+
+def _check_call(specs: Sequence[Any], attrs: dict[str, Any]) -> str | None:
+    """None when the call is one this template computes, else why not."""
+    if len(specs) != 2:
+        return f"takes 2 arguments (data, kernel), got {len(specs)}"
+    (ds, dt), (ks, kt) = specs
+    blocked = attrs.get("data_layout", "NCHW") == "NCHWxc"
+    if dt != "float32" or kt != "float32":
+        return f"computes float32 only, got data {dt} and kernel {kt}"
+    if len(ds) != (5 if blocked else 4) or len(ks) != 4:
+        return (f"needs data of rank {5 if blocked else 4} and an OIHW kernel, got shapes "
+                f"{tuple(ds)} and {tuple(ks)}")
+    C = ds[1] * ds[4] if blocked else ds[1]
+    a = conv_attrs(attrs)
+    if tuple(ks[2:]) != (3, 3):
+        return f"computes 3x3 kernels only, got {ks[2]}x{ks[3]}"
+    if a.strides != (1, 1) or a.dilation != (1, 1) or a.groups != 1:
+        return (f"computes stride 1, dilation 1, groups 1 only, got strides {a.strides}, "
+                f"dilation {a.dilation}, groups {a.groups}")
+    if any(p not in (0, 1) for p in a.padding):
+        return f"computes padding 0 or 1 only, got {a.padding}"
+    if ks[1] != C or C < 8 or ks[0] < 8:
+        return (f"needs the kernel's {ks[1]} input channels to equal the data's {C}, "
+                f"and at least 8 input and output channels")
+    return None
+
+
+def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
+             ) -> tuple[list[Tensor], list[Tensor]]:
+    dl, kl, ol = conv_layouts(NAME, attrs, ("NCHW", "NCHWxc"), ("OIHW", "winograd"))
+    expect_args(NAME, args, 2, [4 if dl == "NCHW" else 5, 4])
+    why = _check_call(args, attrs)
+    if why is not None:
+        raise ScheduleError(f"{NAME} {why}; conv2d_NCHWc.x86 computes every conv2d")
+    data, kernel = placeholders(args, ["data", "kernel"])
+    ds = shape_of(data)
+    N, H, W = ds[0], ds[2], ds[3]
+    C = ds[1] if dl == "NCHW" else ds[1] * ds[4]
+    K = args[1][0][0]
+    a = conv_attrs(attrs)
+    OH, OW = a.out_hw(H, W, 3, 3)
+    pt, pl, _, _ = a.padding
+
+    cfg.define_knob("tile_m", list(TILE_SIZES))
+    fallback_value(cfg, "tile_m", 4)
+    m = int(cfg["tile_m"].val)
+    alpha = m + 2
+    nH, nW = -(-OH // m), -(-OW // m)
+    P = N * nH * nW
+
+    # the output block: the direct template's default for this call (the model's layout
+    # plan keeps it between convs); a split of K like conv2d_NCHWc's tile_oc
+    lanes = cfg.target.fp32_lanes
+    _, oc0, _ = pick_blocks(C, K, OW, None, cfg.target)
+    cfg.define_split("tile_oc", K, num_outputs=2,
+                     filter=lambda f: f[-1] <= 4 * lanes or f[-1] == oc0)
+    fallback_split(cfg, "tile_oc", [oc0])
+    kb = int(cfg["tile_oc"].size[-1])
+    # the GEMM's register tile: tile_p output tiles x kb channels. Its values do not
+    # depend on P (which tile_m changes): P is padded to a multiple of it, the padding
+    # tiles a copy of the last one whose outputs nobody reads
+    vecs = max(1, kb // lanes)
+    cfg.define_knob("tile_p", list(TILE_P))
+    fallback_value(cfg, "tile_p", default_tile_p(P, vecs, cfg.target.vector_registers))
+    bp = int(cfg["tile_p"].val)
+    Pp = -(-P // bp) * bp
+
+    # data -> padded, blocked by cb (the data's own block when it has one)
+    cb = ds[4] if dl == "NCHWxc" else best_divisor(C, [lanes, 2 * lanes, 4])
+    Hp, Wp = nH * m + 2, nW * m + 2
+    pads = (pt, pl, Hp - H - pt, Wp - W - pl)
+    shape5 = (N, C // cb, H, W, cb)
+    if dl == "NCHW":
+        dpad = pad_hw(data, 2, pads, shape=shape5, name="data_pad",
+                      read=lambda n, c, h, w, b: data[n, c * cb + b, h, w])
+    else:
+        dpad = pad_hw(data, 2, pads, name="data_pad")
+
+    at, g, bt = transform_matrices(m)
+
+    def tile_of(p: Any) -> tuple[Any, Any, Any]:
+        p = te_min(p, P - 1) if Pp > P else p  # the padding tiles repeat the last
+        return p // (nH * nW), p // nW % nH, p % nW
+
+    def input_body(e: Any, nu: Any, co: Any, p: Any, ci: Any) -> Any:
+        n, th, tw = tile_of(p)
+        return transform_2d(bt, bt, lambda i, j: dpad[n, co, th * m + i, tw * m + j, ci],
+                            e, nu)
+
+    V = T.compute((alpha, alpha, C // cb, Pp, cb), input_body, name="winograd_input",
+                  tag=INPUT_T)
+    if kl == "winograd":
+        kernel = T.placeholder((alpha, alpha, K // kb, C, kb), kernel.dtype, name="kernel")
+        U = kernel
+    else:
+        U = T.compute((alpha, alpha, K // kb, C, kb),
+                      lambda e, nu, ko, c, k: transform_2d(
+                          g, g, lambda i, j: kernel[ko * kb + k, c, i, j], e, nu),
+                      name="winograd_kernel", tag=KERNEL_T)
+    rco = T.reduce_axis((0, C // cb), name="ic_outer")
+    rci = T.reduce_axis((0, cb), name="ic_inner")
+    M = T.compute((alpha, alpha, K // kb, Pp, kb),
+                  lambda e, nu, ko, p, k: T.sum(V[e, nu, rco, p, rci]
+                                                * U[e, nu, ko, rco * cb + rci, k],
+                                                axis=[rco, rci]),
+                  name="winograd_gemm", tag=GEMM)
+
+    def output_at(n: Any, ko: Any, h: Any, w: Any, k: Any) -> Any:
+        p = (n * nH + h // m) * nW + w // m
+        return transform_2d(at, at, lambda i, j: M[i, j, ko, p, k], h % m, w % m)
+
+    if ol == "NCHWc":
+        Y = T.compute((N, K // kb, OH, OW, kb), output_at, name="winograd_output", tag=OUTPUT)
+    else:
+        Y = T.compute((N, K, OH, OW),
+                      lambda n, k, h, w: output_at(n, k // kb, h, w, k % kb),
+                      name="winograd_output", tag=OUTPUT)
+    cfg.add_flop(2.0 * N * K * OH * OW * C * 9)  # the direct conv's: rates compare
+    return [data, kernel], [Y]
+
+
+def default_tile_p(P: int, vecs: int, registers: int) -> int:
+    """The fallback's register tile over P: of the TILE_P sizes whose accumulators (`vecs`
+    vectors a tile) leave a register for each weight vector and the broadcast, the largest dividing
+    P, unless a larger one wastes less than it gains (P padded).
+
+        >>> default_tile_p(196, 2, 32), default_tile_p(49, 2, 32), default_tile_p(16, 2, 32)
+        (14, 7, 8)
+        >>> default_tile_p(196, 1, 16)
+        14
+    """
+    fits = [d for d in TILE_P if d * vecs <= registers - vecs - 1] or [1]
+    # per padded tile's work, as many useful tiles as possible: P / (P rounded up to d),
+    # times the accumulators' share of the FMA pipes (8 keep them busy)
+    def rate(d: int) -> float:
+        return P / (-(-P // d) * d) * min(1.0, d * vecs / 8) + d * 1e-3
+    return max(fits, key=rate)
+
+
+def kernel_transform(m: int, kb: int) -> Callable[[np.ndarray], np.ndarray]:
+    """The numpy transform of an OIHW 3x3 kernel into the GEMM's layout
+    [alpha, alpha, K/kb, C, kb] (U = G g G^T in float64, then float32):
+    `kernel_transform(4, 16)(w)`.
+
+        >>> w = np.ones((16, 8, 3, 3), "float32")
+        >>> kernel_transform(2, 8)(w).shape
+        (4, 4, 2, 8, 8)
+    """
+    _, g, _ = transform_matrices(m)
+
+    def transform(w: np.ndarray) -> np.ndarray:
+        K, C = w.shape[:2]
+        if w.shape[2:] != (3, 3) or K % kb:
+            raise ScheduleError(f"{NAME}: the kernel transform takes a [K, C, 3, 3] kernel "
+                                f"with K a multiple of {kb}, got {w.shape}")
+        u = np.einsum("ai,kcij,bj->abkc", g, w.astype(np.float64), g)
+        u = u.reshape(m + 2, m + 2, K // kb, kb, C).transpose(0, 1, 2, 4, 3)
+        return np.ascontiguousarray(u, dtype=np.float32)
+
+    return transform
+
+
+def _packers(ins: Sequence[Tensor], args: Sequence[Any], attrs: dict[str, Any]
+             ) -> dict[int, Callable[[np.ndarray], np.ndarray]]:
+    """A logical OIHW kernel spec instantiated transformed: its numpy transform."""
+    kshape = shape_of(ins[1])
+    if len(args[1][0]) == 4 and len(kshape) == 5:
+        return {1: kernel_transform(kshape[0] - 2, kshape[4])}
+    return {}
+
+
+def schedule_winograd(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
+    """Each stage at root: the transforms parallel over their tiles, vector over the
+    channel block; the GEMM parallel over (alpha, alpha, K/kb), a register tile of tile_p
+    tiles x kb channels; the output transform (with the epilogue) parallel over
+    (n, K/kb, tile rows), m x m outputs unrolled, vector over kb."""
+    outs = list(outs)
+    s = create_schedule(outs)
+    Y = find_anchor(outs, OUTPUT)
+    M = next(t for t in Y.op.input_tensors if t.op.tag == GEMM)
+    V = next(t for t in M.op.input_tensors if t.op.tag == INPUT_T)
+    U = next(t for t in M.op.input_tensors if t is not V)
+    dpad = V.op.input_tensors[0]
+    padded = dpad.op.tag == PAD if hasattr(dpad.op, "tag") else False
+    computed_u = getattr(U.op, "tag", None) == KERNEL_T
+    keep = [V] + ([dpad] if padded else []) + ([U] if computed_u else [])
+    inline_injective(s, outs, keep=keep)
+    O = outs[0]
+    if O.op is not Y.op and Y.op.tag == OUTPUT and s[Y].attach_type != "inline":
+        s[Y].compute_inline()
+    lanes = cfg.target.fp32_lanes
+    m = int(cfg["tile_m"].val)
+    kb = int(cfg["tile_oc"].size[-1])
+    bp = int(cfg["tile_p"].val)
+    vec = best_divisor(kb, [lanes, lanes // 2 or 1])
+
+    if padded:  # data that needs no padding nor re-blocking is read as it is
+        schedule_copy_stage(s, dpad)
+
+    # the input transform: per (channel block, tile) all alpha x alpha outputs, unrolled
+    e, nu, co, p, ci = s[V].op.axis
+    s[V].reorder(co, p, e, nu, ci)
+    s[V].unroll(e)
+    s[V].unroll(nu)
+    s[V].vectorize(ci)
+    parallel_fuse(s, V, [co, p])
+
+    if computed_u:
+        e, nu, ko, c, k = s[U].op.axis
+        s[U].reorder(ko, c, e, nu, k)
+        s[U].unroll(e)
+        s[U].unroll(nu)
+        s[U].vectorize(k)
+        parallel_fuse(s, U, [ko, c])
+
+    # the GEMM: a register tile of bp tiles x kb channels, accumulators in registers
+    MC = s.cache_write(M, "local")
+    e, nu, ko, p, k = s[M].op.axis
+    po, pi = s[M].split(p, factor=bp)
+    ko2, ki = s[M].split(k, factor=vec)
+    s[M].reorder(e, nu, ko, po, pi, ko2, ki)
+    s[M].vectorize(ki)
+    parallel_fuse(s, M, [e, nu, ko])
+    s[MC].compute_at(s[M], po)
+    ce, cnu, cko, cp, ck = s[MC].op.axis
+    rco, rci = s[MC].op.reduce_axis
+    cko2, cki = s[MC].split(ck, factor=vec)
+    s[MC].reorder(ce, cnu, cko, rco, rci, cp, cko2, cki)
+    s[MC].unroll(cp)
+    s[MC].unroll(cko2)
+    s[MC].vectorize(cki)
+
+    # the output transform (and the epilogue): m x m outputs a tile, unrolled
+    if len(O.shape) == 4:
+        n, c, h, w = s[O].op.axis
+        oko, k = s[O].split(c, factor=kb)
+    else:
+        n, oko, h, w, k = s[O].op.axis
+    th, hi = s[O].split(h, factor=m)
+    tw, wi = s[O].split(w, factor=m)
+    kvo, kvi = s[O].split(k, factor=vec)
+    s[O].reorder(n, oko, th, tw, hi, wi, kvo, kvi)
+    s[O].unroll(hi)
+    s[O].unroll(wi)
+    s[O].unroll(kvo)
+    s[O].vectorize(kvi)
+    parallel_fuse(s, O, [n, oko, th])
+    return s
+
+
+def winograd_partition(cfg: Any) -> str:
+    """How the output stage's parallel loop splits the output among threads: by channel
+    chunks (n, K/kb, tile rows)."""
+    del cfg
+    return "channels"
+
+
+register_template(NAME, "llvm", compute=_compute, packers=_packers,
+                  constant_weight_attrs={"kernel_layout": "winograd"},
+                  output_block="tile_oc", version=1, partition=winograd_partition,
+                  applies=applies)(schedule_winograd)
