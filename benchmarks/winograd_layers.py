@@ -29,6 +29,7 @@ from lowering.kernel import num_threads
 from relay_ir.backend.executor import aligned
 from relay_ir.backend.layout_plan import as_in_model
 from schedule.templates import constant_weight_attrs, input_packers
+from schedule.templates.x86_conv2d_winograd import TILE_ROWS, TILE_SIZES
 from tessel_target import Target
 
 DIRECT, WINOGRAD = "conv2d_NCHWc.x86", "conv2d_NCHWc_winograd.x86"
@@ -56,18 +57,17 @@ def with_knobs(task: Task, knobs: dict[str, Any]) -> Any:
 
 
 def grid(task: Task) -> list[dict[str, Any]]:
-    """The Winograd points timed per shape: each tile size with the largest register tiles
-    over P that keep at least 8 accumulators."""
-    out = []
-    for m in (2, 4):
-        sub = with_knobs(task, {"tile_m": m})
-        s, ts = task.instantiate(sub)
-        del s
-        tiles = sorted({e.size[-1] for e in task.space.knobs["tile_p"].entities})
-        del ts
-        for bp in tiles[-3:]:
-            out.append({"tile_m": m, "tile_p": [-1, bp]})
-    return out
+    """The Winograd points timed per shape: each tile size, each place of the stages
+    (fuse "root", or "rows" / "gemm" in chunks of 1, 2 or 4 rows of tiles), register tiles
+    over P (tile_p) of 4 to 14 tiles that fit beside the weight vectors and a broadcast."""
+    t = Target.parse(task.target)
+    kb = json.loads(task.default_config().to_json())["knobs"]["tile_oc"][-1]
+    vecs = max(1, kb // t.fp32_lanes)
+    fits = [d for d in (4, 7, 8, 14) if d * vecs <= t.vector_registers - vecs - 1]
+    places = [{"fuse": "root"}] + [{"fuse": f, "tile_rows": r} for f in ("rows", "gemm")
+                                   for r in TILE_ROWS]
+    return [{"tile_m": m, **place, "tile_p": d} for m in TILE_SIZES for place in places
+            for d in fits]
 
 
 def build(task: Task, cfg: Any, x: np.ndarray, w: np.ndarray, want: np.ndarray

@@ -59,6 +59,16 @@ INPUT_T, KERNEL_T = "winograd_input", "winograd_kernel"
 TILE_SIZES = (2, 4)
 # the GEMM's register tiles over P (tiles; each kb / lanes vectors of accumulators)
 TILE_P = (2, 4, 6, 7, 8, 12, 14)
+# "rows": the output stage's parallel loop runs over chunks of rows of tiles, and each
+# chunk computes its input transform (all channels), then per output channel block its
+# GEMM and output transform, all in cache (the whole transformed kernel read per chunk);
+# "gemm": the input transform at root, the parallel loop over (output channel block,
+# chunk of rows), each chunk's GEMM and output transform in cache (the block's slice of
+# the transformed kernel stays in cache across its chunks); "root": each stage over all
+# tiles, in memory
+FUSE = ("rows", "gemm", "root")
+# rows of tiles a chunk (at most: the largest divisor of the tile rows up to it)
+TILE_ROWS = (1, 2, 4)
 
 
 def applies(specs: Sequence[Any], attrs: dict[str, Any]) -> bool:
@@ -122,7 +132,7 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     pt, pl, _, _ = a.padding
 
     cfg.define_knob("tile_m", list(TILE_SIZES))
-    fallback_value(cfg, "tile_m", 4)
+    fallback_value(cfg, "tile_m", default_tile_m(N, OH, OW))
     m = int(cfg["tile_m"].val)
     alpha = m + 2
     nH, nW = -(-OH // m), -(-OW // m)
@@ -136,14 +146,24 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
                      filter=lambda f: f[-1] <= 4 * lanes or f[-1] == oc0)
     fallback_split(cfg, "tile_oc", [oc0])
     kb = int(cfg["tile_oc"].size[-1])
-    # the GEMM's register tile: tile_p output tiles x kb channels. Its values do not
-    # depend on P (which tile_m changes): P is padded to a multiple of it, the padding
-    # tiles a copy of the last one whose outputs nobody reads
+    # where the transforms and the GEMM run (FUSE): per chunk of tile_rows rows of tiles
+    # ("rows") or each over all tiles at root ("root")
+    cfg.define_knob("fuse", list(FUSE))
+    fallback_value(cfg, "fuse", default_fuse(alpha * alpha * C * K * 4, cfg.target.l2_bytes))
+    cfg.define_knob("tile_rows", list(TILE_ROWS))
+    rows = chunk_rows(nH, nW, int(cfg["tile_rows"].val))
+    fallback_value(cfg, "tile_rows", default_tile_rows(nH, nW))
+    # the GEMM's register tile: tile_p output tiles x kb channels. Its values do not depend
+    # on P (which tile_m changes): at root P is padded to a multiple of it, the padding
+    # tiles a copy of the last one whose outputs nobody reads; in a chunk of rows the tile
+    # is the largest divisor of the chunk's tiles up to it
     vecs = max(1, kb // lanes)
     cfg.define_knob("tile_p", list(TILE_P))
-    fallback_value(cfg, "tile_p", default_tile_p(P, vecs, cfg.target.vector_registers))
+    fused = cfg["fuse"].val != "root"
+    fallback_value(cfg, "tile_p", default_tile_p(rows * nW if fused else P, vecs,
+                                                 cfg.target.vector_registers))
     bp = int(cfg["tile_p"].val)
-    Pp = -(-P // bp) * bp
+    Pp = P if fused else -(-P // bp) * bp
 
     # data -> padded, blocked by cb (the data's own block when it has one)
     cb = ds[4] if dl == "NCHWxc" else best_divisor(C, [lanes, 2 * lanes, 4])
@@ -197,6 +217,61 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
                       name="winograd_output", tag=OUTPUT)
     cfg.add_flop(2.0 * N * K * OH * OW * C * 9)  # the direct conv's: rates compare
     return [data, kernel], [Y]
+
+
+def default_tile_m(N: int, OH: int, OW: int) -> int:
+    """The fallback's tile size: 4 where that leaves at least 32 tiles (each element of the
+    transformed kernel, 4x the kernel's size, is used once per tile: with fewer the GEMM
+    waits on reading it), else 2.
+
+        >>> default_tile_m(1, 56, 56), default_tile_m(1, 28, 28), default_tile_m(1, 14, 14)
+        (4, 4, 2)
+
+    One Emerald Rapids core, model layouts, the kernel warm, Winograd / direct (python -m
+    benchmarks.winograd_layers, load 1.1-1.7): AVX-512 128@28 m=4 0.53-0.58, m=2 0.64-0.68;
+    256@14 m=2 0.65-0.78, m=4 0.69-0.96; 512@7 m=2 1.36, m=4 1.97; AVX2 128@28 m=4 0.51.
+    """
+    return 4 if N * -(-OH // 4) * -(-OW // 4) >= 32 else 2
+
+
+def default_fuse(kernel_bytes: int, l2_bytes: int) -> str:
+    """The fallback's FUSE: "rows" where the transformed kernel (read whole by each chunk of
+    rows) takes at most half the target's L2, else "root" (its GEMM keeps one (alpha, alpha,
+    channel block) slice of it in L1 across all tiles).
+
+        >>> default_fuse(36 * 64 * 64 * 4, 2 << 20), default_fuse(36 * 128 * 128 * 4, 2 << 20)
+        ('rows', 'root')
+
+    AVX-512, one Emerald Rapids core, Winograd / direct (load 1.1-1.7): 64@56 (590 KiB)
+    rows 0.54, root 0.59-0.64; 128@28 (2.3 MiB) root 0.53-0.58, rows 0.73-0.76, "gemm"
+    0.65-0.70."""
+    return "rows" if kernel_bytes <= l2_bytes // 2 else "root"
+
+
+def chunk_rows(nH: int, nW: int, most: int) -> int:
+    """The rows of tiles a chunk takes: the largest divisor of the nH rows up to `most`
+    (nW, the tiles a row, for the doctest's symmetry).
+
+        >>> chunk_rows(14, 14, 4), chunk_rows(7, 7, 4), chunk_rows(4, 4, 2)
+        (2, 1, 2)
+    """
+    del nW
+    return max(d for d in range(1, min(nH, most) + 1) if nH % d == 0)
+
+
+def default_tile_rows(nH: int, nW: int) -> int:
+    """The fallback's tile_rows: the fewest rows whose chunk has 7 tiles or more (a
+    register tile that keeps the FMA pipes busy), as TILE_ROWS offers them."""
+    for r in TILE_ROWS:
+        if chunk_rows(nH, nW, r) * nW >= 7:
+            return r
+    return TILE_ROWS[-1]
+
+
+def register_tile(tiles: int, most: int) -> int:
+    """The GEMM's register tile in a chunk of `tiles` tiles: the largest divisor up to
+    tile_p (`most`): `register_tile(14, 8)` is 7."""
+    return max(d for d in range(1, min(tiles, most) + 1) if tiles % d == 0)
 
 
 def default_tile_p(P: int, vecs: int, registers: int) -> int:
@@ -276,15 +351,6 @@ def schedule_winograd(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
 
     if padded:  # data that needs no padding nor re-blocking is read as it is
         schedule_copy_stage(s, dpad)
-
-    # the input transform: per (channel block, tile) all alpha x alpha outputs, unrolled
-    e, nu, co, p, ci = s[V].op.axis
-    s[V].reorder(co, p, e, nu, ci)
-    s[V].unroll(e)
-    s[V].unroll(nu)
-    s[V].vectorize(ci)
-    parallel_fuse(s, V, [co, p])
-
     if computed_u:
         e, nu, ko, c, k = s[U].op.axis
         s[U].reorder(ko, c, e, nu, k)
@@ -292,23 +358,6 @@ def schedule_winograd(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         s[U].unroll(nu)
         s[U].vectorize(k)
         parallel_fuse(s, U, [ko, c])
-
-    # the GEMM: a register tile of bp tiles x kb channels, accumulators in registers
-    MC = s.cache_write(M, "local")
-    e, nu, ko, p, k = s[M].op.axis
-    po, pi = s[M].split(p, factor=bp)
-    ko2, ki = s[M].split(k, factor=vec)
-    s[M].reorder(e, nu, ko, po, pi, ko2, ki)
-    s[M].vectorize(ki)
-    parallel_fuse(s, M, [e, nu, ko])
-    s[MC].compute_at(s[M], po)
-    ce, cnu, cko, cp, ck = s[MC].op.axis
-    rco, rci = s[MC].op.reduce_axis
-    cko2, cki = s[MC].split(ck, factor=vec)
-    s[MC].reorder(ce, cnu, cko, rco, rci, cp, cko2, cki)
-    s[MC].unroll(cp)
-    s[MC].unroll(cko2)
-    s[MC].vectorize(cki)
 
     # the output transform (and the epilogue): m x m outputs a tile, unrolled
     if len(O.shape) == 4:
@@ -319,20 +368,72 @@ def schedule_winograd(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     th, hi = s[O].split(h, factor=m)
     tw, wi = s[O].split(w, factor=m)
     kvo, kvi = s[O].split(k, factor=vec)
-    s[O].reorder(n, oko, th, tw, hi, wi, kvo, kvi)
+    fuse = cfg["fuse"].val
+    if fuse != "root":
+        nH, nW = -(-shape_of(Y)[2] // m), -(-shape_of(Y)[3] // m)
+        rows = chunk_rows(nH, nW, int(cfg["tile_rows"].val))
+        bp = register_tile(rows * nW, bp)
+        tho, thi = s[O].split(th, factor=rows)
+    if fuse == "rows":
+        s[O].reorder(n, tho, oko, thi, tw, hi, wi, kvo, kvi)
+        par = parallel_fuse(s, O, [n, tho])
+        gemm_at = oko
+    elif fuse == "gemm":
+        s[O].reorder(n, oko, tho, thi, tw, hi, wi, kvo, kvi)
+        gemm_at = parallel_fuse(s, O, [n, oko, tho])
+    else:
+        s[O].reorder(n, oko, th, tw, hi, wi, kvo, kvi)
+        parallel_fuse(s, O, [n, oko, th])
     s[O].unroll(hi)
     s[O].unroll(wi)
     s[O].unroll(kvo)
     s[O].vectorize(kvi)
-    parallel_fuse(s, O, [n, oko, th])
+
+    # the input transform: per (channel block, tile) all alpha x alpha outputs, unrolled
+    e, nu, co, p, ci = s[V].op.axis
+    s[V].reorder(co, p, e, nu, ci)
+    s[V].unroll(e)
+    s[V].unroll(nu)
+    s[V].vectorize(ci)
+    if fuse == "rows":
+        s[V].compute_at(s[O], par)
+    else:
+        parallel_fuse(s, V, [co, p])
+
+    # the GEMM: a register tile of bp tiles x kb channels, accumulators in registers
+    MC = s.cache_write(M, "local")
+    e, nu, ko, p, k = s[M].op.axis
+    po, pi = s[M].split(p, factor=bp)
+    ko2, ki = s[M].split(k, factor=vec)
+    s[M].reorder(e, nu, ko, po, pi, ko2, ki)
+    s[M].vectorize(ki)
+    if fuse != "root":
+        s[M].compute_at(s[O], gemm_at)
+    else:
+        parallel_fuse(s, M, [e, nu, ko])
+    s[MC].compute_at(s[M], po)
+    ce, cnu, cko, cp, ck = s[MC].op.axis
+    rco, rci = s[MC].op.reduce_axis
+    cko2, cki = s[MC].split(ck, factor=vec)
+    s[MC].reorder(ce, cnu, cko, rco, rci, cp, cko2, cki)
+    s[MC].unroll(cp)
+    s[MC].unroll(cko2)
+    s[MC].vectorize(cki)
     return s
 
 
 def winograd_partition(cfg: Any) -> str:
-    """How the output stage's parallel loop splits the output among threads: by channel
-    chunks (n, K/kb, tile rows)."""
-    del cfg
-    return "channels"
+    """How the output stage's parallel loop splits the output among threads: by rows
+    (chunks of rows of tiles, all channels each: fuse "rows") or by channel chunks
+    (n, K/kb, rows of tiles: fuse "gemm" and "root").
+
+        >>> from schedule.space import FallbackConfig
+        >>> cfg = FallbackConfig("llvm")
+        >>> cfg.define_knob("fuse", list(FUSE))
+        >>> winograd_partition(cfg)
+        'rows'
+    """
+    return "rows" if cfg["fuse"].val == "rows" else "channels"
 
 
 register_template(NAME, "llvm", compute=_compute, packers=_packers,
