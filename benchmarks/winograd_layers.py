@@ -70,10 +70,11 @@ def grid(task: Task) -> list[dict[str, Any]]:
             for d in fits]
 
 
-def build(task: Task, cfg: Any, x: np.ndarray, w: np.ndarray, want: np.ndarray
-          ) -> Callable[[], None]:
+def build(task: Task, cfg: Any, x: np.ndarray, w: np.ndarray, want: np.ndarray,
+          cold_mib: float = 0) -> Callable[[], None]:
     """A call of the task's kernel at `cfg` on x (NCHW) and w (OIHW), checked against
-    `want` (NCHW, float64)."""
+    `want` (NCHW, float64); with `cold_mib`, each call reads the next of as many copies of
+    its packed weight as make that many MiB (weights not in L2, as in a model)."""
     s, ts = task.instantiate(cfg)
     kernel = lowering.build(s, ts, target=task.target)
     block = task.args[0][0][4] if len(task.args[0][0]) == 5 else 0
@@ -88,7 +89,15 @@ def build(task: Task, cfg: Any, x: np.ndarray, w: np.ndarray, want: np.ndarray
     err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
     if not err <= 1e-4:
         raise SystemExit(f"{task.template} {cfg} differs from numpy by {err:.1e}")
-    return lambda: kernel(*arrays)
+    if not cold_mib:
+        return lambda: kernel(*arrays)
+    # copy(): aligned() returns an aligned array itself, and the copies must differ
+    copies = [aligned(wk.copy()) for _ in range(max(1, int(cold_mib * 2**20 // wk.nbytes)))]
+    turn = iter(range(1 << 62))
+
+    def call() -> None:
+        kernel(arrays[0], copies[next(turn) % len(copies)], out)
+    return call
 
 
 def reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -122,6 +131,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--number", type=int, default=5)
     ap.add_argument("--cpu-time", action="store_true", help="this thread's CPU time")
     ap.add_argument("--no-grid", action="store_true", help="the two defaults only")
+    ap.add_argument("--cold-weights", type=float, default=0, metavar="MIB",
+                    help="each call reads the next of copies of its weight totalling MIB")
     a = ap.parse_args(argv)
     if a.cpu_time and num_threads() != 1:
         raise SystemExit("--cpu-time measures one thread: set TESSEL_NUM_THREADS=1")
@@ -137,18 +148,20 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         want = reference(x, w)
         direct, wino = model_task(DIRECT, c, size, target), model_task(WINOGRAD, c, size,
                                                                        target)
-        fns = {"direct": build(direct, direct.default_config(), x, w, want),
-               "winograd": build(wino, wino.default_config(), x, w, want)}
+        fns = {"direct": build(direct, direct.default_config(), x, w, want, a.cold_weights),
+               "winograd": build(wino, wino.default_config(), x, w, want, a.cold_weights)}
         points = [] if a.no_grid else grid(wino)
         for p in points:
-            fns[json.dumps(p)] = build(wino, with_knobs(wino, p), x, w, want)
+            fns[json.dumps(p)] = build(wino, with_knobs(wino, p), x, w, want, a.cold_weights)
         sec = timed(fns, a.rounds, a.number, clock)
         best = min((k for k in sec if k != "direct"), key=sec.get)
         load = os.getloadavg()
         print(f"{shape} target '{a.target}' data {direct.args[0][0]}: direct "
               f"{sec['direct'] * 1e6:.0f} us, winograd default "
               f"{sec['winograd'] * 1e6:.0f} us ({sec['winograd'] / sec['direct']:.3f}), best "
-              f"{best} {sec[best] * 1e6:.0f} us ({sec[best] / sec['direct']:.3f}); "
+              f"{best} {sec[best] * 1e6:.0f} us ({sec[best] / sec['direct']:.3f})"
+              + (f", weights cold ({a.cold_weights:g} MiB of copies)" if a.cold_weights else "")
+              + "; "
               f"load {load[0]:.2f}", flush=True)
         if len(points) > 0:
             for k, v in sec.items():

@@ -221,3 +221,15 @@ def test_each_place_of_the_stages_equals_numpy_with_uneven_chunks(target: str,
                                          "out_layout": "NCHWc"})
     cfg = with_knobs(target, args, attrs, fuse=fuse, tile_m=4, tile_rows=2, tile_p=4)
     assert_close(run(target, args, attrs, blocked(x, 8), w, cfg=cfg), reference(x, w, 1))
+
+
+def test_at_root_the_gemm_prefetches_the_next_block_of_the_kernel() -> None:
+    args = [((1, 2, 10, 10, 8), "float32"), ((16, 16, 3, 3), "float32")]
+    attrs = constant_weight_attrs(NAME, {"padding": 1, "data_layout": "NCHWxc",
+                                         "out_layout": "NCHWc"})
+    texts = {}
+    for fuse in ("root", "rows"):
+        cfg = with_knobs(AVX512, args, attrs, fuse=fuse)
+        s, ts = instantiate(NAME, args, attrs, cfg=cfg, target=AVX512)
+        texts[fuse] = str(lowering.lower(s, ts))
+    assert "prefetch" in texts["root"] and "prefetch" not in texts["rows"]
