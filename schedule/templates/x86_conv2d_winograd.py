@@ -93,8 +93,9 @@ TILE_ROWS = (1, 2, 4)
 
 def applies(specs: Sequence[Any], attrs: dict[str, Any]) -> bool:
     """Whether this template computes a conv2d call: a float32 3x3 kernel, stride 1,
-    dilation 1, groups 1, padding 0 or 1 on each side, NCHW data (or NCHWxc), at least 8
-    input and output channels. Every other conv stays with conv2d_NCHWc.x86.
+    dilation 1, groups 1, padding 0 or 1 on each side, NCHW data (or NCHWc, NCHWxc: blocked
+    by any x, as another conv wrote it), at least 8 input and output channels. Every
+    other conv stays with conv2d_NCHWc.x86.
 
         >>> applies([((1, 64, 56, 56), "float32"), ((64, 64, 3, 3), "float32")],
         ...         {"padding": 1})
@@ -114,7 +115,7 @@ def _check_call(specs: Sequence[Any], attrs: dict[str, Any]) -> str | None:
     if len(specs) != 2:
         return f"takes 2 arguments (data, kernel), got {len(specs)}"
     (ds, dt), (ks, kt) = specs
-    blocked = attrs.get("data_layout", "NCHW") == "NCHWxc"
+    blocked = attrs.get("data_layout", "NCHW") in ("NCHWc", "NCHWxc")
     if dt != "float32" or kt != "float32":
         return f"computes float32 only, got data {dt} and kernel {kt}"
     if len(ds) != (5 if blocked else 4) or len(ks) != 4:
@@ -137,7 +138,7 @@ def _check_call(specs: Sequence[Any], attrs: dict[str, Any]) -> str | None:
 
 def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
              ) -> tuple[list[Tensor], list[Tensor]]:
-    dl, kl, ol = conv_layouts(NAME, attrs, ("NCHW", "NCHWxc"), ("OIHW", "winograd"))
+    dl, kl, ol = conv_layouts(NAME, attrs, ("NCHW", "NCHWc", "NCHWxc"), ("OIHW", "winograd"))
     expect_args(NAME, args, 2, [4 if dl == "NCHW" else 5, 4])
     why = _check_call(args, attrs)
     if why is not None:
@@ -186,7 +187,7 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     Pp = P if fused else -(-P // bp) * bp
 
     # data -> padded, blocked by cb (the data's own block when it has one)
-    cb = ds[4] if dl == "NCHWxc" else best_divisor(C, [lanes, 2 * lanes, 4])
+    cb = ds[4] if dl != "NCHW" else best_divisor(C, [lanes, 2 * lanes, 4])
     Hp, Wp = nH * m + 2, nW * m + 2
     pads = (pt, pl, Hp - H - pt, Wp - W - pl)
     shape5 = (N, C // cb, H, W, cb)

@@ -97,6 +97,7 @@ CASES = [
     (AVX2, 8, True, 4, 1, 10, 1, True),
     (AVX2, 0, True, 2, 2, 5, 1, False),
     (AVX2, 16, False, 4, 1, 14, 1, True),    # data in a block wider than the vector
+    (AVX512, -16, True, 4, 1, 8, 1, True),   # data_layout "NCHWc" (block 16)
 ]
 
 
@@ -108,7 +109,8 @@ def test_equals_numpy(target: str, block: int, out_blocked: bool, m: int, batch:
     x, w = rand(rng, (batch, C, size, size)), rand(rng, (K, C, 3, 3))
     attrs: dict[str, Any] = {"padding": pad}
     if block:
-        attrs["data_layout"] = "NCHWxc"
+        attrs["data_layout"] = "NCHWxc" if block > 0 else "NCHWc"
+        block = abs(block)
     if out_blocked:
         attrs["out_layout"] = "NCHWc"
     dspec = (batch, C // block, size, size, block) if block else (batch, C, size, size)
@@ -175,8 +177,9 @@ def test_applies_to_3x3_stride_1_float32_convs_only() -> None:
     data, k3 = ((1, 64, 28, 28), "float32"), ((64, 64, 3, 3), "float32")
     assert template_applies(NAME, [data, k3], {"padding": 1})
     assert template_applies(NAME, [data, k3], {"padding": 0})
-    assert template_applies(NAME, [((1, 2, 28, 28, 32), "float32"), k3],
-                            {"padding": 1, "data_layout": "NCHWxc"})
+    for layout in ("NCHWxc", "NCHWc"):
+        assert template_applies(NAME, [((1, 2, 28, 28, 32), "float32"), k3],
+                                {"padding": 1, "data_layout": layout})
     for specs, attrs in [
             ([data, ((64, 64, 5, 5), "float32")], {"padding": 2}),
             ([data, k3], {"padding": 1, "strides": 2}),
