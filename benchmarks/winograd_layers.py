@@ -8,7 +8,22 @@ medians over rounds of `--number` calls each, by this thread's CPU time with --c
 
     TESSEL_NUM_THREADS=1 python -m benchmarks.winograd_layers --cpu-time
     TESSEL_NUM_THREADS=1 python -m benchmarks.winograd_layers --cpu-time \\
-        --target "llvm -mcpu=haswell" --shapes 64@56 128@28
+        --target "llvm -mcpu=haswell" --shapes 64@56 128@28 --cold-weights 256
+
+One Emerald Rapids core, CPU time, 7 rounds, load 0.6-1.1 (ResNet-50's 3x3 stride-1 convs
+are ResNet-18's shapes), direct default us, Winograd default / direct, best of the grid /
+direct, warm | weights cold (--cold-weights 256):
+
+    AVX-512   64@56   962  0.43  0.42 (m=4 rows r4 p7) |  996  0.54  0.51
+              128@28  941  0.44  0.44 (default)        | 1023  0.47  0.47
+              256@14  981  0.63  0.62 (m=2 root p7)    | 1035  0.67  0.65
+              512@7  1015  1.08  1.06 (m=2 root p8)    | 1159  1.27  1.27
+    AVX2      64@56  1872  0.47  0.41 (m=4 rows r4 p14) | 1910  0.49  0.43
+              128@28 1831  0.44  0.44 (default)        | 1902  0.46  0.46
+              256@14 1952  0.63  0.54 (m=4 root p8)    | 1958  0.69  0.64
+              512@7  2102  0.81  0.79 (m=2 root p8)    | 2300  0.92  0.88
+
+(after that run the AVX2 default at 256@14 became m=4: 0.49 of direct, load 0.7.)
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ conv2d_NCHWc.x86 for 3x3 stride-1 convs (`applies`), tuned as a task of its own.
 Stages (P = N x tile rows x tile columns of m x m outputs, alpha = m + 2):
 
 - pad: the data zero-padded (and re-blocked to cb channels) so the tile grid fits:
-  [N, C/cb, nH*m + 2, nW*m + 2, cb];
+  [N, C/cb, nH*m + 2, nW*m + 2, cb] (per chunk of tile rows where the stages run in
+  chunks: PAD_PER_CHUNK);
 - input transform V = B^T d B: [alpha, alpha, C/cb, P, cb], vector over cb;
 - kernel transform U = G g G^T: [alpha, alpha, K/kb, C, kb]; a stage of the kernel, or,
   with the attr kernel_layout="winograd" (a model's constant weight), the argument itself
@@ -65,7 +66,10 @@ INPUT_T, KERNEL_T = "winograd_input", "winograd_kernel"
 INPUT_ROWS, OUTPUT_COLS = "winograd_input_rows", "winograd_output_cols"
 # each 2-D transform as two 1-D passes, B^T d then (B^T d) B (A^T M A likewise), the first
 # pass a stage computed per tile in registers: F(4, 3)'s input transform 264 terms a tile
-# and channel instead of 484, its output transform 180 instead of 324
+# and channel instead of 484, its output transform 180 instead of 324. One core, CPU time,
+# interleaved, medians of 9 rounds (load 1.0), two passes / 2-D (direct): AVX-512 64@56
+# 419 / 527 us (954), 128@28 394 / 430 (936), 256@14 571 / 584 (935), 512@7 884 / 844
+# (932); AVX2 64@56 753 / 821 (1866), 128@28 763 / 815 (1815), 256@14 1137 / 1132 (1931)
 SEPARABLE = True
 # at root, the GEMM's parallel loop runs over (alpha, alpha, output block) and reads one
 # C x kb block of the transformed kernel each iteration, once from memory in a model (F(2,
@@ -159,7 +163,7 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     pt, pl, _, _ = a.padding
 
     cfg.define_knob("tile_m", list(TILE_SIZES))
-    fallback_value(cfg, "tile_m", default_tile_m(N, OH, OW))
+    fallback_value(cfg, "tile_m", default_tile_m(N, OH, OW, cfg.target.fp32_lanes))
     m = int(cfg["tile_m"].val)
     alpha = m + 2
     nH, nW = -(-OH // m), -(-OW // m)
@@ -178,7 +182,7 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     cfg.define_knob("fuse", list(FUSE))
     fallback_value(cfg, "fuse", default_fuse(alpha * alpha * C * K * 4, cfg.target.l2_bytes))
     cfg.define_knob("tile_rows", list(TILE_ROWS))
-    rows = chunk_rows(nH, nW, int(cfg["tile_rows"].val))
+    rows = chunk_rows(nH, int(cfg["tile_rows"].val))
     fallback_value(cfg, "tile_rows", default_tile_rows(nH, nW))
     # the GEMM's register tile: tile_p output tiles x kb channels. Its values do not depend
     # on P (which tile_m changes): at root P is padded to a multiple of it, the padding
@@ -263,19 +267,23 @@ def _compute(cfg: Any, args: Sequence[Any], attrs: dict[str, Any]
     return [data, kernel], [Y]
 
 
-def default_tile_m(N: int, OH: int, OW: int) -> int:
-    """The fallback's tile size: 4 where that leaves at least 32 tiles (each element of the
-    transformed kernel, 4x the kernel's size, is used once per tile: with fewer the GEMM
-    waits on reading it), else 2.
+def default_tile_m(N: int, OH: int, OW: int, lanes: int) -> int:
+    """The fallback's tile size: 4 where that leaves at least 2 x `lanes` tiles, else 2.
+    Each element of the transformed kernel (F(4, 3)'s is 4x the kernel, F(2, 3)'s 1.8x)
+    is used once per tile, a vector of `lanes` channels per FMA: with fewer tiles the GEMM
+    waits on reading the kernel, and the wider the vector the sooner.
 
-        >>> default_tile_m(1, 56, 56), default_tile_m(1, 28, 28), default_tile_m(1, 14, 14)
-        (4, 4, 2)
+        >>> default_tile_m(1, 56, 56, 16), default_tile_m(1, 28, 28, 16)
+        (4, 4)
+        >>> default_tile_m(1, 14, 14, 16), default_tile_m(1, 14, 14, 8), default_tile_m(1, 7, 7, 8)
+        (2, 4, 2)
 
-    One Emerald Rapids core, model layouts, the kernel warm, Winograd / direct (python -m
-    benchmarks.winograd_layers, load 1.1-1.7): AVX-512 128@28 m=4 0.53-0.58, m=2 0.64-0.68;
-    256@14 m=2 0.65-0.78, m=4 0.69-0.96; 512@7 m=2 1.36, m=4 1.97; AVX2 128@28 m=4 0.51.
+    One Emerald Rapids core, model layouts, Winograd / direct, best over tile_p and fuse
+    (python -m benchmarks.winograd_layers --cpu-time, 7 rounds, load 0.7-1.1): 256@14
+    AVX-512 m=2 0.62 warm, 0.65 cold; m=4 0.68, 0.86; AVX2 m=4 0.54, 0.64; m=2 0.62, 0.69;
+    512@7 AVX2 m=2 0.79, m=4 0.95.
     """
-    return 4 if N * -(-OH // 4) * -(-OW // 4) >= 32 else 2
+    return 4 if N * -(-OH // 4) * -(-OW // 4) >= 2 * lanes else 2
 
 
 def default_fuse(kernel_bytes: int, l2_bytes: int) -> str:
@@ -292,14 +300,13 @@ def default_fuse(kernel_bytes: int, l2_bytes: int) -> str:
     return "rows" if kernel_bytes <= l2_bytes // 2 else "root"
 
 
-def chunk_rows(nH: int, nW: int, most: int) -> int:
-    """The rows of tiles a chunk takes: the largest divisor of the nH rows up to `most`
-    (nW, the tiles a row, for the doctest's symmetry).
+def chunk_rows(nH: int, most: int) -> int:
+    """The rows of tiles a chunk takes: the largest divisor of the nH rows of tiles up to
+    `most` (tile_rows).
 
-        >>> chunk_rows(14, 14, 4), chunk_rows(7, 7, 4), chunk_rows(4, 4, 2)
+        >>> chunk_rows(14, 4), chunk_rows(7, 4), chunk_rows(4, 2)
         (2, 1, 2)
     """
-    del nW
     return max(d for d in range(1, min(nH, most) + 1) if nH % d == 0)
 
 
@@ -307,7 +314,7 @@ def default_tile_rows(nH: int, nW: int) -> int:
     """The fallback's tile_rows: the fewest rows whose chunk has 7 tiles or more (a
     register tile that keeps the FMA pipes busy), as TILE_ROWS offers them."""
     for r in TILE_ROWS:
-        if chunk_rows(nH, nW, r) * nW >= 7:
+        if chunk_rows(nH, r) * nW >= 7:
             return r
     return TILE_ROWS[-1]
 
@@ -320,8 +327,9 @@ def register_tile(tiles: int, most: int) -> int:
 
 def default_tile_p(P: int, vecs: int, registers: int) -> int:
     """The fallback's register tile over P: of the TILE_P sizes whose accumulators (`vecs`
-    vectors a tile) leave a register for each weight vector and the broadcast, the largest dividing
-    P, unless a larger one wastes less than it gains (P padded).
+    vectors a tile) leave a register for each weight vector and the broadcast, the one
+    with the most useful work per padded tile (P rounded up to it) and 8 accumulators or
+    more (FMA latency x ports), the larger one on a tie.
 
         >>> default_tile_p(196, 2, 32), default_tile_p(49, 2, 32), default_tile_p(16, 2, 32)
         (14, 7, 8)
@@ -369,10 +377,14 @@ def _packers(ins: Sequence[Tensor], args: Sequence[Any], attrs: dict[str, Any]
 
 
 def schedule_winograd(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
-    """Each stage at root: the transforms parallel over their tiles, vector over the
-    channel block; the GEMM parallel over (alpha, alpha, K/kb), a register tile of tile_p
-    tiles x kb channels; the output transform (with the epilogue) parallel over
-    (n, K/kb, tile rows), m x m outputs unrolled, vector over kb."""
+    """The output transform (with the epilogue) per tile, m x m outputs unrolled, vector
+    over kb; the GEMM a register tile of tile_p tiles x kb channels (the accumulators),
+    vector over kb; the input transform per tile and channel block, alpha x alpha unrolled,
+    vector over cb. Where they run (FUSE): "rows" parallel over chunks of rows of tiles,
+    each chunk's padding and input transform at the chunk, its GEMM at each output block;
+    "gemm" parallel over (output block, chunk), the GEMM at the chunk, the padding and
+    input transform at root; "root" each stage at root, the GEMM parallel over
+    (alpha, alpha, K/kb) with the next kernel block prefetched (PREFETCH_NEXT_BLOCK)."""
     outs = list(outs)
     s = create_schedule(outs)
     Y = find_anchor(outs, OUTPUT)
@@ -421,7 +433,7 @@ def schedule_winograd(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     fuse = cfg["fuse"].val
     if fuse != "root":
         nH, nW = -(-shape_of(Y)[2] // m), -(-shape_of(Y)[3] // m)
-        rows = chunk_rows(nH, nW, int(cfg["tile_rows"].val))
+        rows = chunk_rows(nH, int(cfg["tile_rows"].val))
         bp = register_tile(rows * nW, bp)
         tho, thi = s[O].split(th, factor=rows)
     if fuse == "rows":
