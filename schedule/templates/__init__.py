@@ -28,7 +28,8 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
   out_layout (NCHW / NCHWc).
 - conv2d_NCHWc_winograd.x86 (an alternate of conv2d_NCHWc.x86 for 3x3 stride-1 float32
   convs, `applies`): Winograd F(m x m, 3 x 3), knobs tile_m (2 / 4), tile_oc (its output
-  block, default conv2d_NCHWc's), tile_p (the GEMM's register tile over the m x m tiles);
+  block, default conv2d_NCHWc's), tile_p (the GEMM's register tile over the m x m tiles),
+  fuse (rows / gemm / root: where the stages run) and tile_rows (rows of tiles a chunk);
   layouts as conv2d_NCHWc's but kernel_layout OIHW / winograd (a constant kernel
   transformed by its packer, winograd_matrices).
 - conv2d_int8.x86, dense_int8.x86 (int8 x int8 -> int32, what build uses for a quantized
