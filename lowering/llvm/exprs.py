@@ -70,6 +70,24 @@ _INDEX_OP = {E.Add: "add", E.Sub: "sub", E.Mul: "mul"}
 _INT_CMP = {E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.EQ: "==", E.NE: "!="}
 
 
+_COMPARE = {"<": lambda x, y: x < y, "<=": lambda x, y: x <= y, ">": lambda x, y: x > y,
+            ">=": lambda x, y: x >= y, "==": lambda x, y: x == y, "!=": lambda x, y: x != y}
+
+
+def _int_constant(v: ir.Value) -> int | None:
+    """The value of a scalar integer constant (as llvmlite holds it), else None."""
+    if isinstance(v, ir.Constant) and isinstance(v.type, ir.IntType) and \
+            type(v.constant) is int:
+        return v.constant
+    return None
+
+
+def _as_signed(v: int, width: int) -> int:
+    """An integer constant of `width` bits read as two's complement."""
+    v %= 1 << width
+    return v - (1 << width) if v >= 1 << (width - 1) else v
+
+
 class ExprEmitter:
     """Mixin of CodeGen: turns PrimExprs into LLVM values at the current builder."""
 
@@ -275,6 +293,14 @@ class ExprEmitter:
         a, b = self._operands(e)
         op = _INT_CMP[type(e)]
         dt = e.a.dtype
+        ca, cb = _int_constant(a), _int_constant(b)
+        if ca is not None and cb is not None and not is_float(dt):
+            # known now (an unrolled loop's index against a constant): no instruction, and
+            # a select on it emits one arm (_e_Select)
+            signed = not (is_uint(dt) or dt == "bool")
+            x, y = (_as_signed(ca, a.type.width), _as_signed(cb, b.type.width)) if signed \
+                else (ca % (1 << a.type.width), cb % (1 << b.type.width))
+            return const(I1, int(_COMPARE[op](x, y)))
         if is_float(dt):
             if op == "!=":
                 return self.b.fcmp_unordered(op, a, b, flags=self.fmf)
@@ -298,6 +324,12 @@ class ExprEmitter:
 
     def _e_Select(self, e: E.Select) -> ir.Value:
         c = self.emit(e.condition)
+        known = _int_constant(c)
+        if known is not None:
+            # a condition known now (a select over the constant iterations of an unrolled
+            # loop, as the Winograd transforms' tables are): only the taken arm is emitted,
+            # not every arm of the chain for LLVM to fold away
+            return self.emit(e.true_value if known else e.false_value)
         t, f = self.unify(self.emit(e.true_value), self.emit(e.false_value))
         if lanes_of(c.type) and not lanes_of(t.type):
             t, f = self.splat(t, lanes_of(c.type)), self.splat(f, lanes_of(c.type))

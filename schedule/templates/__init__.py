@@ -26,6 +26,12 @@ with per-shape defaults). `args` is a list of (shape, dtype); attrs a dict.
   block at a time over a row / plane kept in L1), reduce_order, unroll_kw; attrs
   data_layout (NCHW / NCHWc / NCHWxc: blocked by any x), kernel_layout (OIHW / OIHWio),
   out_layout (NCHW / NCHWc).
+- conv2d_NCHWc_winograd.x86 (an alternate of conv2d_NCHWc.x86 for 3x3 stride-1 float32
+  convs, `applies`): Winograd F(m x m, 3 x 3), knobs tile_m (2 / 4), tile_oc (its output
+  block, default conv2d_NCHWc's), tile_p (the GEMM's register tile over the m x m tiles),
+  fuse (rows / gemm / root: where the stages run) and tile_rows (rows of tiles a chunk);
+  layouts as conv2d_NCHWc's but kernel_layout OIHW / winograd (a constant kernel
+  transformed by its packer, winograd_matrices).
 - conv2d_int8.x86, dense_int8.x86 (int8 x int8 -> int32, what build uses for a quantized
   model): the inner reduction is the 4-wide int8 dot of x86_int8_dot, tensorized
   (vpdpbusd with VNNI, exact vpmaddwd without); conv2d knobs tile_ic, tile_oc, tile_ow,
@@ -133,6 +139,7 @@ from schedule.templates import (  # noqa: F401  (fill TEMPLATES)
     x86_conv2d_int8,
     x86_conv2d_nchwc,
     x86_conv2d_stem,
+    x86_conv2d_winograd,
     x86_dense,
     x86_dense_int8,
     x86_depthwise_nchwc,

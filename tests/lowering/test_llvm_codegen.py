@@ -127,6 +127,25 @@ def test_strided_vector_access_uses_gather_and_scatter() -> None:
     assert "llvm.masked.gather" in text and "llvm.masked.scatter" in text
 
 
+def test_a_select_on_an_unrolled_index_emits_only_the_taken_arm() -> None:
+    # B[i] = A[i] * 3 if i == 0 else (A[i] * 5 if i < -1 + 3 else A[i] * 7): each unrolled
+    # iteration knows its arm (negative constants compare signed), the others leave no code
+    A, B = Buffer("A", (4,), "float32"), Buffer("B", (4,), "float32")
+    i = te.var("i")
+    value = te.select(i == 0, A[i] * 3.0,
+                      te.select(i < te.const(-1) + 3, A[i] * 5.0, A[i] * 7.0))
+    f = PrimFunc("sel", (A, B), For(i, te.const(0), te.const(4), ForKind.UNROLLED,
+                                    BufferStore(B, value, (i,))))
+    text = generate(f, "llvm").text
+    body = text.split('@"sel.body"')[1].split("\n}\n")[0]
+    assert "select" not in body and "icmp" not in body
+    assert len(re.findall(r"fmul", body)) == 4
+    a = seeded_rng().standard_normal(4).astype("float32")
+    b = np.zeros(4, "float32")
+    llvm_runner(f, a, b)
+    np.testing.assert_array_equal(b, a * np.array([3, 5, 7, 7], "float32"))
+
+
 def test_unrolled_loop_has_no_back_edge() -> None:
     A, B = Buffer("A", (4,), "float32"), Buffer("B", (4,), "float32")
     i = te.var("i")

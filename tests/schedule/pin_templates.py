@@ -75,6 +75,10 @@ CASES: dict[str, tuple[tuple[str, ...], list[tuple[str, list[Any], dict[str, Any
         # 7-column tile of POINTWISE_CHUNK_TILE)
         ("256@14 1x1 -> 1024 NCHW32c", [((1, 8, 14, 14, 32), F32), ((1024, 256, 1, 1), F32)],
          {"strides": [1, 1], "padding": [0, 0, 0, 0], "dilation": [1, 1], **BLOCKED})]),
+    # a model's 3x3 stride-1 conv, its constant kernel transformed by the packer
+    "conv2d_NCHWc_winograd.x86": (X86, [
+        ("64@56 3x3 NCHW16c", [((1, 4, 56, 56, 16), F32), ((64, 64, 3, 3), F32)],
+         {**CONV3, **BLOCKED, "kernel_layout": "winograd"})]),
     "conv2d_nchw.x86": (X86, [("32@28 3x3", [((1, 32, 28, 28), F32), ((32, 32, 3, 3), F32)],
                                {"strides": 1, "padding": 1})]),
     "conv2d_stem.x86": (X86, [("3@224 7x7 s2", [((1, 3, 224, 224), F32),
