@@ -155,3 +155,26 @@ def test_the_choice_reads_the_record_of_the_task_keyed_for_the_calls_data_block(
     convs = [st.workload_key for st in lib.plan.steps if "(64, 64, 3, 3)" in st.workload_key
              or "[64,64,3,3]" in st.workload_key]
     assert [(twin in k, "data_block" in k) for k in convs] == [(True, True), (False, False)]
+
+
+WINOGRAD = "conv2d_NCHWc_winograd.x86"
+
+
+@pytest.mark.parametrize("target", [AVX512, "llvm -mcpu=haswell"])
+def test_a_model_whose_3x3_convs_run_winograd_computes_what_the_interpreter_does(
+        small, target: str, tmp_path: Path) -> None:
+    mod, params = small
+    tasks = [t for t, _ in extract_model_tasks(mod, target, params).tasks]
+    assert {t.template for t in tasks if t.args[1][0][2:] == (3, 3)} == {DIRECT, WINOGRAD}
+    with TuningDatabase(tmp_path / "t.db") as db:
+        for t in tasks:
+            _record(db, t, 1e-4 if t.template == WINOGRAD else 2e-4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lib = relay_ir.build(mod, target=target, params=params, tuning_db=tmp_path / "t.db")
+    keys = [st.workload_key for st in lib.plan.steps]
+    assert sum(WINOGRAD in k for k in keys) == 2
+    x = np.random.default_rng(11).standard_normal((1, 3, 56, 56)).astype(np.float32)
+    want = relay_ir.interpret(mod, input=x, **params)
+    # F(4, 3) in float32: about 1e-5 of the output's scale (winograd_matrices)
+    np.testing.assert_allclose(lib.run(input=x), want, rtol=1e-4, atol=1e-4)
