@@ -146,7 +146,8 @@ def test_extract_tasks_deduplicates_groups_and_counts_them() -> None:
 
     # three 16-channel 3x3 convs: the first reads the model's NCHW input, a task of its
     # own (its data is not in the block the task is timed in: lower_group.record_attrs);
-    # the other two read blocks of 16, one task twice
+    # the other two read blocks of 16, one task twice; each 3x3 stride-1 conv is a task of
+    # the Winograd template too (its alternate, which build runs where its record is faster)
     x = tvar("x", (1, 16, 8, 8))
     ws = [tvar(f"w{k}", (16, 16, 3, 3)) for k in range(3)]
     h = x
@@ -156,8 +157,9 @@ def test_extract_tasks_deduplicates_groups_and_counts_them() -> None:
     params = {f"w{k}": rng.standard_normal((16, 16, 3, 3)).astype("float32") for k in range(3)}
     found = extract_tasks(main_module([x, *ws], h), "llvm -mcpu=skylake-avx512", params)
     assert [(t.template, t.attrs.get("data_block"), n) for t, n in found] == [
-        ("conv2d_NCHWc.x86", 0, 1), ("conv2d_NCHWc.x86", None, 2)]
-    task = found[1][0]
+        ("conv2d_NCHWc.x86", 0, 1), ("conv2d_NCHWc_winograd.x86", 0, 1),
+        ("conv2d_NCHWc.x86", None, 2), ("conv2d_NCHWc_winograd.x86", None, 2)]
+    task = found[2][0]
     assert task.attrs["kernel_layout"] == "OIHWio"  # the build packs the constant weight
     assert task.args[1][0] == (16, 16, 3, 3)  # once, in the blocks the tuned config picks
     assert len(task.space.knobs["tile_oc"].entities) > 1
