@@ -479,7 +479,7 @@ def splits_otherwise(template: str, cfg: Any, default_split: str | None) -> bool
     `default_split` (see default_partition); never on one thread. applied_config and the
     model confirmation (which times only what a build applies) ask here.
 
-        >>> splits_otherwise("dense.x86", None, "rows")  # the template declares no split
+        >>> splits_otherwise("dense.cuda", None, "rows")  # the template declares no split
         False
     """
     split = partition_of(template, cfg)
@@ -508,8 +508,10 @@ def default_partition(task: AnchorTask, target: Any, data_block: int = 0) -> str
     after which the model ran 0.991x. ResNet-18 the same: both conv records that split
     otherwise were rejected, none that split alike.
 
-        >>> default_partition(AnchorTask(None, "dense.x86", ((1, 8), "float32"), {}, (0, 1)),
-        ...                   "llvm") is None
+        >>> fc = (((1, 512), "float32"), ((1000, 512), "float32"))  # ResNet-18's dense layer
+        >>> default_partition(AnchorTask(None, "dense.x86", fc, {}, (0, 1)), "llvm")
+        'rows_cols'
+        >>> default_partition(AnchorTask(None, "dense.cuda", fc, {}, (0, 1)), "cuda") is None
         True
     """
     if get_template(task.template).partition is None:

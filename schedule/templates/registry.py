@@ -146,7 +146,7 @@ def partition_of(name: str, cfg: Any) -> str | None:
         >>> space = config_space("conv2d_NCHWc.x86", args, {}, "llvm -mcpu=haswell")
         >>> sorted({partition_of("conv2d_NCHWc.x86", space.get(i)) for i in range(space.size)})
         ['channels', 'rows']
-        >>> partition_of("dense.x86", None) is None
+        >>> partition_of("dense.cuda", None) is None
         True
     """
     split = get_template(name).partition

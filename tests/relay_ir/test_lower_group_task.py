@@ -13,7 +13,7 @@ import relay_ir
 from autotune.extract import extract_tasks
 from relay_ir.backend.pipeline import bind_params
 from relay_ir.backend.tuned import TuningScope
-from schedule.templates import TEMPLATES, workload_key
+from schedule.templates import TEMPLATES, is_alternate, workload_key
 from tessel_errors import ScheduleError
 from tests.relay_ir.programs import mlp, mlp_inputs, resnet_block, resnet_block_inputs
 
@@ -58,7 +58,11 @@ def test_extract_tasks_gives_the_tasks_build_compiles_with(
     params = _params(mod, inputs(np.random.default_rng(3))) if weights_constant else None
     tasks = extract_tasks(mod, "llvm", params)
     relay_ir.build(mod, params=params, tuning_db=empty_db)
-    assert tasks and sorted(set(asked)) == sorted(t.workload_key for t, _ in tasks)
+    # untuned, build asks for each group's default template; extraction lists the
+    # alternates too (the Winograd conv), each beside its default
+    defaults = [t for t, _ in tasks if not is_alternate(t.template)]
+    assert defaults and sorted(set(asked)) == sorted(t.workload_key for t in defaults)
+    assert len(tasks) - len(defaults) == sum(t.template == "conv2d_NCHWc.x86" for t in defaults)
 
 
 @UNTUNED
@@ -70,9 +74,13 @@ def test_a_constant_conv_weight_gives_the_packed_task_in_both(asked: list[str],
     # the task is timed in by default (lower_group.record_attrs)
     tasks = extract_tasks(mod, "llvm", params)
     relay_ir.build(mod, params=params, tuning_db=empty_db)
-    assert sorted(n for _, n in tasks) == [1, 1]
-    assert all(t.attrs["kernel_layout"] == "OIHWio" for t, _ in tasks)
-    assert set(asked) == {t.workload_key for t, _ in tasks}
+    direct = [(t, n) for t, n in tasks if t.template == "conv2d_NCHWc.x86"]
+    assert sorted(n for _, n in direct) == [1, 1]
+    assert all(t.attrs["kernel_layout"] == "OIHWio" for t, _ in direct)
+    assert set(asked) == {t.workload_key for t, _ in direct}
+    # the Winograd alternates take the weight transformed once at build
+    assert all(t.attrs["kernel_layout"] == "winograd" for t, _ in tasks
+               if is_alternate(t.template))
 
 
 @pytest.mark.parametrize("program, inputs", [(mlp, mlp_inputs),
@@ -80,7 +88,8 @@ def test_a_constant_conv_weight_gives_the_packed_task_in_both(asked: list[str],
 def test_each_step_names_the_task_whose_template_compiled_it(program, inputs) -> None:
     mod = program()
     params = _params(mod, inputs(np.random.default_rng(3)))
-    tasks = {t.workload_key: n for t, n in extract_tasks(mod, "llvm", params)}
+    tasks = {t.workload_key: n for t, n in extract_tasks(mod, "llvm", params)
+             if not is_alternate(t.template)}  # untuned, no alternate runs
     steps = relay_ir.build(mod, params=params).plan.steps
     named = [s.workload_key for s in steps if s.workload_key]
     assert {k: named.count(k) for k in named} == tasks
