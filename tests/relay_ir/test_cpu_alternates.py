@@ -65,6 +65,16 @@ def _record(db: TuningDatabase, task: Task, seconds: float) -> None:
                          cfg.to_json(), costs=(seconds,), tuner="test"))
 
 
+def _db(small, path: Path, seconds: dict[str, float]) -> Path:
+    """A database with one record (the default as run) of every task of each template in
+    `seconds`, at that many seconds."""
+    with TuningDatabase(path) as db:
+        for template, secs in seconds.items():
+            for t in _tasks(small, template):
+                _record(db, t, secs)
+    return path
+
+
 def _build(small, db_path: Path | None):
     mod, params = small
     with warnings.catch_warnings():
@@ -89,31 +99,21 @@ def test_untuned_the_default_template_runs(small, twin) -> None:
 
 def test_the_alternate_runs_where_its_record_is_faster_than_the_default_templates(
         small, twin, tmp_path: Path) -> None:
-    with TuningDatabase(tmp_path / "t.db") as db:
-        for t in _tasks(small, DIRECT):
-            _record(db, t, 2e-4)
-        for t in _tasks(small, twin):
-            _record(db, t, 1e-4)
+    _db(small, tmp_path / "t.db", {DIRECT: 2e-4, twin: 1e-4})
     keys = [st.workload_key for st in _build(small, tmp_path / "t.db").plan.steps]
     assert sum(twin in k for k in keys) == 2  # both 3x3 convs
 
 
 def test_the_default_template_runs_where_its_record_is_faster(small, twin,
                                                               tmp_path: Path) -> None:
-    with TuningDatabase(tmp_path / "t.db") as db:
-        for t in _tasks(small, DIRECT):
-            _record(db, t, 1e-4)
-        for t in _tasks(small, twin):
-            _record(db, t, 2e-4)
+    _db(small, tmp_path / "t.db", {DIRECT: 1e-4, twin: 2e-4})
     keys = [st.workload_key for st in _build(small, tmp_path / "t.db").plan.steps]
     assert not any(twin in k for k in keys)
 
 
 def test_a_model_running_the_alternate_keeps_its_blocked_layouts_and_results(
         small, twin, tmp_path: Path) -> None:
-    with TuningDatabase(tmp_path / "t.db") as db:
-        for t in _tasks(small, twin):
-            _record(db, t, 1e-4)
+    _db(small, tmp_path / "t.db", {twin: 1e-4})
     lib, plain = _build(small, tmp_path / "t.db"), _build(small, None)
     assert [k.specs for k in lib.plan.kernels] == [k.specs for k in plain.plan.kernels]
     mod, params = small
@@ -124,12 +124,9 @@ def test_a_model_running_the_alternate_keeps_its_blocked_layouts_and_results(
 
 def test_the_models_confirmation_judges_an_alternate_even_at_its_own_default(
         small, twin, tmp_path: Path) -> None:
+    # the direct conv's records are its own default: nothing to judge there
+    lib = _build(small, _db(small, tmp_path / "t.db", {twin: 1e-4, DIRECT: 2e-4}))
     with TuningDatabase(tmp_path / "t.db") as db:
-        for t in _tasks(small, twin):
-            _record(db, t, 1e-4)
-        for t in _tasks(small, DIRECT):
-            _record(db, t, 2e-4)  # the direct conv's own default: nothing to judge
-        lib = _build(small, tmp_path / "t.db")
         judged = _applied_records(lib.plan, db, AVX512)
     assert {a.task.template for a in judged.values()} == {twin}
     assert all(a.config_json == a.default_json for a in judged.values())
