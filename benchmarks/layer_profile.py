@@ -100,6 +100,18 @@ def ort_convs(profile_path: str) -> list[LayerTime]:
             for n, d in durs.items()]
 
 
+def _logical_weight(workload_key: str) -> int:
+    """The elements of the OIHW weight of the task a step names (0: none): a Winograd conv
+    holds its weight transformed, alpha x alpha x O x I, not 3 x 3 x O x I, so the stored
+    constant does not match ORT's node."""
+    if not workload_key:
+        return 0
+    from autotune.task import Task
+
+    args = Task.from_workload_key(workload_key).args
+    return math.prod(args[1][0]) if len(args) > 1 else 0
+
+
 def tessel_convs(lib: Any, feeds: dict[str, Any], repeat: int = 10) -> list[LayerTime]:
     """The conv kernels of a compiled model in run order, from lib.profile (medians); the
     weight is a step's largest constant input, the data its first other input."""
@@ -113,7 +125,8 @@ def tessel_convs(lib: Any, feeds: dict[str, Any], repeat: int = 10) -> list[Laye
                   if plan.values[v].kind == "const"]
         data = [math.prod(plan.values[v].shape) for v in step.inputs
                 if plan.values[v].kind != "const"]
-        out.append(LayerTime(f"{k}:{step.group}", math.prod(row.shape), max(consts, default=0),
+        weight = _logical_weight(step.workload_key) or max(consts, default=0)
+        out.append(LayerTime(f"{k}:{step.group}", math.prod(row.shape), weight,
                              row.seconds * 1e6, data[0] if data else 0))
     return out
 

@@ -39,6 +39,31 @@ def test_every_conv_of_a_tiny_resnet18_is_matched(tmp_path: Path) -> None:
     assert gap_table(pairs, top=3).splitlines()[-1] == "20 convs matched, 0 unmatched"
 
 
+def test_a_winograd_conv_is_keyed_by_its_logical_weight(tmp_path: Path) -> None:
+    # a Winograd conv holds its weight transformed (6 x 6 x O x I for F(4, 3)); it is
+    # matched to ORT's node by the 3 x 3 x O x I weight of its task
+    from autotune.extract import extract_tasks
+    from tuning_logs import MeasureRecord, TuningDatabase
+
+    model = resnet18(image=32, width=16, classes=10)
+    x = seeded_rng().standard_normal((1, 3, 32, 32)).astype(np.float32)
+    mod, params = from_onnx(model)
+    with TuningDatabase(tmp_path / "t.db") as db:
+        for task, _ in extract_tasks(mod, "llvm", params):
+            if task.template == "conv2d_NCHWc_winograd.x86":
+                db.add(MeasureRecord(task.workload_key, task.template, task.target,
+                                     task.device_key, task.default_config().to_json(),
+                                     costs=(1e-9,), tuner="test"))
+    lib = relay_ir.build(mod, params=params, tuning_db=tmp_path / "t.db")
+    winograd = [s for s in lib.plan.steps if "winograd" in s.workload_key]
+    ours = tessel_convs(lib, {"input": x}, repeat=1)
+    assert winograd and len(ours) == 20
+    assert {c.weight_elems for c in ours} == {16 * 3 * 7 * 7, 16 * 16 * 9, 32 * 16 * 9,
+                                              32 * 32 * 9, 64 * 32 * 9, 64 * 64 * 9,
+                                              128 * 64 * 9, 128 * 128 * 9, 32 * 16,
+                                              64 * 32, 128 * 64}
+
+
 def test_a_conv_without_partner_is_reported_unmatched() -> None:
     from benchmarks.layer_profile import LayerTime
 
