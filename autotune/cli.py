@@ -245,16 +245,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def _untuned(db_path: str, found: list[tuple[Any, int]], alternates: list[list[int]],
              offset: int) -> tuple[list[tuple[Any, int]], list[list[int]]]:
     """`tessel tune MODEL --untuned-only`: the model's tasks this device has no record of in
-    the database at this thread count nor from before records had one (`_read_here`; e.g.
-    tasks a newer
-    Tessel files apart), and the alternate sets left whole, renumbered (`offset`: the
-    --op tasks before them)."""
+    the database that a build could apply (one that ran, of a config not rejected) at this
+    thread count nor from before records had one (`_read_here`; e.g. tasks a newer
+    Tessel files apart, the Winograd alternates of a database tuned before them), and the
+    alternate sets left whole, renumbered (`offset`: the --op tasks before them)."""
     from tessel_target import read_device_keys
 
     with TuningDatabase(db_path) as db:
+        # a record a build could apply: one that ran (a task whose configs all failed or
+        # timed out is untuned), of a config no confirmation rejected (TuningDatabase.best)
         keep = [k for k, (t, _) in enumerate(found)
-                if all(db.count(t.workload_key, t.target, d) == 0
-                       for d in read_device_keys(t.device_key))]
+                if not any(db.best(t.workload_key, t.target, d)
+                           for d in read_device_keys(t.device_key))]
     print(f"--untuned-only: {len(keep)} of {len(found)} tasks have no record in {db_path}"
           f"{_read_here()}; only they are tuned")
     new = {offset + k: offset + j for j, k in enumerate(keep)}

@@ -367,6 +367,28 @@ def test_tune_untuned_only_tunes_just_the_tasks_without_a_record(tmp_path: Path)
         assert all(db.count(t.workload_key) > 0 for t in others)
 
 
+def test_tune_untuned_only_counts_a_task_whose_records_all_failed_as_untuned(
+        tmp_path: Path) -> None:
+    from autotune.extract import extract_tasks
+    from relay_ir.frontend.onnx import from_onnx
+    from tests.autotune.test_model_confirm import _confirmed
+    from tuning_logs import MeasureRecord, TuningDatabase
+
+    _two_convs(tmp_path)
+    mod, params = from_onnx(str(tmp_path / "two.onnx"))
+    first, *others = [t for t, _ in extract_tasks(mod, "llvm", params)]
+    with TuningDatabase(tmp_path / "t.db") as db:
+        _confirmed(db, first, [0.9])
+        for t in others:  # a build applies neither: both timed out
+            db.add(MeasureRecord(t.workload_key, t.template, t.target, t.device_key,
+                                 t.default_config().to_json(), error_kind="timeout",
+                                 error_msg="ran past 10 s", tuner="test"))
+    out = _tessel("tune", "two.onnx", "--untuned-only", "--trials-per-task", "2", "--tuner",
+                  "random", "--db", "t.db", "--no-progress", "--no-model-confirm",
+                  "--min-repeat-ms", "1", cwd=tmp_path).stdout
+    assert "--untuned-only: 2 of 3 tasks have no record in t.db that a build here reads" in out
+
+
 def test_tune_untuned_only_with_every_task_recorded_confirms_and_tunes_nothing(
         tmp_path: Path) -> None:
     from autotune.extract import extract_tasks
