@@ -175,3 +175,20 @@ def test_a_model_whose_3x3_convs_run_winograd_computes_what_the_interpreter_does
     want = relay_ir.interpret(mod, input=x, **params)
     # F(4, 3) in float32: about 1e-5 of the output's scale (winograd_matrices)
     np.testing.assert_allclose(lib.run(input=x), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_saved_model_that_runs_winograd_loads_and_computes_the_same(
+        small, tmp_path: Path) -> None:
+    mod, params = small
+    tasks = [t for t, _ in extract_model_tasks(mod, AVX512, params).tasks]
+    with TuningDatabase(tmp_path / "t.db") as db:
+        for t in tasks:
+            _record(db, t, 1e-4 if t.template == WINOGRAD else 2e-4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lib = relay_ir.build(mod, target=AVX512, params=params, tuning_db=tmp_path / "t.db")
+    assert any(WINOGRAD in st.workload_key for st in lib.plan.steps)
+    lib.save(str(tmp_path / "m.tessel"))
+    loaded = relay_ir.load_compiled(str(tmp_path / "m.tessel"))
+    x = np.random.default_rng(12).standard_normal((1, 3, 56, 56)).astype(np.float32)
+    np.testing.assert_array_equal(loaded.run(input=x), lib.run(input=x))
