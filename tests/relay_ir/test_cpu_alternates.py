@@ -192,3 +192,35 @@ def test_a_saved_model_that_runs_winograd_loads_and_computes_the_same(
     loaded = relay_ir.load_compiled(str(tmp_path / "m.tessel"))
     x = np.random.default_rng(12).standard_normal((1, 3, 56, 56)).astype(np.float32)
     np.testing.assert_array_equal(loaded.run(input=x), lib.run(input=x))
+
+
+def test_two_threads_running_a_model_that_runs_winograd_get_the_serial_results(
+        small, tmp_path: Path) -> None:
+    # the transforms' intermediates (V, M) are the kernel's own per call, not shared
+    import threading
+
+    mod, params = small
+    with TuningDatabase(tmp_path / "t.db") as db:
+        for t, _ in extract_model_tasks(mod, AVX512, params).tasks:
+            _record(db, t, 1e-4 if t.template == WINOGRAD else 2e-4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lib = relay_ir.build(mod, target=AVX512, params=params, tuning_db=tmp_path / "t.db")
+    assert any(WINOGRAD in st.workload_key for st in lib.plan.steps)
+    rng = np.random.default_rng(13)
+    inputs = [rng.standard_normal((1, 3, 56, 56)).astype(np.float32) for _ in range(4)]
+    serial = [lib.run(input=x) for x in inputs]
+    wrong: list[int] = []
+
+    def work(k0: int) -> None:
+        for _ in range(10):
+            for k in range(k0, len(inputs), 2):
+                if not np.array_equal(lib.run(input=inputs[k]), serial[k]):
+                    wrong.append(k)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
