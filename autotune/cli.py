@@ -167,8 +167,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
             weights.append(n)
     if args.model and not args.cluster:
         print(f"threads: {num_threads()} (TESSEL_NUM_THREADS); records are filed at this count "
-              "and builds apply them only at it (a record timed on one count can lose on "
-              "another): tune and confirm at the count the model will run with")
+              "and builds apply them only at it (records filed before records had a count "
+              "apply at any count until it has its own; a record timed on one count can lose "
+              "on another): tune and confirm at the count the model will run with")
     if args.untuned_only and not args.model:
         raise TesselError("--untuned-only picks among a model's tasks: give MODEL.onnx, or "
                           "leave the option out for --op tasks")
