@@ -38,3 +38,28 @@ def far_config_index(task) -> int:
     split = partition_of(task.template, task.default_config())
     return next(i for i in reversed(range(space.size))
                 if partition_of(task.template, space.get(i)) == split)
+
+
+def concurrent_mismatches(run, inputs: list, rounds: int) -> list[int]:
+    """The indices of `inputs` whose output `run(x)` differed from its serial one when two
+    Python threads ran it `rounds` times each over alternate inputs at once ([] when
+    every concurrent run gave the serial result bit for bit)."""
+    import threading
+
+    import numpy as np
+
+    serial = [run(x) for x in inputs]
+    wrong: list[int] = []
+
+    def work(k0: int) -> None:
+        for _ in range(rounds):
+            for k in range(k0, len(inputs), 2):
+                if not np.array_equal(run(inputs[k]), serial[k]):
+                    wrong.append(k)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return wrong

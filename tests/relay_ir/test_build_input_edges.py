@@ -10,6 +10,7 @@ import pytest
 import relay_ir
 from relay_ir.backend import memory_plan
 from tessel_errors import KernelArgumentError, RelayTypeError, ResourceError
+from tests.relay_ir.conftest import concurrent_mismatches
 from tests.rng import seeded_rng
 
 SOFTMAX_OF_RELU_PLUS = relay_ir.parse("""
@@ -143,8 +144,6 @@ def test_shapes_past_the_int64_range_are_refused_at_build_not_wrapped_around() -
 def test_two_threads_running_one_model_get_the_serial_results() -> None:
     # eight kernels with planned 256 KiB intermediates between them: with the planned
     # buffers shared, about 2% of concurrent runs came out wrong (measured)
-    import threading
-
     text = "def @main(%x: Tensor[(256, 256), float32]) {\n"
     prev = "%x"
     for k in range(8):
@@ -153,18 +152,4 @@ def test_two_threads_running_one_model_get_the_serial_results() -> None:
     lib = relay_ir.build(relay_ir.parse(text + f"  {prev}\n}}"))
     rng = seeded_rng()
     inputs = [rng.standard_normal((256, 256)).astype("float32") for _ in range(6)]
-    serial = [lib.run(x) for x in inputs]
-    wrong: list[int] = []
-
-    def work(k0: int) -> None:
-        for _ in range(30):
-            for k in range(k0, len(inputs), 2):
-                if not np.array_equal(lib.run(inputs[k]), serial[k]):
-                    wrong.append(k)
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in (0, 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert wrong == []
+    assert concurrent_mismatches(lib.run, inputs, rounds=30) == []

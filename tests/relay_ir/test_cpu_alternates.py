@@ -23,6 +23,7 @@ from autotune.tuning import default_as_run
 from relay_ir.backend import layout_plan, lower_group
 from relay_ir.frontend.onnx import from_onnx
 from schedule.templates import TEMPLATES, is_alternate, registry
+from tests.relay_ir.conftest import concurrent_mismatches
 from tests.relay_ir.test_data_block_tasks import _stem_and_two_convs
 from tuning_logs import MeasureRecord, TuningDatabase
 
@@ -197,8 +198,6 @@ def test_a_saved_model_that_runs_winograd_loads_and_computes_the_same(
 def test_two_threads_running_a_model_that_runs_winograd_get_the_serial_results(
         small, tmp_path: Path) -> None:
     # the transforms' intermediates (V, M) are the kernel's own per call, not shared
-    import threading
-
     mod, params = small
     with TuningDatabase(tmp_path / "t.db") as db:
         for t, _ in extract_model_tasks(mod, AVX512, params).tasks:
@@ -209,18 +208,4 @@ def test_two_threads_running_a_model_that_runs_winograd_get_the_serial_results(
     assert any(WINOGRAD in st.workload_key for st in lib.plan.steps)
     rng = np.random.default_rng(13)
     inputs = [rng.standard_normal((1, 3, 56, 56)).astype(np.float32) for _ in range(4)]
-    serial = [lib.run(input=x) for x in inputs]
-    wrong: list[int] = []
-
-    def work(k0: int) -> None:
-        for _ in range(10):
-            for k in range(k0, len(inputs), 2):
-                if not np.array_equal(lib.run(input=inputs[k]), serial[k]):
-                    wrong.append(k)
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in (0, 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert wrong == []
+    assert concurrent_mismatches(lambda x: lib.run(input=x), inputs, rounds=10) == []

@@ -16,6 +16,7 @@ from relay_ir.backend.pipeline import bind_params, compile_static
 from relay_ir.frontend.onnx import from_onnx
 from tessel_target import Target
 from tests.e2e import onnx_models
+from tests.relay_ir.conftest import concurrent_mismatches
 from tests.rng import seeded_rng
 from tuning_logs import MeasureRecord, TuningDatabase
 
@@ -130,28 +131,12 @@ def test_tuned_configs_whose_blocks_disagree_still_equal_the_interpreter(
 
 def test_two_threads_running_a_blocked_model_get_the_serial_results() -> None:
     # the blocked values between convs live in each thread's own planned storage
-    import threading
-
     mod, params, inp, shape = _model("resnet18")
     lib = relay_ir.build(mod, target="llvm", params=params)
     assert len(_blocked_values(lib)) >= 15
     rng = seeded_rng()
     inputs = [rng.standard_normal(shape).astype("float32") for _ in range(4)]
-    serial = [_run(lib, inp, x) for x in inputs]
-    wrong: list[int] = []
-
-    def work(k0: int) -> None:
-        for _ in range(10):
-            for k in range(k0, len(inputs), 2):
-                if not np.array_equal(_run(lib, inp, inputs[k]), serial[k]):
-                    wrong.append(k)
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in (0, 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert wrong == []
+    assert concurrent_mismatches(lambda x: _run(lib, inp, x), inputs, rounds=10) == []
 
 
 LIGHT = ["squeezenet", "shufflenet", "inception_v1", "densenet121"]
