@@ -158,9 +158,9 @@ def test_the_choice_reads_the_record_of_the_task_keyed_for_the_calls_data_block(
 WINOGRAD = "conv2d_NCHWc_winograd.x86"
 
 
-@pytest.mark.parametrize("target", [AVX512, "llvm -mcpu=haswell"])
-def test_a_model_whose_3x3_convs_run_winograd_computes_what_the_interpreter_does(
-        small, target: str, tmp_path: Path) -> None:
+def _winograd_build(small, tmp_path: Path, target: str):
+    """The small model built for `target` with records that make its 3x3 convs run the
+    Winograd template (faster than the direct conv's), checked to do so."""
     mod, params = small
     tasks = [t for t, _ in extract_model_tasks(mod, target, params).tasks]
     assert {t.template for t in tasks if t.args[1][0][2:] == (3, 3)} == {DIRECT, WINOGRAD}
@@ -170,8 +170,16 @@ def test_a_model_whose_3x3_convs_run_winograd_computes_what_the_interpreter_does
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         lib = relay_ir.build(mod, target=target, params=params, tuning_db=tmp_path / "t.db")
-    keys = [st.workload_key for st in lib.plan.steps]
-    assert sum(WINOGRAD in k for k in keys) == 2
+    assert any(WINOGRAD in st.workload_key for st in lib.plan.steps)
+    return lib
+
+
+@pytest.mark.parametrize("target", [AVX512, "llvm -mcpu=haswell"])
+def test_a_model_whose_3x3_convs_run_winograd_computes_what_the_interpreter_does(
+        small, target: str, tmp_path: Path) -> None:
+    lib = _winograd_build(small, tmp_path, target)
+    assert sum(WINOGRAD in st.workload_key for st in lib.plan.steps) == 2
+    mod, params = small
     x = np.random.default_rng(11).standard_normal((1, 3, 56, 56)).astype(np.float32)
     want = relay_ir.interpret(mod, input=x, **params)
     # F(4, 3) in float32: about 1e-5 of the output's scale (winograd_matrices)
@@ -180,15 +188,7 @@ def test_a_model_whose_3x3_convs_run_winograd_computes_what_the_interpreter_does
 
 def test_a_saved_model_that_runs_winograd_loads_and_computes_the_same(
         small, tmp_path: Path) -> None:
-    mod, params = small
-    tasks = [t for t, _ in extract_model_tasks(mod, AVX512, params).tasks]
-    with TuningDatabase(tmp_path / "t.db") as db:
-        for t in tasks:
-            _record(db, t, 1e-4 if t.template == WINOGRAD else 2e-4)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        lib = relay_ir.build(mod, target=AVX512, params=params, tuning_db=tmp_path / "t.db")
-    assert any(WINOGRAD in st.workload_key for st in lib.plan.steps)
+    lib = _winograd_build(small, tmp_path, AVX512)
     lib.save(str(tmp_path / "m.tessel"))
     loaded = relay_ir.load_compiled(str(tmp_path / "m.tessel"))
     x = np.random.default_rng(12).standard_normal((1, 3, 56, 56)).astype(np.float32)
@@ -198,14 +198,7 @@ def test_a_saved_model_that_runs_winograd_loads_and_computes_the_same(
 def test_two_threads_running_a_model_that_runs_winograd_get_the_serial_results(
         small, tmp_path: Path) -> None:
     # the transforms' intermediates (V, M) are the kernel's own per call, not shared
-    mod, params = small
-    with TuningDatabase(tmp_path / "t.db") as db:
-        for t, _ in extract_model_tasks(mod, AVX512, params).tasks:
-            _record(db, t, 1e-4 if t.template == WINOGRAD else 2e-4)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        lib = relay_ir.build(mod, target=AVX512, params=params, tuning_db=tmp_path / "t.db")
-    assert any(WINOGRAD in st.workload_key for st in lib.plan.steps)
+    lib = _winograd_build(small, tmp_path, AVX512)
     rng = np.random.default_rng(13)
     inputs = [rng.standard_normal((1, 3, 56, 56)).astype(np.float32) for _ in range(4)]
     assert concurrent_mismatches(lambda x: lib.run(input=x), inputs, rounds=10) == []
