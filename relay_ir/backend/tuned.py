@@ -91,10 +91,13 @@ def find_tuned(db: TuningDatabase, template: str, specs: Sequence[Any],
         recs = _best(db, key, str(target), device, 1 if accept is None else ACCEPT_DEPTH)
         if not recs:
             continue
+        try:  # one space for the records read (up to ACCEPT_DEPTH of them)
+            space = config_space(template, list(specs), attrs, target)
+        except TesselError:
+            return None
         for rec in recs:
             try:
-                cfg = config_space(template, list(specs), attrs, target).from_json(
-                    rec.config_json)
+                cfg = space.from_json(rec.config_json)
             except TesselError:  # recorded by another version of the template
                 return None
             if accept is None or accept(cfg):
@@ -227,20 +230,6 @@ class TuningScope:
                 f"--db {self.db.path}` (its records apply where they split as the default "
                 "does)")
         return text
-
-    def best_cost(self, template: str, specs: Sequence[Any], attrs: dict[str, Any],
-                  target: Any) -> float | None:
-        """Seconds of the task's applicable record (`find_tuned`), or None; unlike
-        `config`, notes nothing (it compares a family's templates before one is chosen).
-
-            >>> TuningScope(None).best_cost("dense.x86", [((4, 16), "float32")] * 2, {},
-            ...                             "llvm") is None
-            True
-        """
-        if self.db is None:
-            return None
-        got = find_tuned(self.db, template, specs, attrs, target, self.any_device)
-        return got.record.mean if got is not None else None
 
     def warn(self, stacklevel: int = 2) -> None:
         """One warning for the untuned tasks, one for tasks tuned on other devices.
