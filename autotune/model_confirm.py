@@ -197,7 +197,7 @@ def _applied_records(plan: Any, db: TuningDatabase, target: str) -> dict[str, _A
     record of an alternate template (schedule.templates.is_alternate), which the default
     build does not run at all."""
     from autotune.tuning import default_as_run
-    from relay_ir.backend.lower_group import splits_otherwise
+    from relay_ir.backend.lower_group import splitting_as
     from relay_ir.backend.tuned import find_tuned
     from schedule.templates import is_alternate, partition_of
 
@@ -219,8 +219,7 @@ def _applied_records(plan: Any, db: TuningDatabase, target: str) -> dict[str, _A
         split = partition_of(task.template, default)
         # the record the build applied: the fastest that splits as the default does
         got = find_tuned(db, task.template, list(task.args), task.attrs, target,
-                         accept=lambda cfg, t=task.template, s=split:
-                         not splits_otherwise(t, cfg, s))
+                         accept=splitting_as(task.template, split))
         # an alternate template (a Winograd conv) replaces the family's default kernel:
         # even its own default config is a choice to judge
         own_default = got is not None and got.record.config_json == default_json and \

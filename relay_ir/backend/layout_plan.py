@@ -31,6 +31,7 @@ from relay_ir.backend.lower_group import (
     anchor_task,
     applied_config,
     constant_params,
+    data_block_of,
     flatten_types,
     group_ops,
     physical_spec,
@@ -185,10 +186,10 @@ def plan_layouts(main: Function, target: Any, tuning: TuningScope | None = None
         task = tasks[id(call)]
         block = 0
         if task is not None and takes_blocked_layout(task.template):
-            data_block = block_of.get(id(call.args[task.operands[0]]), 0)
+            ins = GroupLayout(tuple(block_of.get(id(a), 0) for a in call.args), ())
             # the template the call runs (a family's fastest record: lower_group asks the same)
-            task = anchor_task(call.op, constant_params(call), target, tuning, data_block)
-            block = output_block(task, target, tuning, data_block)
+            task = anchor_task(call.op, constant_params(call), target, tuning, ins)
+            block = output_block(task, target, tuning, data_block_of(task, ins))
         elif task is None and _keeps_layout(call.op):
             # pooling changes H and W: what must agree is the batch and the channels
             ins = {block_of[id(a)] for a in call.args if id(a) in block_of

@@ -242,7 +242,7 @@ def constant_params(call: Call) -> frozenset[int]:
 
 def anchor_task(fn: Function, const_params: frozenset[int] = frozenset(),
                 target: Any = "llvm", tuning: TuningScope | None = None,
-                data_block: int = 0) -> AnchorTask | None:
+                layout: GroupLayout | None = None) -> AnchorTask | None:
     """The template task of a fused group, or None (no single anchor, operands that are not
     group parameters, no template for these shapes).
 
@@ -250,12 +250,14 @@ def anchor_task(fn: Function, const_params: frozenset[int] = frozenset(),
     in its packed layout (schedule.templates.constant_weight_attrs). Where the target has
     several templates for the anchor's family (`anchor_tasks`: a GPU's implicit GEMM and
     direct conv, a CPU's direct and Winograd conv), the one whose record in `tuning` is
-    fastest (`record_cost`: the record a call with its data in `data_block` applies), else
-    the default. The layout plan and the lowering both ask here with the call's data
-    block, so that the plan's blocks are those of the template the call runs.
+    fastest (`record_cost`: the record the call applies, its inputs stored as `layout`
+    says, None: NCHW), else the default. The layout plan and the lowering both ask here
+    with the call's input blocks, so that the plan's blocks are those of the template the
+    call runs.
     """
     tasks = anchor_tasks(fn, const_params, target)
     if len(tasks) > 1 and tuning is not None:
+        data_block = data_block_of(tasks[0], layout)  # a family's templates share operands
         costs = [record_cost(t, target, tuning, data_block) for t in tasks]
         timed = [(c, k) for k, c in enumerate(costs) if c is not None]
         if timed:
@@ -281,8 +283,7 @@ def record_cost(task: AnchorTask, target: Any, tuning: TuningScope,
         return None
     accept = None
     if lowering.kernel.num_threads() > 1:
-        split = default_partition(task, target, data_block)
-        accept = lambda cfg: not splits_otherwise(task.template, cfg, split)  # noqa: E731
+        accept = splitting_as(task.template, default_partition(task, target, data_block))
     got = find_tuned(tuning.db, task.template, list(task.specs), attrs, target,
                      tuning.any_device, accept)
     return None if got is None else float(got.record.mean)
@@ -463,14 +464,23 @@ def applied_config(task: AnchorTask, target: Any, tuning: TuningScope | None,
         return tuned
     # the fastest record that splits as the default does, where the fastest does not
     alike = find_tuned(tuning.db, task.template, list(task.specs), attrs, target,
-                       tuning.any_device,
-                       accept=lambda cfg: not splits_otherwise(task.template, cfg, split))
+                       tuning.any_device, splitting_as(task.template, split))
     if alike is None:
         key = workload_key(task.template, list(task.specs), attrs)
         if key not in tuning.other_split:
             tuning.other_split.append(key)
         return None
     return alike.config
+
+
+def splitting_as(template: str, default_split: str | None) -> Callable[[Any], bool]:
+    """find_tuned's `accept` for the split rule: a config of `template` that a build on this
+    process's threads applies, the default splitting `default_split` (splits_otherwise).
+
+        >>> splitting_as("dense.cuda", "rows")(None)
+        True
+    """
+    return lambda cfg: not splits_otherwise(template, cfg, default_split)
 
 
 def splits_otherwise(template: str, cfg: Any, default_split: str | None) -> bool:
@@ -622,16 +632,6 @@ def _anchor_tag(outs: list[Tensor]) -> str | None:
     return None
 
 
-def _data_block(fn: Function, const_params: frozenset[int], target: Any,
-                layout: GroupLayout | None) -> int:
-    """The block the group's anchor data arrives in (0: NCHW): a family's templates share
-    their operands, so the default's say."""
-    if layout is None or not any(layout.in_blocks):
-        return 0
-    tasks = anchor_tasks(fn, const_params, target)
-    return data_block_of(tasks[0], layout) if tasks else 0
-
-
 def lower_group(fn: Function, target: Any = "llvm",
                 const_params: frozenset[int] = frozenset(),
                 tuning: TuningScope | None = None,
@@ -655,8 +655,7 @@ def lower_group(fn: Function, target: Any = "llvm",
         in_specs = [physical_spec(sp, b) for sp, b in zip(in_specs, layout.in_blocks)]
         out_specs = [physical_spec(sp, b) for sp, b in zip(out_specs, layout.out_blocks)]
     attempts: list[tuple[str, Callable[[], Any]]] = []
-    task = anchor_task(fn, const_params, target, tuning, _data_block(fn, const_params, target,
-                                                                   layout))
+    task = anchor_task(fn, const_params, target, tuning, layout)
     if task is not None:
         attempts.append((f"template {task.template}",
                          lambda: _template_path(fn, task, target, tuning, layout)))
