@@ -50,13 +50,15 @@ def _configs(task: Task) -> tuple[object, object, str]:
     raise AssertionError("the space has one split only")
 
 
-def _scope_with(tmp_path: Path, task: Task, cfg: object) -> TuningScope:
-    """A database holding one record of `task` filed without a thread count (as before
-    the count was part of the device key), which builds apply at any count."""
+def _scope_with(tmp_path: Path, task: Task, *cfgs: object) -> TuningScope:
+    """A database holding a record of `task` per config, the first fastest, filed without
+    a thread count (as before the count was part of the device key), which builds apply
+    at any count."""
     db = TuningDatabase(tmp_path / "t.db")
-    db.add(MeasureRecord(task.workload_key, task.template, task.target,
-                         legacy_device_key(task.device_key), cfg.to_json(), costs=(1e-4,),
-                         tuner="test"))
+    for k, cfg in enumerate(cfgs):
+        db.add(MeasureRecord(task.workload_key, task.template, task.target,
+                             legacy_device_key(task.device_key), cfg.to_json(),
+                             costs=(1e-4 * (k + 1),), tuner="test"))
     return TuningScope(db)
 
 
@@ -159,12 +161,7 @@ def test_on_two_threads_the_fastest_record_that_splits_as_the_default_applies(
         conv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     task, anchor, block = conv
     same, other, _ = _configs(task)
-    db = TuningDatabase(tmp_path / "t.db")
-    for cfg, seconds in [(other, 1e-4), (same, 2e-4)]:  # legacy: they apply at any count
-        db.add(MeasureRecord(task.workload_key, task.template, task.target,
-                             legacy_device_key(task.device_key), cfg.to_json(),
-                             costs=(seconds,), tuner="test"))
-    scope = TuningScope(db)
+    scope = _scope_with(tmp_path, task, other, same)  # the one that splits otherwise fastest
     monkeypatch.setenv("TESSEL_NUM_THREADS", "1")
     assert applied_config(anchor, AVX512, scope, block).to_json() == other.to_json()
     monkeypatch.setenv("TESSEL_NUM_THREADS", "2")
