@@ -376,6 +376,16 @@ def _packers(ins: Sequence[Tensor], args: Sequence[Any], attrs: dict[str, Any]
     return {}
 
 
+
+def _unrolled_vector(s: Schedule, t: Tensor, outer: Sequence[Any], unrolled: Sequence[Any],
+                     vector: Any) -> None:
+    """A transform pass's loops: `outer`, then `unrolled` (each unrolled, so that its
+    constant positions pick one arm of the transform's selects), the vector innermost."""
+    s[t].reorder(*outer, *unrolled, vector)
+    for ax in unrolled:
+        s[t].unroll(ax)
+    s[t].vectorize(vector)
+
 def schedule_winograd(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
     """The output transform (with the epilogue) per tile, m x m outputs unrolled, vector
     over kb; the GEMM a register tile of tile_p tiles x kb channels (the accumulators),
@@ -454,25 +464,15 @@ def schedule_winograd(cfg: Any, outs: Sequence[Tensor]) -> Schedule:
         s[cols].compute_at(s[O], tw)
         i, b, cko, cp, ck = s[cols].op.axis
         ckvo, ckvi = s[cols].split(ck, factor=vec)
-        s[cols].reorder(cko, cp, i, b, ckvo, ckvi)
-        s[cols].unroll(i)
-        s[cols].unroll(b)
-        s[cols].unroll(ckvo)
-        s[cols].vectorize(ckvi)
+        _unrolled_vector(s, cols, (cko, cp), (i, b, ckvo), ckvi)
 
     # the input transform: per (channel block, tile) all alpha x alpha outputs, unrolled
     e, nu, co, p, ci = s[V].op.axis
-    s[V].reorder(co, p, e, nu, ci)
-    s[V].unroll(e)
-    s[V].unroll(nu)
-    s[V].vectorize(ci)
+    _unrolled_vector(s, V, (co, p), (e, nu), ci)
     if rows_t is not None:  # the first pass of the input transform, per tile
         s[rows_t].compute_at(s[V], p)
         re_, rj, rco_, rp, rci_ = s[rows_t].op.axis
-        s[rows_t].reorder(rco_, rp, re_, rj, rci_)
-        s[rows_t].unroll(re_)
-        s[rows_t].unroll(rj)
-        s[rows_t].vectorize(rci_)
+        _unrolled_vector(s, rows_t, (rco_, rp), (re_, rj), rci_)
     if fuse == "rows":
         s[V].compute_at(s[O], par)
         if pad_in_chunk:
